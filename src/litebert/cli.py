@@ -1,0 +1,78 @@
+"""The `litebert` command: a thin map from subcommand to the module that implements it.
+
+Each module named below exposes ``configure(parser)`` (adds its arguments, or its own sub-subcommands) and
+``run(args) -> int | None``; a module serving several commands exposes ``configure_command(name, parser)`` and
+``run_command(name, args)`` instead. Library errors (``litebert.errors.LitebertError``) are printed as one clear
+message, without a traceback, with exit status 2. Modules are imported only when their command runs, so ``litebert --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from litebert.errors import LitebertError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "params": ("litebert.params", "exact parameter counts of every preset beside the paper's figures"),
+    "tokenizer": ("litebert.tokenizer_train", "train a SentencePiece vocabulary / encode text"),
+    "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
+    "pretrain": ("litebert.train.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
+    "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
+    "finetune": ("litebert.finetune.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
+    "evaluate": ("litebert.finetune.cli", "evaluate a fine-tuned model"),
+    "predict": ("litebert.finetune.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
+    "embed": ("litebert.finetune.cli", "write pooled or mean embeddings to .npy"),
+    "export": ("litebert.io.export", "export a model to ONNX"),
+}
+
+
+def _overview() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: litebert COMMAND [options]   (litebert COMMAND --help for details)", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_overview())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from litebert import __version__
+
+        print(f"litebert {__version__}")
+        return 0
+    name = argv[0]
+    if name not in COMMANDS:
+        print(f"litebert: unknown command {name!r}\n\n{_overview()}", file=sys.stderr)
+        return 2
+    module_name, help_ = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("litebert"):
+            print(f"litebert: the {name!r} command is not available in this version ({e.name} missing)", file=sys.stderr)
+            return 2
+        raise
+    parser = argparse.ArgumentParser(prog=f"litebert {name}", description=help_)
+    # A module serving several commands (finetune/evaluate/...) exposes configure_command/run_command.
+    several = hasattr(module, "configure_command")
+    module.configure_command(name, parser) if several else module.configure(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        code = module.run_command(name, args) if several else module.run(args)
+    except LitebertError as e:
+        print(f"litebert {name}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"litebert {name}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
