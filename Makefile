@@ -8,7 +8,6 @@ STAMP := $(VENV)/.installed
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
