@@ -1,0 +1,134 @@
+"""LAMB and AdamW exactly as the official ALBERT code updates weights.
+
+Official reference: google-research/albert ``lamb_optimizer.py`` (LAMBOptimizer) and ``optimization.py``
+(AdamWeightDecayOptimizer). For each parameter ``w`` with gradient ``g`` (already clipped to global norm 1.0 by the loop):
+
+    m = β1·m + (1-β1)·g                      # no bias correction (the official code has none)
+    v = β2·v + (1-β2)·g²
+    u = m / (sqrt(v) + ε)                    # ε outside the sqrt, 1e-6
+    u = u + λ·w          unless w is excluded from weight decay  (decoupled decay, inside the update)
+    r = ‖w‖/‖u‖          unless w is excluded from layer adaptation; r = 1 when either norm is 0; no clamp
+    w = w - lr·r·u                           # AdamW: r ≡ 1
+
+The official code excludes ``LayerNorm``/``layer_norm``/``bias`` from weight decay, and, because its
+``exclude_from_layer_adaptation`` defaults to the same list, from the trust ratio too. Which parameters are excluded is
+decided once, when the parameter groups are built (``param_groups.py``): each group carries ``weight_decay`` and
+``adapt`` flags, so the optimizer itself knows nothing of names.
+
+``bias_correction=True`` divides m and v by (1-β1^t) and (1-β2^t) as in Adam/the LAMB paper; it is off by default
+because the official ALBERT recipe has none.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from litebert.errors import ConfigError
+
+
+def _check(lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
+    if not lr >= 0.0:
+        raise ConfigError(f"optimizer: lr must be >= 0, got {lr}")
+    if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+        raise ConfigError(f"optimizer: betas must lie in [0, 1), got {betas}")
+    if not eps > 0.0:
+        raise ConfigError(f"optimizer: eps must be > 0, got {eps}")
+    if not weight_decay >= 0.0:
+        raise ConfigError(f"optimizer: weight_decay must be >= 0, got {weight_decay}")
+
+
+class Lamb(torch.optim.Optimizer):
+    """Layer-wise Adaptive Moments (You et al. 2019) in the official ALBERT form (see module docstring).
+
+    Param-group options: ``lr``, ``betas``, ``eps``, ``weight_decay``, ``adapt`` (apply the trust ratio; False for
+    LayerNorm/bias in the official setup), ``bias_correction``.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
+                 weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = False):
+        _check(lr, betas, eps, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt,
+                        bias_correction=bias_correction)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Lamb does not support sparse gradients")
+                update = _adam_direction(self.state[p], p, group, beta1, beta2)
+                if group["weight_decay"] != 0.0:
+                    update.add_(p.to(update.dtype), alpha=group["weight_decay"])
+                if group["adapt"]:
+                    update.mul_(_trust_ratio(p, update))
+                p.add_(update.to(p.dtype), alpha=-group["lr"])
+        return loss
+
+
+class AdamW(torch.optim.Optimizer):
+    """The official ``AdamWeightDecayOptimizer``: the LAMB update without the trust ratio.
+
+    Differs from ``torch.optim.AdamW`` in two official details: no bias correction by default, and ε added to
+    sqrt(v) of the uncorrected moment. Fine-tuning in the official code uses this optimizer.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
+                 weight_decay: float = 0.01, bias_correction: bool = False):
+        _check(lr, betas, eps, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                update = _adam_direction(self.state[p], p, group, beta1, beta2)
+                if group["weight_decay"] != 0.0:
+                    update.add_(p.to(update.dtype), alpha=group["weight_decay"])
+                p.add_(update.to(p.dtype), alpha=-group["lr"])
+        return loss
+
+
+def _adam_direction(state: dict, p: torch.Tensor, group: dict, beta1: float, beta2: float) -> torch.Tensor:
+    """Update the moments in ``state`` and return m/(sqrt(v)+ε) as a new (>= fp32) tensor shaped like ``p``."""
+    # Moments are kept in at least fp32 whatever the parameter dtype (official: tf.float32 slots); fp64 stays fp64.
+    dtype = torch.promote_types(p.dtype, torch.float32)
+    grad = p.grad.to(dtype)
+    if not state:
+        state["step"] = 0
+        state["exp_avg"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+    state["step"] += 1
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m.mul_(beta1).add_(grad, alpha=1.0 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+    if group["bias_correction"]:
+        t = state["step"]
+        m_hat = m / (1.0 - beta1**t)
+        v_hat = v / (1.0 - beta2**t)
+        return m_hat / (v_hat.sqrt() + group["eps"])
+    return m / (v.sqrt() + group["eps"])
+
+
+def _trust_ratio(p: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+    """‖w‖₂ / ‖u‖₂ over the whole tensor; 1.0 when either norm is 0 (official ``tf.where`` pair), never clamped."""
+    w_norm = torch.linalg.vector_norm(p.to(update.dtype))
+    u_norm = torch.linalg.vector_norm(update)
+    one = torch.ones_like(w_norm)
+    # A 0-dim tensor, so no host sync is needed on GPU.
+    return torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm.clamp_min(torch.finfo(u_norm.dtype).tiny), one)
