@@ -1,0 +1,266 @@
+"""`AlbertConfig`: one typed dataclass for every ALBERT (and BERT-baseline) shape, with named presets.
+
+Field names are those of the official `albert_config.json` and of HF `transformers.AlbertConfig`, so a config file from
+either loads as is. Two things are ours:
+
+- ``sharing`` names the paper's cross-layer sharing ablations (Section 4.5, Table 5): ``all`` (ALBERT's default),
+  ``attention`` (only attention sub-blocks shared), ``ffn`` (only feed-forward sub-blocks shared), ``none`` (BERT-like).
+  The official code's ``num_hidden_groups`` / ``inner_group_num`` describe *which* blocks are shared; ``sharing`` says
+  which sub-blocks follow that grouping. See `AlbertConfig.schedule`.
+- ``embedding_projection``: whether the E->H projection exists. The official code adds it only when E != H; HF always
+  has it. ``None`` means "as the official code" (E != H).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from litebert.errors import ConfigError
+
+ACTIVATIONS = ("gelu_new", "gelu", "relu", "silu")
+SHARING = ("all", "attention", "ffn", "none")
+
+
+@dataclass
+class AlbertConfig:
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    inner_group_num: int = 1
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_new"  # the official tanh approximation of GELU
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    classifier_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+    eos_token_id: int = 3
+    sharing: str = "all"
+    embedding_projection: Optional[bool] = None
+    # Task heads (HF names): number of outputs, optional label names, and problem type for sequence classification.
+    num_labels: int = 2
+    id2label: Optional[dict[int, str]] = None
+    problem_type: Optional[str] = None  # "single_label_classification" | "regression" | "multi_label_classification"
+
+    def __post_init__(self) -> None:
+        self._validate()
+        if self.embedding_projection is None:
+            self.embedding_projection = self.embedding_size != self.hidden_size
+        if self.sharing == "none":
+            # Nothing is shared: every layer is its own group (HF expresses not-shared exactly this way).
+            self.num_hidden_groups = self.num_hidden_layers
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.num_labels = len(self.id2label)
+
+    def _validate(self) -> None:
+        def bad(name: str, why: str) -> ConfigError:
+            return ConfigError(f"AlbertConfig.{name} = {getattr(self, name)!r}: {why}")
+
+        positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                    "inner_group_num", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+                    "type_vocab_size", "num_labels")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad(name, "must be a positive integer")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise bad(name, "must be a probability in [0, 1)")
+        if not (isinstance(self.initializer_range, (int, float)) and self.initializer_range > 0):
+            raise bad("initializer_range", "must be > 0")
+        if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
+            raise bad("layer_norm_eps", "must be > 0")
+        if self.hidden_size % self.num_attention_heads:
+            raise bad("hidden_size", f"must be divisible by num_attention_heads = {self.num_attention_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise bad("hidden_act", f"unknown activation; choose one of {', '.join(ACTIVATIONS)}")
+        if self.sharing not in SHARING:
+            raise bad("sharing", f"choose one of {', '.join(SHARING)}")
+        if self.sharing == "none" and self.num_hidden_groups not in (1, self.num_hidden_layers):
+            raise bad("num_hidden_groups", "sharing='none' gives every layer its own blocks; leave num_hidden_groups "
+                      f"at 1 or set it to num_hidden_layers = {self.num_hidden_layers}")
+        if self.num_hidden_groups > self.num_hidden_layers or self.num_hidden_layers % self.num_hidden_groups:
+            raise bad("num_hidden_layers", f"must be a multiple of num_hidden_groups = {self.num_hidden_groups} "
+                      "(layer i uses group int(i * groups / layers), so groups must split the layers evenly)")
+        if self.embedding_projection is False and self.embedding_size != self.hidden_size:
+            raise bad("embedding_projection", f"must be true when embedding_size ({self.embedding_size}) != "
+                      f"hidden_size ({self.hidden_size})")
+        for name in ("pad_token_id",):
+            if not 0 <= getattr(self, name) < self.vocab_size:
+                raise bad(name, f"must be a token id in [0, vocab_size = {self.vocab_size})")
+        if self.problem_type not in (None, "single_label_classification", "regression", "multi_label_classification"):
+            raise bad("problem_type", "choose single_label_classification, regression or multi_label_classification")
+
+    # ------------------------------------------------------------------ sharing schedule
+    def schedule(self) -> tuple[list[int], list[int]]:
+        """Which unique attention block and which unique FFN block run at each step of depth.
+
+        Depth has ``num_hidden_layers * inner_group_num`` steps: layer l runs the ``inner_group_num`` blocks of its group
+        in sequence, and layer l uses group ``int(l * num_hidden_groups / num_hidden_layers)`` (official
+        `modeling.py`, HF `AlbertTransformer`). A sub-block that is shared follows that grouping (block id
+        ``group * inner_group_num + inner``); one that is not shared gets a block of its own at every step.
+        Returns ``(attention_ids, ffn_ids)``, each of length steps; the number of unique blocks is ``max(ids) + 1``.
+        """
+        steps = self.num_hidden_layers * self.inner_group_num
+        grouped = [(layer * self.num_hidden_groups // self.num_hidden_layers) * self.inner_group_num + inner
+                   for layer in range(self.num_hidden_layers) for inner in range(self.inner_group_num)]
+        own = list(range(steps))
+        # 'none' needs no case of its own: it sets num_hidden_groups = num_hidden_layers, so grouped == own.
+        attention = own if self.sharing == "ffn" else grouped
+        ffn = own if self.sharing == "attention" else grouped
+        return attention, ffn
+
+    @property
+    def hf_compatible(self) -> bool:
+        """Whether HF transformers can express this model (it has no per-sub-block sharing)."""
+        return self.sharing in ("all", "none")
+
+    # ------------------------------------------------------------------ presets and serialization
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "AlbertConfig":
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; available presets: {', '.join(PRESETS)}")
+        fields = dict(PRESETS[name].fields)
+        fields.update(overrides)
+        return cls(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> "AlbertConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown AlbertConfig field(s) {', '.join(unknown)}; "
+                              f"known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        _atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> "AlbertConfig":
+        data = read_json(Path(path))
+        if "model_type" in data or "architectures" in data:  # an HF config.json
+            return cls.from_hf_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path))
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The fields as HF `config.json` writes them; our extra fields are added with a ``litebert_`` prefix only
+        where HF could not otherwise express the model (it then refuses to load it: see `io.checkpoint`)."""
+        d = {k: v for k, v in self.to_dict().items()
+             if k not in ("sharing", "embedding_projection", "id2label", "problem_type")}
+        d["model_type"] = "albert"
+        d["position_embedding_type"] = "absolute"
+        if self.id2label is not None:
+            d["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            d["label2id"] = {v: k for k, v in self.id2label.items()}
+        if self.problem_type is not None:
+            d["problem_type"] = self.problem_type
+        if self.sharing != "all":
+            d["litebert_sharing"] = self.sharing
+        if not self.embedding_projection:
+            d["litebert_embedding_projection"] = False
+        return d
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> "AlbertConfig":
+        data = dict(data)
+        kind = data.get("position_embedding_type", "absolute")
+        if kind != "absolute":
+            raise ConfigError(f"{source}: position_embedding_type = {kind!r} is not supported (only 'absolute', "
+                              "as every released ALBERT)")
+        if data.get("model_type", "albert") != "albert":
+            raise ConfigError(f"{source}: model_type = {data['model_type']!r}, expected 'albert'")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key.startswith("litebert_"):
+                out[key[len("litebert_"):]] = value
+            elif key in fields:
+                out[key] = value
+            # Anything else (architectures, transformers_version, dtype, label2id, the official config's
+            # net_structure_type / gap_size / down_scale_factor, ...) shapes nothing in the model: ignored.
+        if "id2label" in out and out["id2label"] is not None:
+            out["id2label"] = {int(k): v for k, v in out["id2label"].items()}
+        if out.get("eos_token_id") is not None and isinstance(out["eos_token_id"], list):
+            out["eos_token_id"] = out["eos_token_id"][0]
+        for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            if out.get(key, 0) is None:
+                out.pop(key)
+        # HF always builds the E->H projection, so an HF folder has one unless we said otherwise when saving it.
+        out.setdefault("embedding_projection", True)
+        return cls.from_dict(out, source=source)
+
+
+@dataclass(frozen=True)
+class Preset:
+    fields: dict[str, Any]
+    source: str
+    paper_params: Optional[str] = None  # the paper's Table 1 figure, as printed there
+
+
+def _albert(h: int, layers: int, heads: int, ffn: int, dropout: float) -> dict[str, Any]:
+    return dict(vocab_size=30000, embedding_size=128, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
+                intermediate_size=ffn, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                hidden_act="gelu_new", sharing="all")
+
+
+def _bert(h: int, layers: int, heads: int, ffn: int) -> dict[str, Any]:
+    return dict(vocab_size=30000, embedding_size=h, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
+                intermediate_size=ffn, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, hidden_act="gelu",
+                sharing="none", embedding_projection=False)
+
+
+_T1 = "Lan et al. 2020, Table 1"
+_V1 = "official albert_config.json of the v1 TF-Hub release (dropout 0.1; xxlarge 0)"
+_V2 = "official albert_config.json of the v2 TF-Hub release (dropout 0)"
+PRESETS: dict[str, Preset] = {
+    "albert-base-v1": Preset(_albert(768, 12, 12, 3072, 0.1), f"{_T1}; {_V1}", "12M"),
+    "albert-large-v1": Preset(_albert(1024, 24, 16, 4096, 0.1), f"{_T1}; {_V1}", "18M"),
+    "albert-xlarge-v1": Preset(_albert(2048, 24, 16, 8192, 0.1), f"{_T1}; {_V1}", "60M"),
+    "albert-xxlarge-v1": Preset(_albert(4096, 12, 64, 16384, 0.0), f"{_T1}; {_V1}", "235M"),
+    "albert-base-v2": Preset(_albert(768, 12, 12, 3072, 0.0), f"{_T1}; {_V2}", "12M"),
+    "albert-large-v2": Preset(_albert(1024, 24, 16, 4096, 0.0), f"{_T1}; {_V2}", "18M"),
+    "albert-xlarge-v2": Preset(_albert(2048, 24, 16, 8192, 0.0), f"{_T1}; {_V2}", "60M"),
+    "albert-xxlarge-v2": Preset(_albert(4096, 12, 64, 16384, 0.0), f"{_T1}; {_V2}", "235M"),
+    "bert-base": Preset(_bert(768, 12, 12, 3072), f"{_T1} (BERT baseline with ALBERT's 30k vocabulary)", "108M"),
+    "bert-large": Preset(_bert(1024, 24, 16, 4096), f"{_T1} (BERT baseline with ALBERT's 30k vocabulary)", "334M"),
+    "tiny": Preset(dict(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0), "litebert: a debug preset for tests and CI"),
+}
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,297 @@
+"""Task heads on the ALBERT encoder, with the output names ALBERT users know from HF transformers.
+
+Every class keeps the encoder as ``self.albert`` and its head modules under HF's names (``predictions``,
+``sop_classifier``, ``classifier``, ``qa_outputs``), so checkpoints map onto HF's by the short key map in
+`litebert.io.keymap`. Models return a dataclass of outputs and, when labels are given, the loss; optimizers and
+training loops live elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litebert import model as _model
+from litebert.config import AlbertConfig
+from litebert.model import ACT, EncoderOutput, init_weights, maybe_dropout
+
+
+class PretrainedMixin:
+    """save_pretrained / from_pretrained in the HF folder layout (config.json + model.safetensors)."""
+
+    config: AlbertConfig
+    HF_ARCHITECTURE = ""  # the HF class name written to config.json "architectures"
+
+    def save_pretrained(self, path) -> None:
+        from litebert.io.checkpoint import save_pretrained
+
+        save_pretrained(self, path)
+
+    @classmethod
+    def from_pretrained(cls, path, *, strict: bool = False, **config_overrides):
+        """Load from a litebert or HF folder. The encoder loads into any head; head weights the folder lacks are
+        newly initialised and reported (``strict=True`` makes any missing or unexpected key an error).
+        ``config_overrides`` replace config fields first (e.g. ``num_labels=3``, ``hidden_dropout_prob=0.1``)."""
+        from litebert.io.checkpoint import from_pretrained
+
+        return from_pretrained(cls, path, strict=strict, **config_overrides)
+
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        encoder = self if isinstance(self, _model.AlbertModel) else self.albert
+        encoder.encoder.gradient_checkpointing = enabled
+
+    def num_parameters(self) -> int:
+        """Unique parameters (the tied MLM decoder and shared blocks counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+class AlbertModel(PretrainedMixin, _model.AlbertModel):
+    """The bare encoder (`litebert.model.AlbertModel`) with save/load. HF class: AlbertModel."""
+
+    HF_ARCHITECTURE = "AlbertModel"
+
+
+# ---------------------------------------------------------------------------------------------------- outputs
+@dataclass
+class PreTrainingOutput:
+    loss: Optional[torch.Tensor] = None  # mlm_loss + sop_loss (whichever are given)
+    mlm_loss: Optional[torch.Tensor] = None
+    sop_loss: Optional[torch.Tensor] = None
+    prediction_logits: Optional[torch.Tensor] = None  # [B, P, V] at mlm_positions, else [B, L, V]
+    sop_logits: Optional[torch.Tensor] = None  # [B, 2]
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class TaskOutput:
+    loss: Optional[torch.Tensor] = None
+    logits: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    loss: Optional[torch.Tensor] = None
+    start_logits: Optional[torch.Tensor] = None  # [B, L]
+    end_logits: Optional[torch.Tensor] = None  # [B, L]
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+
+
+# ---------------------------------------------------------------------------------------------------- heads
+class MLMHead(nn.Module):
+    """H -> E dense, activation, LayerNorm, then the decoder E -> V tied to the word embeddings with its own bias
+    (official `get_masked_lm_output`)."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.act = ACT[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        # [..., H] -> [..., E] -> [..., V]
+        return F.linear(self.LayerNorm(self.act(self.dense(h))), word_embeddings, self.bias)
+
+
+class SOPHead(nn.Module):
+    """Sentence-order (or next-sentence) prediction on the pooled output: dropout, then H -> 2."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.dropout = maybe_dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(pooled))
+
+
+def masked_lm(head: MLMHead, encoder: _model.AlbertModel, hidden: torch.Tensor,
+              labels: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor], mlm_ids: Optional[torch.Tensor],
+              mlm_weights: Optional[torch.Tensor]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """MLM logits and loss, either HF-style (``labels`` [B, L], -100 ignored; logits at every position) or
+    official-style (``mlm_positions``/``mlm_ids``/``mlm_weights`` [B, P]; the head runs only on the P gathered
+    positions, which is ~P/L of the cost: 20/512 in the paper's setting)."""
+    embeddings = encoder.embeddings.word_embeddings.weight
+    if mlm_positions is None:
+        logits = head(hidden, embeddings)  # [B, L, V]
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        return logits, loss
+    index = mlm_positions.long().unsqueeze(-1).expand(-1, -1, hidden.shape[-1])  # [B, P, H]
+    logits = head(torch.gather(hidden, 1, index), embeddings)  # [B, P, V]
+    loss = None
+    if mlm_ids is not None:
+        nll = F.cross_entropy(logits.flatten(0, 1), mlm_ids.flatten().long(), reduction="none")  # [B*P]
+        weights = torch.ones_like(nll) if mlm_weights is None else mlm_weights.flatten().to(nll.dtype)
+        # Official `get_masked_lm_output`: sum(w * nll) / (sum(w) + 1e-5); padded predictions have w = 0.
+        loss = (weights * nll).sum() / (weights.sum() + 1e-5)
+    return logits, loss
+
+
+class AlbertForPreTraining(PretrainedMixin, nn.Module):
+    """Encoder + MLM head + SOP head; loss = MLM + SOP (paper Section 4.1; official `run_pretraining.py`)."""
+
+    HF_ARCHITECTURE = "AlbertForPreTraining"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = _model.AlbertModel(config)
+        self.predictions = MLMHead(config)
+        self.sop_classifier = SOPHead(config)
+        for module in (self.predictions, self.sop_classifier):
+            module.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+                labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None, sentence_order_label=None,
+                output_hidden_states: bool = False) -> PreTrainingOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        logits, mlm_loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions,
+                                     mlm_ids, mlm_weights)
+        sop_logits = self.sop_classifier(out.pooler_output)
+        sop_loss = None
+        if sentence_order_label is not None:
+            sop_loss = F.cross_entropy(sop_logits, sentence_order_label.view(-1).long())
+        losses = [x for x in (mlm_loss, sop_loss) if x is not None]
+        loss = sum(losses[1:], losses[0]) if losses else None
+        return PreTrainingOutput(loss, mlm_loss, sop_loss, logits, sop_logits, out.hidden_states)
+
+
+class AlbertForMaskedLM(PretrainedMixin, nn.Module):
+    HF_ARCHITECTURE = "AlbertForMaskedLM"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = _model.AlbertModel(config, add_pooling_layer=False)
+        self.predictions = MLMHead(config)
+        self.predictions.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+                labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None,
+                output_hidden_states: bool = False) -> TaskOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        logits, loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions, mlm_ids,
+                                 mlm_weights)
+        return TaskOutput(loss, logits, out.hidden_states)
+
+
+class _Classifier(PretrainedMixin, nn.Module):
+    """Encoder + dropout + linear; subclasses choose pooled vs per-token input and the loss."""
+
+    pooled = True
+
+    def __init__(self, config: AlbertConfig, out_features: int):
+        super().__init__()
+        self.config = config
+        self.albert = _model.AlbertModel(config, add_pooling_layer=self.pooled)
+        self.dropout = maybe_dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, out_features)
+        init_weights(self.classifier, config.initializer_range)
+
+    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states):
+        out: EncoderOutput = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        features = out.pooler_output if self.pooled else out.last_hidden_state
+        return self.classifier(self.dropout(features)), out.hidden_states
+
+
+class AlbertForSequenceClassification(_Classifier):
+    """Pooled output -> num_labels. ``num_labels == 1`` is regression (MSE, e.g. STS-B); integer labels are
+    single-label classification (cross-entropy); float labels with num_labels > 1 are multi-label (BCE) — as HF."""
+
+    HF_ARCHITECTURE = "AlbertForSequenceClassification"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__(config, config.num_labels)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
+                output_hidden_states: bool = False) -> TaskOutput:
+        logits, hidden_states = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                            output_hidden_states)
+        loss = None
+        if labels is not None:
+            problem = self.config.problem_type or (
+                "regression" if self.config.num_labels == 1 else
+                "single_label_classification" if not labels.is_floating_point() else "multi_label_classification")
+            if problem == "regression":
+                loss = F.mse_loss(logits.view(-1), labels.view(-1).to(logits.dtype))
+            elif problem == "single_label_classification":
+                loss = F.cross_entropy(logits, labels.view(-1).long())
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        return TaskOutput(loss, logits, hidden_states)
+
+
+class AlbertForTokenClassification(_Classifier):
+    """Per-token output -> num_labels (NER, CoNLL-2003). Labels [B, L] with -100 ignored."""
+
+    HF_ARCHITECTURE = "AlbertForTokenClassification"
+    pooled = False
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__(config, config.num_labels)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
+                output_hidden_states: bool = False) -> TaskOutput:
+        logits, hidden_states = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                            output_hidden_states)  # [B, L, C]
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten().long(), ignore_index=-100)
+        return TaskOutput(loss, logits, hidden_states)
+
+
+class AlbertForMultipleChoice(_Classifier):
+    """Each (context, choice) pair is encoded separately; its pooled output gets one score (RACE)."""
+
+    HF_ARCHITECTURE = "AlbertForMultipleChoice"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__(config, 1)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
+                output_hidden_states: bool = False) -> TaskOutput:
+        b, k = input_ids.shape[:2]
+        flat = [None if t is None else t.reshape(b * k, -1) for t in (input_ids, attention_mask, token_type_ids,
+                                                                      position_ids)]  # [B, K, L] -> [B*K, L]
+        scores, hidden_states = self.encode(*flat, output_hidden_states)  # [B*K, 1]
+        logits = scores.view(b, k)
+        loss = F.cross_entropy(logits, labels.view(-1).long()) if labels is not None else None
+        return TaskOutput(loss, logits, hidden_states)
+
+
+class AlbertForQuestionAnswering(PretrainedMixin, nn.Module):
+    """Extractive QA (SQuAD): a linear start/end scorer on every token."""
+
+    HF_ARCHITECTURE = "AlbertForQuestionAnswering"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = _model.AlbertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        init_weights(self.qa_outputs, config.initializer_range)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
+                start_positions=None, end_positions=None, output_hidden_states: bool = False) -> QuestionAnsweringOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        start, end = self.qa_outputs(out.last_hidden_state).unbind(-1)  # [B, L] each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the window (answer not in this window) are ignored, as HF does.
+            ignored = start.shape[1]
+            s = start_positions.view(-1).clamp(0, ignored)
+            e = end_positions.view(-1).clamp(0, ignored)
+            loss = (F.cross_entropy(start, s, ignore_index=ignored) + F.cross_entropy(end, e, ignore_index=ignored)) / 2
+        return QuestionAnsweringOutput(loss, start, end, out.hidden_states)
+
+
+HEADS = {cls.HF_ARCHITECTURE: cls for cls in (AlbertModel, AlbertForPreTraining, AlbertForMaskedLM,
+                                               AlbertForSequenceClassification, AlbertForTokenClassification,
+                                               AlbertForMultipleChoice, AlbertForQuestionAnswering)}

@@ -1,0 +1,203 @@
+"""Model folders in the HF layout: ``config.json`` + ``model.safetensors`` (HF parameter names).
+
+Reads what HF writes (``model.safetensors``, sharded ``model.safetensors.index.json``, legacy ``pytorch_model.bin``
+through ``torch.load(weights_only=True)``), with or without the ``albert.`` base-model prefix, with or without the SOP
+head (the public albert-*-v2 checkpoints have none). Every write is atomic: a file is written under a temporary name
+and renamed into place, weights before config, so a crash never leaves a folder that looks valid but is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from litebert import __version__
+from litebert.config import AlbertConfig, read_json
+from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError
+from litebert.io import keymap
+
+log = logging.getLogger("litebert")
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+SHARDED_INDEX = "model.safetensors.index.json"
+LEGACY_WEIGHTS = "pytorch_model.bin"
+NATIVE_MODEL_TYPE = "litebert-albert"  # written for configs HF cannot express, so that HF refuses them loudly
+HEAD_PREFIXES = ("predictions.", "sop_classifier.", "classifier.", "qa_outputs.")
+
+
+# ------------------------------------------------------------------------------------------------ saving
+def save_pretrained(model: torch.nn.Module, path: str | os.PathLike, *, require_hf: bool = False) -> None:
+    """Write ``model`` to the folder ``path`` (created if needed).
+
+    Models HF can express (sharing 'all'/'none') are written with HF names and load in
+    ``transformers.AlbertFor*.from_pretrained``. The paper's per-sub-block sharing ablations are written under our own
+    names with ``model_type = "litebert-albert"``; ``require_hf=True`` makes that case an error instead.
+    """
+    config: AlbertConfig = model.config
+    if not config.hf_compatible and require_hf:
+        raise CheckpointError(f"sharing={config.sharing!r} cannot be exported to HF transformers: HF shares whole "
+                              "layers only (num_hidden_groups / inner_group_num), not attention or FFN alone. Save it "
+                              "without require_hf to keep it loadable by litebert.")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    bare = not _has_albert_prefix(model)
+    state = {_prefixed(k, bare): v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors = keymap.to_hf(state, config) if config.hf_compatible else state
+    if bare:  # HF's AlbertModel checkpoints carry no base-model prefix
+        tensors = {k[len("albert."):]: v for k, v in tensors.items()}
+
+    from safetensors.torch import save_file
+
+    _atomic(path / WEIGHTS_NAME, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    hf = config.to_hf_dict()
+    hf["architectures"] = [type(model).HF_ARCHITECTURE or "AlbertModel"]
+    hf["litebert_version"] = __version__
+    if not config.hf_compatible:
+        hf["model_type"] = NATIVE_MODEL_TYPE
+    text = json.dumps(hf, indent=2, sort_keys=True) + "\n"
+    _atomic(path / CONFIG_NAME, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _atomic(target: Path, write) -> None:
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------------ loading
+def load_config(path: str | os.PathLike, **overrides) -> AlbertConfig:
+    """The config of a model folder (HF ``config.json`` or our own field names); ``overrides`` replace fields."""
+    path = Path(path)
+    file = path / CONFIG_NAME if path.is_dir() else path
+    if not file.is_file():
+        raise CheckpointNotFoundError(f"no {CONFIG_NAME} in {path}" if path.is_dir() else f"not found: {path}")
+    data = read_json(file)
+    if data.get("model_type") == NATIVE_MODEL_TYPE:
+        data["model_type"] = "albert"
+    hf = "model_type" in data or "architectures" in data
+    config = AlbertConfig.from_hf_dict(data, source=str(file)) if hf else AlbertConfig.from_dict(data, source=str(file))
+    if overrides:
+        try:
+            config = dataclasses.replace(config, **overrides)
+        except TypeError as e:
+            raise ConfigError(f"bad config override: {e}") from None
+    return config
+
+
+def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """All tensors of a model folder (or of one weights file), on CPU, with clear errors for corrupt files."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointNotFoundError(f"not found: {path}")
+    if path.is_file():
+        return _read_file(path)
+    if (path / WEIGHTS_NAME).is_file():
+        return _read_file(path / WEIGHTS_NAME)
+    if (path / SHARDED_INDEX).is_file():
+        index = path / SHARDED_INDEX
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, AttributeError) as e:
+            raise CheckpointError(f"{index}: not a valid safetensors index ({e})") from None
+        tensors: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            if not (path / shard).is_file():
+                raise CheckpointError(f"{index} names shard {shard!r}, which is missing from {path}")
+            tensors.update(_read_file(path / shard))
+        return tensors
+    if (path / LEGACY_WEIGHTS).is_file():
+        return _read_file(path / LEGACY_WEIGHTS)
+    raise CheckpointNotFoundError(f"no weights in {path}: looked for {WEIGHTS_NAME}, {SHARDED_INDEX} and "
+                                  f"{LEGACY_WEIGHTS}")
+
+
+def _read_file(file: Path) -> dict[str, torch.Tensor]:
+    if file.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(file), device="cpu")
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise CheckpointError(f"{file}: not a readable safetensors file ({e}); it may be truncated or corrupt — "
+                                  "save or copy it again") from None
+    try:  # legacy PyTorch pickle: never unpickle arbitrary objects
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for corrupt or unsafe pickles
+        raise CheckpointError(f"{file}: cannot be read as a PyTorch state dict with weights_only=True ({e})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{file}: expected a flat dict of tensors")
+    return state
+
+
+def load_hf_state_dict(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+    """Load HF-named (or litebert-named) ``tensors`` into ``model``; return ``(missing, unexpected)`` in our names.
+
+    A shape mismatch is an error naming the key and both shapes. Missing or unexpected keys are returned for the
+    caller to judge (a new task head is expected to be missing; an encoder block is not).
+    """
+    config: AlbertConfig = model.config
+    bare = not _has_albert_prefix(model)
+    # Files from HF's bare AlbertModel lack the "albert." prefix; give every encoder key one.
+    prefixed = {(k if k.startswith("albert.") or k.startswith(HEAD_PREFIXES) else "albert." + k): v
+                for k, v in tensors.items()}
+    ours = keymap.from_hf(prefixed, config)
+    target = {_prefixed(k, bare): v for k, v in model.state_dict().items()}
+    for key, tensor in ours.items():
+        if key in target and tuple(tensor.shape) != tuple(target[key].shape):
+            raise CheckpointError(f"{key}: the checkpoint has shape {tuple(tensor.shape)} but the model expects "
+                                  f"{tuple(target[key].shape)}; the checkpoint was made with a different config")
+    loadable = {(k[len("albert."):] if bare else k): v for k, v in ours.items() if k in target}
+    model.load_state_dict(loadable, strict=False)
+    missing = sorted(set(target) - set(ours))
+    unexpected = sorted(set(ours) - set(target))
+    return missing, unexpected
+
+
+def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **config_overrides):
+    """Build ``cls`` from the config in ``path`` and load its weights (see `PretrainedMixin.from_pretrained`)."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointNotFoundError(f"model folder not found: {path}")
+    config = load_config(path, **config_overrides)
+    tensors = load_weights(path)
+    model = cls(config)
+    missing, unexpected = load_hf_state_dict(model, tensors)
+    if strict and (missing or unexpected):
+        raise CheckpointError(f"{path}: strict load failed; missing keys: {_short(missing)}; "
+                              f"unexpected keys: {_short(unexpected)}")
+    encoder_missing = [k for k in missing if k.startswith("albert.")]
+    if encoder_missing:
+        warnings.warn(f"{path}: encoder weights missing from the checkpoint, left randomly initialised: "
+                      f"{_short(encoder_missing)}", stacklevel=3)
+    head_missing = [k for k in missing if not k.startswith("albert.")]
+    if head_missing:
+        log.info("%s: newly initialised (not in the checkpoint): %s", path, _short(head_missing))
+    if unexpected:
+        log.info("%s: checkpoint weights not used by %s: %s", path, cls.__name__, _short(unexpected))
+    model.eval()
+    return model
+
+
+def _has_albert_prefix(model: torch.nn.Module) -> bool:
+    return hasattr(model, "albert")
+
+
+def _prefixed(key: str, bare: bool) -> str:
+    return "albert." + key if bare else key
+
+
+def _short(keys: Iterable[str], n: int = 8) -> str:
+    keys = list(keys)
+    return ", ".join(keys[:n]) + (f" (+{len(keys) - n} more)" if len(keys) > n else "") if keys else "none"

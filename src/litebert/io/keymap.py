@@ -1,0 +1,82 @@
+"""The one map between litebert parameter names and HF transformers' (``AlbertForPreTraining`` and friends).
+
+Inside each block our names already are HF's; the only difference is where blocks live:
+
+    ours: albert.encoder.attention_blocks.{b}.<rest>          (b = unique block id from AlbertConfig.schedule)
+    HF:   albert.encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.<rest>
+    ours: albert.encoder.ffn_blocks.{b}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
+    HF:   albert.encoder.albert_layer_groups.{g}.albert_layers.{i}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
+
+with b = g * inner_group_num + i. That holds whenever attention and FFN share the same way (sharing 'all' or 'none');
+HF cannot express the per-sub-block modes, which are then saved under our own names.
+
+HF quirks, all kept here:
+- the MLM decoder is tied to the word embeddings and its bias to ``predictions.bias``; HF files may or may not carry
+  ``predictions.decoder.*`` copies, which we neither need nor write;
+- older HF files carry the ``embeddings.position_ids`` / ``token_type_ids`` buffers;
+- HF always has the E->H projection; a litebert model without one (E == H, as the official BERT-style configs) is
+  written with an identity projection so that HF computes exactly the same function.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from litebert.config import AlbertConfig
+
+_OURS_TO_HF = [
+    (re.compile(r"^albert\.encoder\.attention_blocks\.(\d+)\.(.+)$"), "attention.{rest}"),
+    (re.compile(r"^albert\.encoder\.ffn_blocks\.(\d+)\.(.+)$"), "{rest}"),
+]
+_HF_BLOCK = re.compile(r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)$")
+_HF_PREFIX = "albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
+
+# Keys HF files may hold that carry nothing we need (tied copies and buffers).
+IGNORED_HF_KEYS = {
+    "predictions.decoder.weight", "predictions.decoder.bias",
+    "albert.embeddings.position_ids", "albert.embeddings.token_type_ids",
+}
+PROJECTION = ("albert.encoder.embedding_hidden_mapping_in.weight", "albert.encoder.embedding_hidden_mapping_in.bias")
+
+
+def to_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
+    """Our (``albert.``-prefixed) state dict -> HF names. Only for configs HF can express."""
+    if not config.hf_compatible:
+        raise ValueError(f"sharing={config.sharing!r} has no HF transformers equivalent")
+    inner = config.inner_group_num
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in state.items():
+        for pattern, template in _OURS_TO_HF:
+            m = pattern.match(key)
+            if m:
+                b, rest = int(m.group(1)), m.group(2)
+                key = _HF_PREFIX.format(g=b // inner, i=b % inner) + template.format(rest=rest)
+                break
+        out[key] = tensor
+    if not config.embedding_projection:  # identity E -> H (E == H) so HF's always-present projection is a no-op
+        out[PROJECTION[0]] = torch.eye(config.hidden_size, dtype=out["albert.embeddings.word_embeddings.weight"].dtype)
+        out[PROJECTION[1]] = torch.zeros(config.hidden_size, dtype=out[PROJECTION[0]].dtype)
+    return out
+
+
+def from_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
+    """HF names (``albert.``-prefixed) -> ours. Keys already in our naming pass through unchanged, so this also
+    reads litebert-native files. Dropped: the keys in IGNORED_HF_KEYS, and the identity projection written by
+    `to_hf` for models that have none."""
+    inner = config.inner_group_num
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in state.items():
+        if key in IGNORED_HF_KEYS or (not config.embedding_projection and key in PROJECTION):
+            continue
+        m = _HF_BLOCK.match(key)
+        if m:
+            g, i, rest = int(m.group(1)), int(m.group(2)), m.group(3)
+            b = g * inner + i
+            if rest.startswith("attention."):
+                key = f"albert.encoder.attention_blocks.{b}.{rest[len('attention.'):]}"
+            else:
+                key = f"albert.encoder.ffn_blocks.{b}.{rest}"
+        out[key] = tensor
+    return out

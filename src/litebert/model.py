@@ -1,0 +1,223 @@
+"""The ALBERT encoder (Lan et al., ICLR 2020), standing alone: it imports torch and the config, nothing else.
+
+Read top to bottom: embeddings in E space -> (E->H projection) -> a schedule of post-LN transformer blocks -> pooler.
+ALBERT's two architectural ideas are both visible here:
+
+- factorized embeddings (Section 3.1): tokens are embedded in E dimensions and projected to H once, so the vocabulary
+  costs V*E + E*H parameters instead of V*H;
+- cross-layer sharing (Section 3.1, Table 5): the encoder owns a few *unique* attention and FFN blocks and a
+  *schedule* (from `AlbertConfig.schedule`) saying which of them runs at each step of depth.
+
+Parameter names follow HF `modeling_albert.py` inside each block (query/key/value/dense/LayerNorm, ffn/ffn_output/
+full_layer_layer_norm), so the checkpoint key map (`litebert.io.keymap`) is a short list of renames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from litebert.config import AlbertConfig
+
+ACT = {
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # the official BERT/ALBERT gelu (tanh approximation)
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "silu": F.silu,
+}
+
+
+def maybe_dropout(p: float) -> nn.Module:
+    """No dropout op at all when p == 0 (v2 and xxlarge presets): saves a pass over the activations."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
+class Embeddings(nn.Module):
+    """word + position + token type, LayerNorm, dropout — all in E dimensions (official `embedding_postprocessor`)."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        # padding_idx as HF: the pad row starts at zero and gets no gradient.
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.embedding_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.dropout = maybe_dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings), persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor] = None,
+                position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:seq_len]  # [L], broadcast over the batch
+        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)  # [B, L, E]
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]  # all segment 0
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with a post-LN residual: LN(x + dropout(dense(attend(x))))."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.dense = nn.Linear(h, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.output_dropout = maybe_dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        b, l, h = x.shape
+        # [B, L, H] -> [B, heads, L, H/heads]
+        q, k, v = (proj(x).view(b, l, self.num_heads, -1).transpose(1, 2) for proj in (self.query, self.key, self.value))
+        p = self.attention_dropout if self.training else 0.0
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, heads, L, H/heads]
+        context = context.transpose(1, 2).reshape(b, l, h)
+        return self.LayerNorm(x + self.output_dropout(self.dense(context)))
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN with a post-LN residual: LN(x + dropout(W2 act(W1 x))).
+
+    The official `ffn` applies hidden dropout before the residual; HF's AlbertLayer defines that dropout but never
+    calls it. In eval mode (and with the v2 presets' p = 0) the two agree; in training we follow the official code.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.ffn = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.ffn_output = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.full_layer_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = ACT[config.hidden_act]
+        self.dropout = maybe_dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.full_layer_layer_norm(x + self.dropout(self.ffn_output(self.act(self.ffn(x)))))
+
+
+class Encoder(nn.Module):
+    """The E->H projection, then ``len(schedule)`` steps, each running one attention block and one FFN block.
+
+    ``schedule[s] = (a, f)``: step s runs ``attention_blocks[a]`` then ``ffn_blocks[f]``. All-shared ALBERT has
+    one block of each visited 12 times; BERT has 12 of each visited once.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        # Only when E != H in the official code; HF always has it (see AlbertConfig.embedding_projection).
+        self.embedding_hidden_mapping_in = (nn.Linear(config.embedding_size, config.hidden_size)
+                                            if config.embedding_projection else nn.Identity())
+        attention_ids, ffn_ids = config.schedule()
+        self.attention_blocks = nn.ModuleList(Attention(config) for _ in range(max(attention_ids) + 1))
+        self.ffn_blocks = nn.ModuleList(FeedForward(config) for _ in range(max(ffn_ids) + 1))
+        self.schedule = list(zip(attention_ids, ffn_ids))
+        self.steps_per_layer = config.inner_group_num
+        self.gradient_checkpointing = False
+
+    def step(self, x: torch.Tensor, mask: Optional[torch.Tensor], s: int) -> torch.Tensor:
+        a, f = self.schedule[s]
+        return self.ffn_blocks[f](self.attention_blocks[a](x, mask))
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], output_hidden_states: bool = False):
+        x = self.embedding_hidden_mapping_in(x)  # [B, L, E] -> [B, L, H]
+        hidden_states = [x] if output_hidden_states else None
+        for s in range(len(self.schedule)):
+            if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+                # Recompute each step in backward: activations kept per step are just its input [B, L, H].
+                x = checkpoint(self.step, x, mask, s, use_reentrant=False)
+            else:
+                x = self.step(x, mask, s)
+            if hidden_states is not None and (s + 1) % self.steps_per_layer == 0:
+                hidden_states.append(x)  # one entry per layer (after all its inner-group blocks)
+        return x, hidden_states
+
+
+@dataclass
+class EncoderOutput:
+    last_hidden_state: torch.Tensor  # [B, L, H]
+    pooler_output: Optional[torch.Tensor] = None  # [B, H]: tanh(W h[CLS] + b)
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None  # embeddings (after projection), then each layer
+
+
+class AlbertModel(nn.Module):
+    """The bare encoder with (optionally) the pooler. HF's ``albert.`` prefix is this module."""
+
+    def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        self.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        self.encoder.gradient_checkpointing = enabled
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                output_hidden_states: bool = False) -> EncoderOutput:
+        check_inputs(self.config, input_ids, token_type_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)
+        mask = attention_bias(attention_mask, x.dtype)
+        x, hidden_states = self.encoder(x, mask, output_hidden_states)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None)
+
+
+def attention_bias(attention_mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
+    """[B, L] of 1 (attend) / 0 (padding) -> additive bias [B, 1, 1, L] (0 or dtype min), or None if nothing is masked.
+
+    An additive bias rather than a boolean mask: a row with every key masked then gives uniform attention instead of
+    NaN. Skipping the mask entirely when there is no padding lets SDPA take its fastest kernel.
+    """
+    if attention_mask is None or (not _tracing() and bool(attention_mask.all())):
+        return None
+    bias = (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+    return bias
+
+
+def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> None:
+    """Clear errors for the input mistakes that otherwise surface as an index error deep inside torch."""
+    if _tracing():  # export / compile: value checks would be baked in as constants
+        return
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, seq_len], got shape {tuple(input_ids.shape)}")
+    if input_ids.shape[1] > config.max_position_embeddings:
+        raise ValueError(f"input has {input_ids.shape[1]} tokens but the model takes at most "
+                         f"max_position_embeddings = {config.max_position_embeddings}; truncate the text "
+                         "(tokenizer max_length) or use a sliding window")
+    if input_ids.numel() and (int(input_ids.max()) >= config.vocab_size or int(input_ids.min()) < 0):
+        raise ValueError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): "
+                         f"min {int(input_ids.min())}, max {int(input_ids.max())}; is the tokenizer the model's?")
+    if token_type_ids is not None and token_type_ids.numel() and int(token_type_ids.max()) >= config.type_vocab_size:
+        raise ValueError(f"token_type_ids contain {int(token_type_ids.max())} but type_vocab_size = "
+                         f"{config.type_vocab_size}")
+
+
+def _tracing() -> bool:
+    return torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export()
+
+
+@torch.no_grad()
+def init_weights(module: nn.Module, std: float) -> None:
+    """Truncated normal (at 2 std, as TF's truncated_normal_initializer) for weights and embeddings, zero biases,
+    unit LayerNorms — the official `create_initializer`."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.zero_()
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        module.weight.fill_(1.0)
+        module.bias.zero_()
