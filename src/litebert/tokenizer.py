@@ -1,0 +1,470 @@
+"""The ALBERT tokenizer: a SentencePiece unigram model plus the official text normalization.
+
+What the released ALBERT models were trained on (google-research/albert ``tokenization.py``):
+
+1. ``preprocess_text``: collapse whitespace runs (Python ``str.split``) and strip the ends, NFKD-decompose and drop
+   combining marks (``unicodedata.combining(c) != 0``), lower-case. Like XLNet's ``prepro_utils`` and HF, we also map
+   the LaTeX-style quotes ```` `` ```` and ``''`` to ``"`` and let ``keep_accents`` skip the NFKD step.
+2. ``sp.EncodeAsPieces`` (SentencePiece applies the model's own ``nmt_nfkc`` normalization and dummy prefix ``▁``).
+3. ``encode_pieces``: a piece ending in a digit followed by a comma (``▁2010,``) is re-encoded without the comma and
+   the comma becomes its own piece, so ``2010,`` and ``2010`` share their pieces.
+
+Offsets are character spans into the *original* text: :func:`normalize_with_spans` records, for every character of
+the normalized text, the span of original characters it came from, and SentencePiece reports each piece's span in the
+normalized text. See docs/tokenizer.md for where HF transformers 5 differs from the official behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from litebert.errors import TokenizerError
+
+SPIECE_UNDERLINE = "▁"
+# The official id layout: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (the README's spm_train flags).
+SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+# Official create_pretraining_data._is_start_piece: the literal '!"#$%&\"()*+,-./:;?@[\\]^_`{|}~' -- note that it
+# lists '"' twice and has no "'", "=" or ">" ("<" is covered by startswith("<")). Kept as is: it decides n-gram words.
+_START_PUNCT = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
+CONFIG_NAME = "tokenizer_config.json"
+MODEL_NAME = "spiece.model"
+
+
+def preprocess_text(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False) -> str:
+    """The official normalization (tokenization.preprocess_text), plus the ``/'' quote mapping."""
+    if remove_space:
+        text = " ".join(text.strip().split())
+    text = text.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
+    if lower:
+        text = text.lower()
+    return text
+
+
+def normalize_with_spans(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False):
+    """:func:`preprocess_text` that also returns, per output character, the span [start, end) of input characters it
+    came from. Returns ``(normalized, starts, ends)``; ``normalized == preprocess_text(text, ...)`` always."""
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    if remove_space:  # " ".join(text.strip().split()): one space per inner whitespace run, spanning the run
+        i, n = 0, len(text)
+        while i < n:
+            if text[i].isspace():
+                j = i
+                while j < n and text[j].isspace():
+                    j += 1
+                if chars and j < n:
+                    chars.append(" "), starts.append(i), ends.append(j)
+                i = j
+            else:
+                chars.append(text[i]), starts.append(i), ends.append(i + 1)
+                i += 1
+    else:
+        chars, starts, ends = list(text), list(range(len(text))), list(range(1, len(text) + 1))
+    for pair in ("``", "''"):  # str.replace: left to right, non-overlapping; '"' spans both quotes
+        i, out_c, out_s, out_e = 0, [], [], []
+        while i < len(chars):
+            if i + 1 < len(chars) and chars[i] == pair[0] and chars[i + 1] == pair[1]:
+                out_c.append('"'), out_s.append(starts[i]), out_e.append(ends[i + 1])
+                i += 2
+            else:
+                out_c.append(chars[i]), out_s.append(starts[i]), out_e.append(ends[i])
+                i += 1
+        chars, starts, ends = out_c, out_s, out_e
+    if not keep_accents:
+        # NFKD is a per-character decomposition followed by a reordering of combining marks only; as every combining
+        # mark is then dropped, decomposing character by character gives exactly the whole-string result.
+        out_c, out_s, out_e = [], [], []
+        for c, s, e in zip(chars, starts, ends):
+            for d in unicodedata.normalize("NFKD", c) if ord(c) > 127 else c:
+                if not unicodedata.combining(d):
+                    out_c.append(d), out_s.append(s), out_e.append(e)
+        chars, starts, ends = out_c, out_s, out_e
+    if lower:
+        # str.lower may lengthen a character ("İ" -> "i̇") and is context-sensitive only for the final sigma (same
+        # length either way): slice the whole-string result by per-character lengths.
+        whole = "".join(chars).lower()
+        out_c, out_s, out_e, k = [], [], [], 0
+        for c, s, e in zip(chars, starts, ends):
+            m = len(c.lower())
+            for d in whole[k:k + m]:
+                out_c.append(d), out_s.append(s), out_e.append(e)
+            k += m
+        chars, starts, ends = out_c, out_s, out_e
+    return "".join(chars), starts, ends
+
+
+def _check_specials(sp: spm.SentencePieceProcessor, where: str) -> dict[str, int]:
+    """The id of each ALBERT special piece; a clear error naming the missing ones."""
+    ids, missing = {}, []
+    for piece in SPECIAL_PIECES:
+        i = sp.piece_to_id(piece)
+        if sp.id_to_piece(i) != piece:  # piece_to_id answers unk_id for an unknown piece
+            missing.append(piece)
+        ids[piece] = i
+    if missing:
+        raise TokenizerError(
+            f"{where}: this SentencePiece model lacks the ALBERT special piece(s) {', '.join(missing)} "
+            f"(expected <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4); train one with `litebert tokenizer train`")
+    return ids
+
+
+class AlbertTokenizer:
+    """SentencePiece + official ALBERT normalization. ``from_pretrained(folder_or_model_file)`` to load."""
+
+    def __init__(self, model_file: str | os.PathLike, *, do_lower_case: bool = True, keep_accents: bool = False,
+                 remove_space: bool = True, num_threads: int = -1):
+        path = Path(model_file)
+        if not path.is_file():
+            raise TokenizerError(f"{path}: SentencePiece model file not found")
+        self._model_bytes = path.read_bytes()
+        self.model_file = path
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(self._model_bytes)
+        except Exception as e:  # sentencepiece raises RuntimeError/OSError with a terse message
+            raise TokenizerError(f"{path}: not a valid SentencePiece model ({e})") from None
+        specials = _check_specials(self.sp, str(path))
+        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
+            specials[p] for p in SPECIAL_PIECES)
+        self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
+        self.num_threads = num_threads
+        self.vocab_size = self.sp.get_piece_size()
+        self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self.piece_types = _piece_types(self._model_bytes)  # SentencePiece's ModelProto.SentencePiece.Type per id
+        self._special_ids = {i for i in range(self.vocab_size) if self.sp.is_control(i)}
+        # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
+        # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.
+        self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if _ends_digit_comma(p)}
+        self._fast_ids = self.sp.id_to_piece(self.sp.piece_to_id(",")) == ","
+
+    # ---------------------------------------------------------------- loading / saving
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **overrides) -> "AlbertTokenizer":
+        """Load a folder (``spiece.model`` + optional ``tokenizer_config.json``, HF layout) or a ``.model`` file."""
+        path = Path(path)
+        if path.is_dir():
+            model, cfg_path = path / MODEL_NAME, path / CONFIG_NAME
+            if not model.is_file():
+                raise TokenizerError(f"{path}: no {MODEL_NAME} in this folder (expected the HF ALBERT tokenizer layout)")
+            options = {}
+            if cfg_path.is_file():
+                try:
+                    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    raise TokenizerError(f"{cfg_path}: not valid JSON ({e})") from None
+                for key in ("do_lower_case", "keep_accents", "remove_space"):
+                    if key in cfg:
+                        if not isinstance(cfg[key], bool):
+                            raise TokenizerError(f"{cfg_path}: {key!r} must be true or false, got {cfg[key]!r}")
+                        options[key] = cfg[key]
+            return cls(model, **{**options, **overrides})
+        if not path.exists():
+            raise TokenizerError(f"{path}: no such tokenizer folder or SentencePiece model file")
+        return cls(path, **overrides)
+
+    def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
+        """Write ``spiece.model`` + ``tokenizer_config.json`` (HF layout; ``transformers.AutoTokenizer`` loads it)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        config = {
+            "tokenizer_class": "AlbertTokenizer", "do_lower_case": self.do_lower_case,
+            "keep_accents": self.keep_accents, "remove_space": self.remove_space,
+            "bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
+            "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]", "model_max_length": 512,
+        }
+        _atomic_write(out / MODEL_NAME, self._model_bytes)
+        _atomic_write(out / CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode())
+        return out
+
+    def fingerprint(self) -> str:
+        """sha256 of the SentencePiece model bytes: data made with one vocabulary must not be read with another."""
+        return hashlib.sha256(self._model_bytes).hexdigest()
+
+    # ---------------------------------------------------------------- vocabulary facts
+    def word_start_mask(self) -> np.ndarray:
+        """[vocab_size] bool: official ``_is_start_piece`` -- the piece starts a word for whole-word n-gram masking."""
+        return np.array([p.startswith(SPIECE_UNDERLINE) or p.startswith("<") or p in _START_PUNCT
+                         for p in self._pieces], dtype=bool)
+
+    def normal_piece_ids(self) -> np.ndarray:
+        """Ids of normal pieces (not control, unknown, unused or user-defined): candidates for random replacement."""
+        return np.flatnonzero(np.asarray(self.piece_types) == PIECE_NORMAL).astype(np.int64)
+
+    def convert_ids_to_tokens(self, ids):
+        return self._pieces[ids] if isinstance(ids, (int, np.integer)) else [self._pieces[i] for i in ids]
+
+    def convert_tokens_to_ids(self, tokens):
+        return self.sp.piece_to_id(tokens) if isinstance(tokens, str) else [self.sp.piece_to_id(t) for t in tokens]
+
+    # ---------------------------------------------------------------- encoding
+    def normalize(self, text: str) -> str:
+        return preprocess_text(text, remove_space=self.remove_space, lower=self.do_lower_case,
+                               keep_accents=self.keep_accents)
+
+    def _resplit_piece(self, piece: str) -> list[str]:
+        """Official encode_pieces: '▁2010,' -> encode '2010' again, keep the ▁ only if the piece had it, then ','."""
+        sub = self.sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+        if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+            sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:]] + sub[1:]
+        return sub + [piece[-1]]
+
+    def tokenize(self, text: str) -> list[str]:
+        """Pieces of ``text`` (no special tokens), exactly as the official ``encode_pieces(preprocess_text(text))``."""
+        out = []
+        for piece in self.sp.encode(self.normalize(text), out_type=str):
+            out.extend(self._resplit_piece(piece) if _ends_digit_comma(piece) else [piece])
+        return out
+
+    def encode_ids(self, text: str) -> list[int]:
+        """Piece ids of ``text`` (no special tokens): the official ``encode_ids`` including the digit-comma re-split."""
+        return self.encode_batch_ids([text])[0]
+
+    def encode_batch_ids(self, texts: list[str]) -> list[list[int]]:
+        """:meth:`encode_ids` of many texts, through SentencePiece's multi-threaded batch encoder."""
+        if not self._fast_ids:
+            return [self.convert_tokens_to_ids(self.tokenize(t)) for t in texts]
+        normalized = [self.normalize(t) for t in texts]
+        batch = self.sp.encode(normalized, out_type=int, num_threads=self.num_threads)
+        resplit = self._resplit
+        if resplit:
+            keys = resplit.keys()
+            for k, ids in enumerate(batch):
+                if not keys.isdisjoint(ids):
+                    batch[k] = [j for i in ids for j in (self._resplit_ids(i) if i in resplit else (i,))]
+        return batch
+
+    def _resplit_ids(self, i: int) -> list[int]:
+        return [self.sp.piece_to_id(p) for p in self._resplit[i]]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Piece ids and, for each, its [start, end) character span in the original ``text`` (leading whitespace
+        excluded, as in HF's offsets). A piece that stands for no character (a lone dummy-prefix ``▁``) gets an empty
+        span at the position of the next character."""
+        norm, starts, ends = normalize_with_spans(text, remove_space=self.remove_space, lower=self.do_lower_case,
+                                                  keep_accents=self.keep_accents)
+        enc = self.sp.encode(norm, out_type="offset_mapping")  # offsets: char spans into `norm`
+        ids, spans = [], []
+        n = len(norm)
+
+        def to_original(a: int, b: int) -> tuple[int, int]:
+            if a >= b:  # zero-width piece (the dummy prefix ▁ before e.g. an unknown character)
+                pos = starts[a] if a < n else len(text)
+                return pos, pos
+            s, e = starts[a], ends[b - 1]
+            while s < e - 1 and text[s].isspace():  # "▁word" covers the space before it: report the word only
+                s += 1
+            return s, e
+
+        for i, piece, (a, b) in zip(enc["ids"], enc["pieces"], enc["offsets"]):
+            if not _ends_digit_comma(piece):
+                ids.append(i), spans.append(to_original(a, b))
+                continue
+            sub = self._resplit_piece(piece)
+            body = piece.lstrip(SPIECE_UNDERLINE)
+            if norm[a:b].lstrip(" ") == body:  # usual case: SentencePiece left digits and comma unchanged
+                sub_enc = self.sp.encode(body[:-1], out_type="offset_mapping")["offsets"]
+                base = b - len(body)
+                sub_spans = [(base + x, base + y) for x, y in sub_enc][-(len(sub) - 1):] if len(sub) > 1 else []
+                sub_spans.append((b - 1, b))
+            else:  # the piece's characters were rewritten by nmt_nfkc: every sub-piece gets the whole piece's span
+                sub_spans = [(a, b)] * len(sub)
+            for p, (x, y) in zip(sub, sub_spans):
+                ids.append(self.sp.piece_to_id(p)), spans.append(to_original(x, y))
+        return ids, spans
+
+    def __call__(self, text, text_pair=None, *, max_length: int | None = None, truncation=False, padding=False,
+                 return_offsets: bool = False, add_special_tokens: bool = True) -> dict:
+        """Model inputs: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with token types 0 / 1, as HF does.
+
+        ``text`` is a string (lists come back) or a list of strings (lists of lists come back); ``text_pair`` likewise.
+        ``truncation``: False, True (= "longest_first"), "longest_first", "only_first" or "only_second", to
+        ``max_length`` tokens including the special ones. ``padding``: False, True / "longest" (to the longest in the
+        batch) or "max_length". Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` and, with
+        ``return_offsets``, ``offsets``: per token its [start, end) character span in its own original text
+        ((0, 0) for special and padding tokens).
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        pairs = None if text_pair is None else ([text_pair] if isinstance(text_pair, str) else list(text_pair))
+        if pairs is not None and len(pairs) != len(texts):
+            raise TokenizerError(f"text has {len(texts)} entries but text_pair has {len(pairs)}")
+        strategy = "longest_first" if truncation is True else (truncation or None)
+        if strategy not in (None, "longest_first", "only_first", "only_second"):
+            raise TokenizerError(f"truncation={truncation!r}: use False, True, 'longest_first', 'only_first' "
+                                 "or 'only_second'")
+        if strategy and max_length is None:
+            raise TokenizerError("truncation needs max_length")
+        pad_to = {False: None, None: None, True: "longest", "longest": "longest", "max_length": "max_length"}.get(
+            padding, "invalid")
+        if pad_to == "invalid" or (pad_to == "max_length" and max_length is None):
+            raise TokenizerError(f"padding={padding!r}: use False, True/'longest', or 'max_length' with max_length")
+
+        def encode_all(strings):
+            if return_offsets:
+                return [self.encode_with_offsets(s) for s in strings]
+            return [(ids, None) for ids in self.encode_batch_ids(strings)]
+
+        enc_a = encode_all(texts)
+        enc_b = encode_all(pairs) if pairs is not None else [None] * len(texts)
+        rows = []
+        for (a, sa), b_enc in zip(enc_a, enc_b):
+            b, sb = b_enc if b_enc is not None else (None, None)
+            if strategy:
+                n_special = (3 if b is not None else 2) if add_special_tokens else 0
+                la, lb = _truncated_lengths(len(a), None if b is None else len(b), max_length - n_special, strategy)
+                a, sa = a[:la], sa and sa[:la]
+                if b is not None:
+                    b, sb = b[:lb], sb and sb[:lb]
+            rows.append(self._build(a, sa, b, sb, add_special_tokens, return_offsets))
+        if pad_to:
+            width = max_length if pad_to == "max_length" else max(len(r["input_ids"]) for r in rows)
+            for r in rows:
+                n = width - len(r["input_ids"])
+                if n > 0:
+                    r["input_ids"] += [self.pad_token_id] * n
+                    r["token_type_ids"] += [0] * n
+                    r["attention_mask"] += [0] * n
+                    if return_offsets:
+                        r["offsets"] += [(0, 0)] * n
+        keys = rows[0].keys() if rows else ("input_ids", "token_type_ids", "attention_mask")
+        return {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
+
+    def _build(self, a, sa, b, sb, add_special_tokens, return_offsets) -> dict:
+        cls, sep, none = [self.cls_token_id], [self.sep_token_id], [(0, 0)]
+        if add_special_tokens:
+            ids = cls + a + sep + (b + sep if b is not None else [])
+            types = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
+            offs = none + sa + none + (sb + none if b is not None else []) if return_offsets else None
+        else:
+            ids = a + (b if b is not None else [])
+            types = [0] * len(a) + ([1] * len(b) if b is not None else [])
+            offs = sa + (sb if b is not None else []) if return_offsets else None
+        row = {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
+        if return_offsets:
+            row["offsets"] = offs
+        return row
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Text of ``ids``: pieces joined, ``▁`` read as a space; special tokens kept as their text unless skipped."""
+        out, run = [], []
+        for i in (int(i) for i in ids):
+            if i in self._special_ids:
+                if run:
+                    out.append(self.sp.decode(run)), run.clear()
+                if not skip_special_tokens:
+                    out.append(self._pieces[i])
+            else:
+                run.append(i)
+        if run:
+            out.append(self.sp.decode(run))
+        return " ".join(s for s in out if s)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return (f"AlbertTokenizer({str(self.model_file)!r}, vocab_size={self.vocab_size}, "
+                f"do_lower_case={self.do_lower_case}, keep_accents={self.keep_accents})")
+
+
+def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
+    """Lengths after truncation to ``budget`` pieces, with HF tokenizers' rules (``truncation.rs``): longest_first
+    keeps the shorter text whole when it fits, otherwise splits the budget in halves, the odd piece going to the longer
+    text (to the second on a tie)."""
+    if budget < 0:
+        raise TokenizerError(f"max_length is too small to hold even the special tokens")
+    if n2 is None:
+        if strategy == "only_second":
+            raise TokenizerError("truncation='only_second' needs a text pair")
+        return min(n1, budget), None
+    if n1 + n2 <= budget:
+        return n1, n2
+    if strategy == "only_first":
+        if n2 > budget:
+            raise TokenizerError(f"truncation='only_first' cannot fit: the second text alone has {n2} pieces, "
+                                 f"more than the {budget} left by max_length")
+        return budget - n2, n2
+    if strategy == "only_second":
+        if n1 > budget:
+            raise TokenizerError(f"truncation='only_second' cannot fit: the first text alone has {n1} pieces, "
+                                 f"more than the {budget} left by max_length")
+        return n1, budget - n1
+    short, long_ = min(n1, n2), max(n1, n2)
+    if short <= budget // 2:
+        short_len, long_len = short, budget - short
+    else:
+        short_len, long_len = budget // 2, budget // 2 + budget % 2
+    return (short_len, long_len) if n1 <= n2 else (long_len, short_len)
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def _piece_types(model: bytes) -> list[int]:
+    """The type of every piece, read from the ModelProto wire format (field 1 ``pieces``, whose field 3 is ``type``,
+    default NORMAL). The sentencepiece Python API has no is_user_defined(), and this avoids a protobuf dependency."""
+    types, i, n = [], 0, len(model)
+    while i < n:
+        key, i = _varint(model, i)
+        wire = key & 7
+        if wire == 2:
+            length, i = _varint(model, i)
+            if key >> 3 == 1:
+                j, end, kind = i, i + length, PIECE_NORMAL
+                while j < end:
+                    k2, j = _varint(model, j)
+                    w2 = k2 & 7
+                    if w2 == 0:
+                        v, j = _varint(model, j)
+                        if k2 >> 3 == 3:
+                            kind = v
+                    elif w2 == 2:
+                        ln, j = _varint(model, j)
+                        j += ln
+                    elif w2 == 5:
+                        j += 4
+                    else:
+                        j += 8
+                types.append(kind)
+            i += length
+        elif wire == 0:
+            _, i = _varint(model, i)
+        else:
+            i += 4 if wire == 5 else 8
+    return types
+
+
+def _ends_digit_comma(piece: str) -> bool:
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
