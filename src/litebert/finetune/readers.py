@@ -1,0 +1,405 @@
+"""Readers for the standard fine-tuning formats, each returning plain dataclasses.
+
+Every reader names the file and line of a bad record (``DataError``), refuses empty files, and reads ``.gz`` files
+transparently. Formats:
+
+* GLUE TSV, as distributed by the GLUE benchmark (all nine tasks and the AX diagnostic): columns are found by header
+  name; CoLA train/dev have no header and are read by position, as the official ``ColaProcessor`` does.
+* SQuAD v1.1 / v2.0 JSON (``data → paragraphs → qas``).
+* RACE JSON (one passage per file: ``article``, ``questions``, ``options``, ``answers``), a file or a folder of them.
+* Multiple-choice JSONL: ``{"id", "context", "question", "choices": [...], "label": 0 | "A"}`` one object a line.
+* CoNLL-2003: ``word POS chunk NER`` a line, blank lines between sentences, ``-DOCSTART-`` lines skipped.
+* A user's own CSV / TSV / JSONL with a column mapping (``text_a``, optional ``text_b``, ``label``).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from litebert.errors import DataError
+
+
+@dataclass
+class TextExample:
+    """A single-sentence or sentence-pair example (GLUE, user data). ``label`` is a class name, a float, or None."""
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+
+
+@dataclass
+class MultipleChoiceExample:
+    guid: str
+    context: str
+    question: str
+    choices: list[str]
+    label: int | None = None
+
+
+@dataclass
+class TokenExample:
+    guid: str
+    words: list[str]
+    labels: list[str] | None = None
+
+
+@dataclass
+class SquadExample:
+    qas_id: str
+    question: str
+    context: str
+    answers: list[dict] = field(default_factory=list)  # [{"text": str, "answer_start": int}], checked against context
+    is_impossible: bool = False
+    title: str = ""
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open a UTF-8 text file, gunzipping ``*.gz``; a missing file is a DataError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _read_tsv(path: Path) -> list[list[str]]:
+    # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with open_text(path) as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+    if not rows or all(not any(r) for r in rows):
+        raise DataError(f"{path}: the file is empty")
+    return rows
+
+
+def _check_label(path, line: int, value: str, label_list: list[str] | None) -> str:
+    if label_list is not None and value not in label_list:
+        raise DataError(f"{path}:{line}: label {value!r} is not one of the task's labels {label_list}")
+    return value
+
+
+# GLUE: task -> (column of text_a, column of text_b or None, column of the label or None (regression: float column),
+# labels (None = regression)). Columns are header names; see the GLUE benchmark's data files.
+GLUE_TASKS: dict[str, dict] = {
+    "cola": dict(a="sentence", b=None, label="label", labels=["0", "1"]),
+    "sst-2": dict(a="sentence", b=None, label="label", labels=["0", "1"]),
+    "mrpc": dict(a="#1 String", b="#2 String", label="Quality", labels=["0", "1"]),
+    "sts-b": dict(a="sentence1", b="sentence2", label="score", labels=None),
+    "qqp": dict(a="question1", b="question2", label="is_duplicate", labels=["0", "1"]),
+    "mnli": dict(a="sentence1", b="sentence2", label="gold_label", labels=["contradiction", "entailment", "neutral"]),
+    "qnli": dict(a="question", b="sentence", label="label", labels=["entailment", "not_entailment"]),
+    "rte": dict(a="sentence1", b="sentence2", label="label", labels=["entailment", "not_entailment"]),
+    "wnli": dict(a="sentence1", b="sentence2", label="label", labels=["0", "1"]),
+    # AX, the diagnostic set: MNLI's labels, predicted by an MNLI model; the public file has no labels.
+    "ax": dict(a="sentence1", b="sentence2", label="label", labels=["contradiction", "entailment", "neutral"]),
+}
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli", "mnli-mm": "mnli", "diagnostic": "ax",
+            "mnli_matched": "mnli", "mnli_mismatched": "mnli"}
+
+
+def glue_task_name(task: str) -> str:
+    name = task.lower()
+    name = _ALIASES.get(name, name)
+    if name not in GLUE_TASKS:
+        raise DataError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}")
+    return name
+
+
+def read_glue(task: str, path: str | Path) -> list[TextExample]:
+    """Read one GLUE split file. Test files (no label column) give examples with ``label=None``."""
+    name, path = glue_task_name(task), Path(path)
+    spec = GLUE_TASKS[name]
+    rows = _read_tsv(path)
+    if name == "cola" and rows[0][:2] != ["index", "sentence"]:
+        # CoLA train/dev: no header; columns: source, label, original annotation, sentence.
+        header, body, first = ["source", "label", "annotation", "sentence"], rows, 1
+    else:
+        header, body, first = rows[0], rows[1:], 2
+    col = {h: i for i, h in enumerate(header)}
+    for key in ("a", "b"):
+        if spec[key] is not None and spec[key] not in col:
+            raise DataError(f"{path}:1: missing column {spec[key]!r} for GLUE {name.upper()}; header is {header}")
+    has_label = spec["label"] in col
+    guid_col = col.get("index", col.get("id"))
+    out: list[TextExample] = []
+    for n, row in enumerate(body):
+        line = first + n
+        if not any(row):
+            continue
+        need = [spec["a"]] + ([spec["b"]] if spec["b"] else []) + ([spec["label"]] if has_label else [])
+        for c in need:
+            if col[c] >= len(row):
+                raise DataError(f"{path}:{line}: missing column {c!r} (row has {len(row)} fields, header has "
+                                f"{len(header)})")
+        label = None
+        if has_label:
+            raw = row[col[spec["label"]]].strip()
+            if spec["labels"] is None:
+                try:
+                    label = float(raw)
+                except ValueError:
+                    raise DataError(f"{path}:{line}: {spec['label']!r} must be a number, got {raw!r}") from None
+            else:
+                label = _check_label(path, line, raw, spec["labels"])
+        guid = row[guid_col] if guid_col is not None and guid_col < len(row) else str(n)
+        out.append(TextExample(f"{name}-{guid}", row[col[spec["a"]]],
+                               row[col[spec["b"]]] if spec["b"] else None, label))
+    if not out:
+        raise DataError(f"{path}: no examples (only a header?)")
+    return out
+
+
+def _jsonl(path: Path):
+    """Yield (line number, object) of a JSON-lines file; blank lines are skipped."""
+    with open_text(path) as f:
+        any_line = False
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            any_line = True
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{line_no}: not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
+            yield line_no, obj
+    if not any_line:
+        raise DataError(f"{path}: the file is empty")
+
+
+def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None, label: str | None = "label",
+               label_list: list[str] | None = None, regression: bool = False, fmt: str | None = None
+               ) -> list[TextExample]:
+    """A user's CSV (header row), TSV (header row) or JSONL file, with the columns named by the mapping.
+
+    ``label=None`` reads unlabelled data (for ``predict``). Class labels are kept as strings (JSON numbers are
+    stringified); with ``label_list`` given, a label outside it is an error naming the file and line.
+    """
+    path = Path(path)
+    fmt = fmt or _format_of(path)
+    records: list[tuple[int, dict]] = []
+    if fmt == "jsonl":
+        records = list(_jsonl(path))
+    elif fmt in ("csv", "tsv"):
+        with open_text(path) as f:
+            reader = csv.reader(f, delimiter="," if fmt == "csv" else "\t")
+            rows = list(reader)
+        if not rows:
+            raise DataError(f"{path}: the file is empty")
+        header = rows[0]
+        for n, row in enumerate(rows[1:], 2):
+            if not any(row):
+                continue
+            if len(row) > len(header):
+                raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}")
+            records.append((n, dict(zip(header, row))))
+    else:
+        raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv or .jsonl (or pass fmt)")
+    if not records:
+        raise DataError(f"{path}: no examples (only a header?)")
+    out = []
+    for line, rec in records:
+        def get(key, required=True):
+            if key not in rec:
+                if not required:
+                    return None
+                raise DataError(f"{path}:{line}: missing column {key!r} (has: {sorted(rec)}); "
+                                f"set the column mapping, e.g. --columns text_a=review,label=stars")
+            return rec[key]
+        a = get(text_a)
+        if not isinstance(a, str):
+            raise DataError(f"{path}:{line}: column {text_a!r} must be text, got {a!r}")
+        b = get(text_b) if text_b else None
+        y = None
+        if label is not None:
+            raw = get(label)
+            if regression:
+                try:
+                    y = float(raw)
+                except (TypeError, ValueError):
+                    raise DataError(f"{path}:{line}: column {label!r} must be a number, got {raw!r}") from None
+            else:
+                raw = raw if isinstance(raw, str) else json.dumps(raw)
+                y = _check_label(path, line, raw.strip(), label_list)
+        out.append(TextExample(str(rec.get("id", line)), a, b, y))
+    return out
+
+
+def _format_of(path: Path) -> str:
+    suffixes = [s for s in path.suffixes if s != ".gz"]
+    ext = suffixes[-1].lstrip(".").lower() if suffixes else ""
+    return {"json": "jsonl", "ndjson": "jsonl"}.get(ext, ext)
+
+
+def read_squad(path: str | Path) -> tuple[list[SquadExample], dict]:
+    """Read SQuAD v1.1/v2.0 JSON. Returns (examples, report).
+
+    An answer whose ``answer_start`` does not point at its text is skipped with a warning and counted in
+    ``report["bad_answers"]``; a question left with no valid answer (and not marked impossible) is dropped and counted in
+    ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
+    """
+    path = Path(path)
+    with open_text(path) as f:
+        text = f.read()
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
+    examples, bad, dropped, v2 = [], [], 0, False
+    for a, article in enumerate(doc["data"]):
+        for p, para in enumerate(article.get("paragraphs", [])):
+            where = f"{path}: data[{a}].paragraphs[{p}]"
+            context = para.get("context")
+            if not isinstance(context, str):
+                raise DataError(f"{where}: missing key 'context'")
+            for q, qa in enumerate(para.get("qas", [])):
+                for key in ("id", "question"):
+                    if key not in qa:
+                        raise DataError(f"{where}.qas[{q}]: missing key {key!r}")
+                impossible = bool(qa.get("is_impossible", False))
+                v2 |= "is_impossible" in qa
+                answers = []
+                for ans in qa.get("answers", []):
+                    if "text" not in ans or "answer_start" not in ans:
+                        raise DataError(f"{where}.qas[{q}] (id {qa['id']}): an answer lacks 'text' or 'answer_start'")
+                    s = ans["answer_start"]
+                    if not isinstance(s, int) or context[s:s + len(ans["text"])] != ans["text"]:
+                        bad.append(qa["id"])
+                        continue
+                    answers.append({"text": ans["text"], "answer_start": s})
+                if not impossible and not answers:
+                    dropped += 1
+                    continue
+                examples.append(SquadExample(str(qa["id"]), qa["question"], context, answers, impossible,
+                                             article.get("title", "")))
+    if bad:
+        warnings.warn(f"{path}: skipped {len(bad)} answer(s) whose answer_start does not match their text "
+                      f"(first in question {bad[0]}); dropped {dropped} question(s) left without an answer",
+                      stacklevel=2)
+    if not examples:
+        raise DataError(f"{path}: no questions")
+    return examples, {"version": "2.0" if v2 else "1.1", "bad_answers": len(bad), "dropped_questions": dropped}
+
+
+def _letter_or_index(value, n: int, where: str) -> int:
+    if isinstance(value, str) and len(value) == 1 and value.isalpha():
+        idx = ord(value.upper()) - ord("A")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        idx = value
+    else:
+        raise DataError(f"{where}: answer must be a letter A.. or a 0-based index, got {value!r}")
+    if not 0 <= idx < n:
+        raise DataError(f"{where}: answer {value!r} is outside the {n} choices")
+    return idx
+
+
+def read_race(path: str | Path) -> list[MultipleChoiceExample]:
+    """RACE: one JSON object per file (``article``, ``questions``, ``options``, ``answers``, ``id``); ``path`` is a
+    file, a folder (searched recursively for ``*.txt``/``*.json``, sorted), or a JSONL of such objects."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".json") and p.is_file())
+        if not files:
+            raise DataError(f"{path}: no RACE .txt/.json files in this folder")
+        objs = []
+        for p in files:
+            with open_text(p) as f:
+                try:
+                    objs.append((str(p), json.load(f)))
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
+    elif _format_of(path) == "jsonl":
+        objs = [(f"{path}:{n}", o) for n, o in _jsonl(path)]
+    else:
+        with open_text(path) as f:
+            text = f.read()
+        if not text.strip():
+            raise DataError(f"{path}: the file is empty")
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        objs = [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
+    out = []
+    for where, o in objs:
+        for key in ("article", "questions", "options"):
+            if key not in o:
+                raise DataError(f"{where}: missing key {key!r}")
+        answers = o.get("answers") or [None] * len(o["questions"])
+        if not len(o["questions"]) == len(o["options"]) == len(answers):
+            raise DataError(f"{where}: 'questions', 'options' and 'answers' have different lengths")
+        for i, (q, opts, ans) in enumerate(zip(o["questions"], o["options"], answers)):
+            label = None if ans is None else _letter_or_index(ans, len(opts), f"{where} question {i}")
+            out.append(MultipleChoiceExample(f"{o.get('id', where)}-{i}", o["article"], q, list(opts), label))
+    return out
+
+
+def read_multiple_choice(path: str | Path) -> list[MultipleChoiceExample]:
+    """Generic multiple-choice JSONL: ``question`` and ``choices`` required; ``context``, ``id``, ``label`` optional."""
+    path = Path(path)
+    out, n_choices = [], None
+    for line, o in _jsonl(path):
+        for key in ("question", "choices"):
+            if key not in o:
+                raise DataError(f"{path}:{line}: missing key {key!r} (has: {sorted(o)})")
+        choices = o["choices"]
+        if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
+            raise DataError(f"{path}:{line}: 'choices' must be a list of at least two strings")
+        if n_choices is not None and len(choices) != n_choices:
+            raise DataError(f"{path}:{line}: {len(choices)} choices, but earlier lines have {n_choices}; "
+                            f"every item needs the same number")
+        n_choices = len(choices)
+        label = o.get("label")
+        label = None if label is None else _letter_or_index(label, len(choices), f"{path}:{line}")
+        out.append(MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""), o["question"], choices, label))
+    return out
+
+
+def read_conll(path: str | Path, label_list: list[str] | None = None) -> list[TokenExample]:
+    """CoNLL-2003: whitespace-separated columns, the word first and the NER tag last; blank lines end sentences.
+
+    A single-column file reads as unlabelled words (for ``predict``).
+    """
+    path = Path(path)
+    out, words, labels, ncols = [], [], [], None
+
+    def flush():
+        if words:
+            out.append(TokenExample(str(len(out)), list(words), list(labels) if ncols and ncols > 1 else None))
+        words.clear(), labels.clear()
+
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                flush()
+                continue
+            if parts[0] == "-DOCSTART-":
+                flush()
+                continue
+            if ncols is None:
+                ncols = len(parts)
+            elif len(parts) != ncols:
+                raise DataError(f"{path}:{line_no}: {len(parts)} columns, but earlier lines have {ncols}")
+            words.append(parts[0])
+            if ncols > 1:
+                labels.append(_check_label(path, line_no, parts[-1], label_list))
+    flush()
+    if not out:
+        raise DataError(f"{path}: the file is empty (no sentences)")
+    return out
