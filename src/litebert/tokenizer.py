@@ -16,6 +16,7 @@ normalized text. See docs/tokenizer.md for where HF transformers 5 differs from 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -143,7 +144,8 @@ class AlbertTokenizer:
         self.num_threads = num_threads
         self.vocab_size = self.sp.get_piece_size()
         self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
-        self.piece_types = _piece_types(self._model_bytes)  # SentencePiece's ModelProto.SentencePiece.Type per id
+        # SentencePiece's ModelProto.SentencePiece.Type of each id, and the nmt_nfkc table (for tokenizer.json)
+        self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
         self._special_ids = {i for i in range(self.vocab_size) if self.sp.is_control(i)}
         # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
         # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.
@@ -187,7 +189,53 @@ class AlbertTokenizer:
         }
         _atomic_write(out / MODEL_NAME, self._model_bytes)
         _atomic_write(out / CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode())
+        _atomic_write(out / "tokenizer.json", json.dumps(self._hf_tokenizer_json(), ensure_ascii=False).encode())
         return out
+
+    def _hf_tokenizer_json(self) -> dict:
+        """A ``tokenizers`` serialization that makes HF's AlbertTokenizer follow the official behaviour where it can.
+
+        Loading a bare ``spiece.model``, transformers 5 turns the user-defined pieces (``( ) " - .`` ...) into *added
+        tokens*: text is cut around them and every fragment gets its own ``▁`` ("4-our" -> ``▁4 - ▁our`` where
+        SentencePiece gives ``▁4 - our``). Here they stay ordinary vocabulary entries (score 0, and no other piece
+        contains them, so Viterbi always takes them, as SentencePiece forces them). The digit-comma re-split is
+        approximated as HF's own v4 converter did: such pieces get their score lowered by 100 so Viterbi avoids them.
+        """
+        vocab = [[p, self.sp.get_score(i) - (100.0 if _ends_digit_comma(p) else 0.0)]
+                 for i, p in enumerate(self._pieces)]
+        added = [{"id": self.sp.piece_to_id(p), "content": p, "single_word": False, "lstrip": False, "rstrip": False,
+                  "normalized": False, "special": True} for p in SPECIAL_PIECES]
+        normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+                       {"type": "Replace", "pattern": {"String": "''"}, "content": '"'}]
+        if not self.keep_accents:
+            normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
+        if self.do_lower_case:
+            normalizers.append({"type": "Lowercase"})
+        if self._charsmap:
+            normalizers.append({"type": "Precompiled",
+                                "precompiled_charsmap": base64.b64encode(self._charsmap).decode()})
+        metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
+        cls, sep = "[CLS]", "[SEP]"
+
+        def seq(name, type_id):
+            return {"Sequence": {"id": name, "type_id": type_id}}
+
+        def special(name, type_id):
+            return {"SpecialToken": {"id": name, "type_id": type_id}}
+
+        return {
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": normalizers},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+            "post_processor": {
+                "type": "TemplateProcessing",
+                "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
+                "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1), special(sep, 1)],
+                "special_tokens": {t: {"id": t, "ids": [self.sp.piece_to_id(t)], "tokens": [t]} for t in (cls, sep)},
+            },
+            "decoder": metaspace,
+            "model": {"type": "Unigram", "unk_id": self.unk_token_id, "vocab": vocab, "byte_fallback": False},
+        }
 
     def fingerprint(self) -> str:
         """sha256 of the SentencePiece model bytes: data made with one vocabulary must not be read with another."""
@@ -410,9 +458,33 @@ def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> t
     return (short_len, long_len) if n1 <= n2 else (long_len, short_len)
 
 
+def _proto_fields(buf: bytes):
+    """(field number, value) of each field of a protobuf message: int for varints, bytes for length-delimited
+    fields, raw bytes for fixed32/64. Enough of the wire format to read a SentencePiece ModelProto without protobuf."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            length, i = _varint(buf, i)
+            value, i = buf[i:i + length], i + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = buf[i:i + size], i + size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        if i > n:
+            raise ValueError("truncated protobuf message")
+        yield key >> 3, value
+
+
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
     value = shift = 0
     while True:
+        if i >= len(buf):
+            raise ValueError("truncated protobuf varint")
         b = buf[i]
         value |= (b & 0x7F) << shift
         i += 1
@@ -421,38 +493,17 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _piece_types(model: bytes) -> list[int]:
-    """The type of every piece, read from the ModelProto wire format (field 1 ``pieces``, whose field 3 is ``type``,
-    default NORMAL). The sentencepiece Python API has no is_user_defined(), and this avoids a protobuf dependency."""
-    types, i, n = [], 0, len(model)
-    while i < n:
-        key, i = _varint(model, i)
-        wire = key & 7
-        if wire == 2:
-            length, i = _varint(model, i)
-            if key >> 3 == 1:
-                j, end, kind = i, i + length, PIECE_NORMAL
-                while j < end:
-                    k2, j = _varint(model, j)
-                    w2 = k2 & 7
-                    if w2 == 0:
-                        v, j = _varint(model, j)
-                        if k2 >> 3 == 3:
-                            kind = v
-                    elif w2 == 2:
-                        ln, j = _varint(model, j)
-                        j += ln
-                    elif w2 == 5:
-                        j += 4
-                    else:
-                        j += 8
-                types.append(kind)
-            i += length
-        elif wire == 0:
-            _, i = _varint(model, i)
-        else:
-            i += 4 if wire == 5 else 8
-    return types
+def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
+    """Piece types (ModelProto field 1 ``pieces``, their field 3 ``type``, default NORMAL) and the normalizer's
+    precompiled charsmap (field 3 ``normalizer_spec``, its field 2). The sentencepiece Python API exposes neither
+    is_user_defined() nor the charsmap, and this avoids a protobuf dependency."""
+    types, charsmap = [], b""
+    for field, value in _proto_fields(model):
+        if field == 1:
+            types.append(next((v for f, v in _proto_fields(value) if f == 3), PIECE_NORMAL))
+        elif field == 3:
+            charsmap = next((bytes(v) for f, v in _proto_fields(value) if f == 2), b"")
+    return types, charsmap
 
 
 def _ends_digit_comma(piece: str) -> bool:
