@@ -1,0 +1,117 @@
+"""Pure functions over token-id arrays: ``truncate_seq_pair`` and whole-word n-gram masking (ALBERT §4.1, App. A.1).
+
+Every random choice comes from the ``numpy.random.Generator`` passed in. The behaviour follows the official
+``create_pretraining_data.py`` (google-research/albert); deviations are listed in docs/data.md and marked below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def truncate_seq_pair(len_a: int, len_b: int, max_num_tokens: int, rng: np.random.Generator
+                      ) -> tuple[int, int, int, int]:
+    """How many tokens to cut from ``(front of A, back of A, front of B, back of B)`` to fit ``max_num_tokens``.
+
+    Same distribution as the official loop, which removes one token at a time from the longer side (B on ties),
+    from the front or the back with probability 1/2 each: the per-side counts are deterministic, and the number
+    taken from the front of a side that loses ``r`` tokens is Binomial(r, 1/2). O(1) instead of O(excess).
+    """
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return 0, 0, 0, 0
+    d = len_a - len_b
+    if d > 0:  # A is longer: trim A down to B first, then alternate B, A, B, ... (B loses ties)
+        first = min(excess, d)
+        rest = excess - first
+        cut_a, cut_b = first + rest // 2, (rest + 1) // 2
+    else:  # B is longer or equal: trim B down to A first, then alternate B, A, ...
+        first = min(excess, -d)
+        rest = excess - first
+        cut_a, cut_b = rest // 2, first + (rest + 1) // 2
+    front_a = int(rng.binomial(cut_a, 0.5)) if cut_a else 0
+    front_b = int(rng.binomial(cut_b, 0.5)) if cut_b else 0
+    return front_a, cut_a - front_a, front_b, cut_b - front_b
+
+
+def ngram_probabilities(max_ngram: int) -> np.ndarray:
+    """p(n) ∝ 1/n for n = 1..max_ngram (the paper's n-gram masking; [6/11, 3/11, 2/11] for n <= 3)."""
+    p = 1.0 / np.arange(1, max_ngram + 1)
+    return p / p.sum()
+
+
+@dataclass
+class MaskResult:
+    input_ids: np.ndarray  # [L] the ids after masking
+    positions: np.ndarray  # [P] sorted positions that carry an MLM target
+    labels: np.ndarray  # [P] the original ids there
+    spans: np.ndarray  # [S, 3] per chosen n-gram: first position, number of tokens, number of whole words
+
+
+def mask_ngrams(ids: np.ndarray, special: np.ndarray, word_start: np.ndarray, rng: np.random.Generator, *,
+                masked_lm_prob: float, max_predictions: int, max_ngram: int, mask_id: int,
+                random_ids: np.ndarray) -> MaskResult:
+    """Whole-word n-gram masking of one sequence.
+
+    ids [L] token ids; special [L] bool, positions never masked ([CLS]/[SEP]/padding); word_start [L] bool, tokens
+    that start a word (``_is_start_piece`` of the official code, which the caller also sets on the first token of
+    each segment). A word is a start token plus the non-start tokens after it; the text between two special
+    tokens is a *run* (a segment).
+
+    As in the official code: the budget is ``min(max_predictions, max(1, round(L * masked_lm_prob)))`` targets
+    (L counts [CLS]/[SEP]); start words are visited in random order; each draws n from p(n) ∝ 1/n, shortened
+    while the n-gram would exceed the budget and skipped if it still does or overlaps an earlier n-gram; each
+    chosen token becomes [MASK] (80%), stays (10%) or becomes a random id from ``random_ids`` (10%).
+    Deviations: an n-gram never crosses a special token (official n-grams run over [SEP] from segment A into B),
+    and random ids come from ``random_ids`` (normal pieces) instead of the whole vocabulary.
+    """
+    L = ids.shape[0]
+    out = ids.copy()
+    empty = np.zeros(0, dtype=np.int64)
+    budget = min(max_predictions, max(1, int(round(L * masked_lm_prob)))) if masked_lm_prob > 0 else 0
+    cand = ~special
+    prev_cand = np.concatenate([[False], cand[:-1]])
+    run_start = cand & ~prev_cand  # first token of each run
+    starts_mask = cand & (word_start | run_start)
+    wstart = np.flatnonzero(starts_mask)  # [W] first position of each word
+    W = wstart.size
+    if budget == 0 or W == 0:
+        return MaskResult(out, empty, ids[empty], np.zeros((0, 3), np.int64))
+    word_of = np.cumsum(starts_mask) - 1  # word index of every position (valid where cand)
+    wlen = np.bincount(word_of[cand], minlength=W)  # tokens per word
+    wend = wstart + wlen  # [W] one past the last position of each word
+    run_of_word = np.cumsum(run_start)[wstart]  # runs are numbered from 1
+    last_word_of_run = np.zeros(run_of_word.max() + 1, dtype=np.int64)
+    last_word_of_run[run_of_word] = np.arange(W)  # later words overwrite: the last word of each run
+    avail = last_word_of_run[run_of_word] - np.arange(W) + 1  # words left in the run from each word
+
+    # n ~ p(n) ∝ 1/n, drawn for every start word up front (vectorised); n-grams are cut at the end of their run,
+    # as the official slices ``cand_indexes[idx:idx + n]`` are cut at the end of the sequence.
+    cdf = np.cumsum(ngram_probabilities(max_ngram))
+    n_draw = np.minimum(np.searchsorted(cdf, rng.random(W), side="right") + 1, max_ngram)
+    n_draw = np.minimum(n_draw, avail)
+    covered = np.zeros(W, dtype=bool)
+    count = 0
+    chosen: list[tuple[int, int]] = []
+    for w in rng.permutation(W).tolist():
+        if count >= budget:
+            break
+        n = int(n_draw[w])
+        while n > 0 and count + int(wend[w + n - 1] - wstart[w]) > budget:
+            n -= 1  # official: "try shorter ngrams" until it fits the budget
+        if n == 0 or covered[w:w + n].any():
+            continue
+        covered[w:w + n] = True
+        count += int(wend[w + n - 1] - wstart[w])
+        chosen.append((w, n))
+    spans = np.array([(wstart[w], wend[w + n - 1] - wstart[w], n) for w, n in chosen], dtype=np.int64).reshape(-1, 3)
+    positions = np.sort(np.concatenate([np.arange(s, s + k) for s, k, _ in spans])) if chosen else empty
+    labels = ids[positions]
+    # 80% [MASK], 10% keep, 10% random normal piece; decided per token as in the official code.
+    r = rng.random(positions.size)
+    replacement = random_ids[rng.integers(0, random_ids.size, size=positions.size)]
+    out[positions[r < 0.8]] = mask_id
+    out[positions[r >= 0.9]] = replacement[r >= 0.9]
+    return MaskResult(out, positions, labels, spans)

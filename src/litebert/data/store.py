@@ -1,0 +1,409 @@
+"""The sharded, memory-mapped token store that ``litebert data prepare`` writes and the pretraining dataset reads.
+
+Layout of a store directory::
+
+    manifest.json              format, tokenizer facts and fingerprint, counts, every file's size and sha256
+    word_start.npy             bool[vocab]: piece starts a word (official ``_is_start_piece``), for whole-word masking
+    normal_ids.npy             int32[n]: ids of normal pieces, the pool for the 10% random replacements
+    shard-00000.tokens         uint16 (vocab <= 65536) or uint32, little-endian: all token ids of the shard, flat
+    shard-00000.sentences      int64 LE [num_sentences + 1]: token offset where each sentence starts (+ the end)
+    shard-00000.documents      int64 LE [num_documents + 1]: sentence offset where each document starts (+ the end)
+    shard-00001.* ...
+
+Documents never span shards. The manifest is written last and the whole directory is built under a temporary name
+and renamed into place, so a store either is complete or has no manifest; a store whose files do not have the sizes
+the manifest records (truncated, half-copied) is refused with a :class:`DataError`, and ``verify=True`` also checks
+the sha256 of every file.
+
+Preparation streams: a reader process feeds blocks of documents to ``workers`` tokenizing processes with a bounded
+number of blocks in flight, and one writer appends their output to the current shard. Peak memory depends on the
+block size and worker count, not on the corpus size (see ``bench/bench_data.py`` and docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import shutil
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from litebert.data.readers import RawDocument, compression, expand_inputs, read_documents
+from litebert.data.splitter import split_sentences
+from litebert.errors import DataError
+
+FORMAT = "litebert-token-store"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class TokenizerFacts:
+    """What the data pipeline needs to know about a tokenizer; saved in the store so training needs no tokenizer."""
+
+    vocab_size: int
+    pad_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    fingerprint: str
+    word_start: np.ndarray = field(repr=False)  # bool [vocab_size]
+    normal_ids: np.ndarray = field(repr=False)  # int32 [n]: candidates for the 10% random replacement
+
+    @classmethod
+    def from_tokenizer(cls, tok) -> "TokenizerFacts":
+        if isinstance(tok, TokenizerFacts):
+            return tok
+        word_start = np.asarray(tok.word_start_mask(), dtype=bool)
+        normal_ids = np.asarray(tok.normal_piece_ids(), dtype=np.int32)
+        if word_start.shape != (tok.vocab_size,):
+            raise DataError(f"tokenizer word_start_mask() has shape {word_start.shape}, expected ({tok.vocab_size},)")
+        if normal_ids.size == 0:
+            raise DataError("tokenizer has no normal pieces to draw random replacements from")
+        return cls(int(tok.vocab_size), int(tok.pad_token_id), int(tok.cls_token_id), int(tok.sep_token_id),
+                   int(tok.mask_token_id), str(tok.fingerprint()), word_start, normal_ids)
+
+    def to_json(self) -> dict:
+        return {"vocab_size": self.vocab_size, "pad_id": self.pad_id, "cls_id": self.cls_id, "sep_id": self.sep_id,
+                "mask_id": self.mask_id, "fingerprint": self.fingerprint}
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
+
+
+# ----------------------------------------------------------------------------------------------------- tokenizing
+
+def encode_block(docs: list[RawDocument], tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Tokenize a block of documents.
+
+    Returns ``(tokens uint32 [T], sentence_lengths int64 [S], document_sentence_counts int64 [D], dropped_docs,
+    input_bytes)``.
+    As in the official reader, sentences that tokenize to nothing are dropped, then documents left empty.
+    """
+    sentences: list[str] = []
+    counts: list[int] = []
+    for doc in docs:
+        parts = [s for p in doc.parts for s in split_sentences(p)] if doc.split else doc.parts
+        sentences.extend(parts)
+        counts.append(len(parts))
+    ids = tokenizer.encode_batch_ids(sentences) if sentences else []
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    doc_of = np.repeat(np.arange(len(counts)), counts)
+    keep = lengths > 0
+    doc_counts = np.bincount(doc_of[keep], minlength=len(counts)).astype(np.int64)
+    tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum()))
+    dropped_docs = int((doc_counts == 0).sum())
+    return tokens, lengths[keep], doc_counts[doc_counts > 0], dropped_docs, sum(d.nbytes for d in docs)
+
+
+# Each tokenizing worker process holds its own tokenizer, set once by the pool initializer (inherited by fork).
+_worker_tokenizer = None
+
+
+def _init_worker(tokenizer) -> None:
+    global _worker_tokenizer
+    if hasattr(tokenizer, "num_threads"):  # one thread per worker process: the processes are the parallelism
+        tokenizer.num_threads = 1
+    _worker_tokenizer = tokenizer
+
+
+def _encode_in_worker(docs: list[RawDocument]):
+    return encode_block(docs, _worker_tokenizer)
+
+
+# ------------------------------------------------------------------------------------------------------- writing
+
+class _HashedFile:
+    """An append-only binary file that tracks its size and sha256 as it is written."""
+
+    def __init__(self, path: Path):
+        self.path, self.f, self.sha, self.size = path, open(path, "wb"), hashlib.sha256(), 0
+
+    def write(self, array: np.ndarray) -> None:
+        data = array.tobytes()
+        self.f.write(data)
+        self.sha.update(data)
+        self.size += len(data)
+
+    def close(self) -> dict:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        return {"name": self.path.name, "bytes": self.size, "sha256": self.sha.hexdigest()}
+
+
+class _ShardWriter:
+    def __init__(self, directory: Path, index: int, dtype: np.dtype):
+        prefix = f"shard-{index:05d}"
+        self.prefix, self.dtype = prefix, dtype
+        self.tokens = _HashedFile(directory / f"{prefix}.tokens")
+        self.sentences = _HashedFile(directory / f"{prefix}.sentences")
+        self.documents = _HashedFile(directory / f"{prefix}.documents")
+        self.num_tokens = self.num_sentences = self.num_documents = 0
+        self.sentences.write(np.zeros(1, "<i8"))
+        self.documents.write(np.zeros(1, "<i8"))
+
+    def add(self, tokens: np.ndarray, lengths: np.ndarray, doc_counts: np.ndarray) -> None:
+        self.tokens.write(tokens.astype(self.dtype, copy=False))
+        self.sentences.write((self.num_tokens + np.cumsum(lengths)).astype("<i8"))
+        self.documents.write((self.num_sentences + np.cumsum(doc_counts)).astype("<i8"))
+        self.num_tokens += int(tokens.size)
+        self.num_sentences += int(lengths.size)
+        self.num_documents += int(doc_counts.size)
+
+    def close(self) -> dict:
+        return {"prefix": self.prefix, "num_tokens": self.num_tokens, "num_sentences": self.num_sentences,
+                "num_documents": self.num_documents,
+                "files": {"tokens": self.tokens.close(), "sentences": self.sentences.close(),
+                          "documents": self.documents.close()}}
+
+
+def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_chars: int,
+            empty_files: list[str]) -> Iterator[list[RawDocument]]:
+    """Group the documents of all files into blocks of roughly ``block_chars`` characters."""
+    block: list[RawDocument] = []
+    chars = 0
+    for path in files:
+        n = 0
+        for doc in read_documents(path, fmt, errors, text_field):
+            n += 1
+            block.append(doc)
+            chars += doc.nbytes
+            if chars >= block_chars:
+                yield block
+                block, chars = [], 0
+        if n == 0:
+            empty_files.append(str(path))
+    if block:
+        yield block
+
+
+def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
+    """Like ``pool.imap`` (ordered), but never more than ``in_flight`` items submitted ahead: ``imap`` itself would
+    read the whole input iterator into memory as fast as it can."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.apply_async(fn, (item,)))
+        if len(pending) >= in_flight:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
+
+
+def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.PathLike, workers: int = 1, *,
+                  fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
+                  shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
+                  progress: bool = True) -> "TokenStore":
+    """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` into a new store at ``out_dir``.
+
+    ``workers`` tokenizing processes run in parallel (1 = in this process); the output does not depend on it.
+    A new shard starts once the current one holds ``shard_tokens`` tokens (at a document boundary).
+    """
+    out = Path(out_dir)
+    if workers < 1:
+        raise DataError(f"workers must be >= 1, got {workers}")
+    if out.exists() and not overwrite:
+        raise DataError(f"{out} already exists; choose another --out or pass --overwrite")
+    files = expand_inputs(inputs)
+    facts = TokenizerFacts.from_tokenizer(tokenizer)
+    dtype = token_dtype(facts.vocab_size)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    empty_files: list[str] = []
+    shards: list[dict] = []
+    dropped_docs = 0
+    try:
+        # np.save is written once, small; the arrays come from the tokenizer, never from untrusted input.
+        np.save(tmp / "word_start.npy", facts.word_start)
+        np.save(tmp / "normal_ids.npy", facts.normal_ids)
+        blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
+        # The bar counts input bytes; its total is unknown when some input is compressed.
+        total = None if any(compression(f) for f in files) else sum(f.stat().st_size for f in files)
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress)
+        pool = None
+        if workers > 1:
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+            pool = ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer,))
+            encoded = _bounded_map(pool, _encode_in_worker, blocks, in_flight=2 * workers)
+        else:
+            encoded = (encode_block(b, tokenizer) for b in blocks)
+        writer = _ShardWriter(tmp, 0, dtype)
+        try:
+            for tokens, lengths, doc_counts, dropped, nbytes in encoded:
+                dropped_docs += dropped
+                if tokens.size and int(tokens.max()) >= facts.vocab_size:
+                    raise DataError(f"tokenizer produced id {int(tokens.max())} >= vocab_size {facts.vocab_size}")
+                writer.add(tokens, lengths, doc_counts)
+                bar.update(nbytes)
+                if writer.num_tokens >= shard_tokens:
+                    shards.append(writer.close())
+                    writer = _ShardWriter(tmp, len(shards), dtype)
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            bar.close()
+        if writer.num_documents or not shards:
+            shards.append(writer.close())
+        else:  # the last shard filled exactly: drop the empty one that was opened after it
+            for f in (writer.tokens, writer.sentences, writer.documents):
+                f.close()
+                f.path.unlink()
+        totals = {k: sum(s[k] for s in shards) for k in ("num_tokens", "num_sentences", "num_documents")}
+        if totals["num_documents"] == 0:
+            raise DataError(f"no text found in {len(files)} input file(s): every file is empty or blank")
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "dtype": dtype.str,
+            "tokenizer": facts.to_json(), **totals, "shards": shards,
+            "aux_files": {name: _file_record(tmp / name) for name in ("word_start.npy", "normal_ids.npy")},
+            "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
+            "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        if out.exists():  # overwrite: move the old store aside first so a crash never leaves neither
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return TokenStore(out)
+
+
+def _file_record(path: Path) -> dict:
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------------- reading
+
+class TokenStore:
+    """Read-only view of a prepared store; token arrays are memory-mapped, so opening costs O(number of shards).
+
+    Sentences and documents are numbered globally across shards (0 .. num_sentences-1, 0 .. num_documents-1).
+    """
+
+    def __init__(self, path: str | os.PathLike, tokenizer=None, verify: bool = False):
+        self.path = Path(path)
+        mpath = self.path / MANIFEST
+        if not self.path.is_dir():
+            raise DataError(f"{self.path} is not a store directory (create one with `litebert data prepare`)")
+        if not mpath.exists():
+            raise DataError(f"{self.path} has no {MANIFEST}: it is not a store, or its preparation did not finish; "
+                            f"run `litebert data prepare` again")
+        try:
+            self.manifest = json.loads(mpath.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"{mpath}: corrupt manifest ({e})") from None
+        m = self.manifest
+        if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
+            raise DataError(f"{mpath}: not a {FORMAT} v{FORMAT_VERSION} manifest "
+                            f"(format={m.get('format')!r}, version={m.get('format_version')!r})")
+        self._check_files(verify)
+        t = m["tokenizer"]
+        self.facts = TokenizerFacts(
+            t["vocab_size"], t["pad_id"], t["cls_id"], t["sep_id"], t["mask_id"], t["fingerprint"],
+            np.load(self.path / "word_start.npy", allow_pickle=False),
+            np.load(self.path / "normal_ids.npy", allow_pickle=False))
+        if tokenizer is not None:
+            self.check_tokenizer(tokenizer)
+        self.dtype = np.dtype(m["dtype"])
+        self._tokens, self._sentences, self._documents = [], [], []
+        for s in m["shards"]:
+            f = s["files"]
+            self._tokens.append(self._memmap(f["tokens"]["name"], self.dtype, s["num_tokens"]))
+            self._sentences.append(self._memmap(f["sentences"]["name"], np.dtype("<i8"), s["num_sentences"] + 1))
+            self._documents.append(self._memmap(f["documents"]["name"], np.dtype("<i8"), s["num_documents"] + 1))
+        # Global numbering: shard k holds sentences [sent_base[k], sent_base[k+1]) and documents likewise.
+        self.sent_base = np.concatenate([[0], np.cumsum([s["num_sentences"] for s in m["shards"]])]).astype(np.int64)
+        self.doc_base = np.concatenate([[0], np.cumsum([s["num_documents"] for s in m["shards"]])]).astype(np.int64)
+
+    def _memmap(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        if count == 0:
+            return np.zeros(0, dtype)
+        return np.memmap(self.path / name, dtype=dtype, mode="r", shape=(count,))
+
+    def _check_files(self, verify: bool) -> None:
+        records = [r for s in self.manifest["shards"] for r in s["files"].values()]
+        records += list(self.manifest["aux_files"].values())
+        for r in records:
+            p = self.path / r["name"]
+            if not p.exists():
+                raise DataError(f"store {self.path} is incomplete: {r['name']} is missing")
+            size = p.stat().st_size
+            if size != r["bytes"]:
+                raise DataError(f"store {self.path} is damaged: {r['name']} has {size} bytes, the manifest "
+                                f"records {r['bytes']} (half-written or truncated copy?); prepare it again")
+            if verify and _sha256(p) != r["sha256"]:
+                raise DataError(f"store {self.path} is damaged: {r['name']} does not match its sha256 checksum")
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise :class:`DataError` unless ``tokenizer`` (or its facts) is the one the store was made with."""
+        got = tokenizer.fingerprint if isinstance(tokenizer, TokenizerFacts) else tokenizer.fingerprint()
+        if got != self.facts.fingerprint:
+            raise DataError(f"store {self.path} was prepared with a different tokenizer (spiece.model sha256 "
+                            f"{self.facts.fingerprint[:12]}..., this one {got[:12]}...); prepare the corpus again "
+                            f"with this tokenizer or use the original one")
+
+    # counts
+    @property
+    def num_tokens(self) -> int:
+        return int(self.manifest["num_tokens"])
+
+    @property
+    def num_sentences(self) -> int:
+        return int(self.manifest["num_sentences"])
+
+    @property
+    def num_documents(self) -> int:
+        return int(self.manifest["num_documents"])
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._tokens)
+
+    # access
+    def shard_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Memory-mapped ``(tokens, sentence_token_offsets, document_sentence_offsets)`` of shard ``k`` (local ids)."""
+        return self._tokens[k], self._sentences[k], self._documents[k]
+
+    def document_sentences(self, doc: int) -> tuple[int, int]:
+        """Global sentence range ``[start, end)`` of global document ``doc``."""
+        k = int(np.searchsorted(self.doc_base, doc, side="right")) - 1
+        d = self._documents[k]
+        local = doc - int(self.doc_base[k])
+        base = int(self.sent_base[k])
+        return base + int(d[local]), base + int(d[local + 1])
+
+    def sentence_tokens(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens of global sentences ``[start, end)`` (one shard) and their lengths: ``(ids [T], lengths [end-start])``."""
+        k = int(np.searchsorted(self.sent_base, start, side="right")) - 1
+        base = int(self.sent_base[k])
+        offs = np.asarray(self._sentences[k][start - base:end - base + 1])
+        return np.asarray(self._tokens[k][offs[0]:offs[-1]]), np.diff(offs)
+
+    def __repr__(self) -> str:
+        return (f"TokenStore({str(self.path)!r}: {self.num_documents} documents, {self.num_sentences} sentences, "
+                f"{self.num_tokens} tokens in {self.num_shards} shard(s), {self.dtype.name})")
