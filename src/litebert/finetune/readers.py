@@ -187,7 +187,7 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
     stringified); with ``label_list`` given, a label outside it is an error naming the file and line.
     """
     path = Path(path)
-    fmt = fmt or _format_of(path)
+    fmt = fmt or {"json": "jsonl"}.get(_format_of(path), _format_of(path))
     records: list[tuple[int, dict]] = []
     if fmt == "jsonl":
         records = list(_jsonl(path))
@@ -239,7 +239,7 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
 def _format_of(path: Path) -> str:
     suffixes = [s for s in path.suffixes if s != ".gz"]
     ext = suffixes[-1].lstrip(".").lower() if suffixes else ""
-    return {"json": "jsonl", "ndjson": "jsonl"}.get(ext, ext)
+    return {"ndjson": "jsonl"}.get(ext, ext)
 
 
 def read_squad(path: str | Path) -> tuple[list[SquadExample], dict]:
