@@ -515,6 +515,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; these are shareable model files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
