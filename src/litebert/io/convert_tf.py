@@ -1,0 +1,291 @@
+"""Official TensorFlow ALBERT checkpoints (google-research/albert, TF-Hub modules) -> litebert / HF model folders.
+
+Two declarative pieces and one function:
+
+* `official_config` turns an official ``albert_config.json`` into an `AlbertConfig`. Its keys are HF's except
+  ``hidden_act``: official ``"gelu"`` is the tanh approximation (`modeling.gelu`), HF's ``"gelu_new"``. The keys
+  modeling.py never reads (``net_structure_type``, ``gap_size``, ``num_memory_blocks``, ``down_scale_factor``,
+  ``layers_to_keep``) are accepted and ignored.
+* `RULES` maps official variable names (as created by modeling.py's variable scopes, run_pretraining.py's
+  ``cls/predictions`` and ``cls/seq_relationship``, classifier_utils.py's top-level ``output_weights``/``output_bias``
+  and squad_utils.py's v1 ``cls/squad`` head) to HF parameter names. TF dense kernels are [in, out]; torch Linear
+  weights are [out, in], hence the transposes. The ``module/`` prefix of TF-Hub exports is stripped first.
+* `convert_tf_checkpoint` reads the checkpoint (`litebert.io.tf_checkpoint`, no TensorFlow), builds the model, loads
+  it and writes the folder. Every variable is either mapped, skipped as optimizer state (``adam_m``, ``adam_v``,
+  ``global_step``, ...) or listed as unused; every model parameter is either filled or listed as missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from litebert.config import AlbertConfig
+from litebert.errors import CheckpointError, ConfigError, TokenizerError
+from litebert.io.tf_checkpoint import TFCheckpoint
+
+# Keys of the official config that modeling.py never reads.
+OFFICIAL_ONLY_KEYS = ("net_structure_type", "gap_size", "num_memory_blocks", "down_scale_factor", "layers_to_keep")
+# Official activation names -> HF/litebert names (modeling.get_activation).
+OFFICIAL_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}
+
+_B = r"bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/"
+_HB = "albert.encoder.albert_layer_groups.{0}.albert_layers.{1}."
+# (official name regex, HF name template filled with the regex groups, transpose a [in, out] kernel)
+RULES: list[tuple[re.Pattern, str, bool]] = [(re.compile(f"^{p}$"), t, tr) for p, t, tr in [
+    (r"bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight", False),
+    (r"bert/embeddings/position_embeddings", "albert.embeddings.position_embeddings.weight", False),
+    (r"bert/embeddings/token_type_embeddings", "albert.embeddings.token_type_embeddings.weight", False),
+    (r"bert/embeddings/LayerNorm/gamma", "albert.embeddings.LayerNorm.weight", False),
+    (r"bert/embeddings/LayerNorm/beta", "albert.embeddings.LayerNorm.bias", False),
+    (r"bert/encoder/embedding_hidden_mapping_in/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", True),
+    (r"bert/encoder/embedding_hidden_mapping_in/bias", "albert.encoder.embedding_hidden_mapping_in.bias", False),
+    (_B + r"attention_1/self/(query|key|value)/kernel", _HB + "attention.{2}.weight", True),
+    (_B + r"attention_1/self/(query|key|value)/bias", _HB + "attention.{2}.bias", False),
+    (_B + r"attention_1/output/dense/kernel", _HB + "attention.dense.weight", True),
+    (_B + r"attention_1/output/dense/bias", _HB + "attention.dense.bias", False),
+    # layer_norm() after attention is the block's first LayerNorm scope, the one after the FFN is "LayerNorm_1".
+    (_B + r"LayerNorm/gamma", _HB + "attention.LayerNorm.weight", False),
+    (_B + r"LayerNorm/beta", _HB + "attention.LayerNorm.bias", False),
+    (_B + r"ffn_1/intermediate/dense/kernel", _HB + "ffn.weight", True),
+    (_B + r"ffn_1/intermediate/dense/bias", _HB + "ffn.bias", False),
+    (_B + r"ffn_1/intermediate/output/dense/kernel", _HB + "ffn_output.weight", True),
+    (_B + r"ffn_1/intermediate/output/dense/bias", _HB + "ffn_output.bias", False),
+    (_B + r"LayerNorm_1/gamma", _HB + "full_layer_layer_norm.weight", False),
+    (_B + r"LayerNorm_1/beta", _HB + "full_layer_layer_norm.bias", False),
+    (r"bert/pooler/dense/kernel", "albert.pooler.weight", True),
+    (r"bert/pooler/dense/bias", "albert.pooler.bias", False),
+    (r"cls/predictions/transform/dense/kernel", "predictions.dense.weight", True),
+    (r"cls/predictions/transform/dense/bias", "predictions.dense.bias", False),
+    (r"cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight", False),
+    (r"cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias", False),
+    (r"cls/predictions/output_bias", "predictions.bias", False),  # the decoder itself is tied to word_embeddings
+    # [2, H] / [num_labels, H] matrices used as matmul(x, W, transpose_b=True): already torch's [out, in].
+    (r"cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", False),
+    (r"cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
+    (r"output_weights", "classifier.weight", False),
+    (r"output_bias", "classifier.bias", False),
+    (r"cls/squad/output_weights", "qa_outputs.weight", False),
+    (r"cls/squad/output_bias", "qa_outputs.bias", False),
+]]
+
+# Optimizer slots and bookkeeping: skipped without comment (AdamW/LAMB slots are "<var>/adam_m", "<var>/adam_v").
+OPTIMIZER_STATE = re.compile(r"(^|/)(global_step|adam_m|adam_v|lamb_m|lamb_v|Adam|Adam_1|Momentum|"
+                             r"beta1_power|beta2_power|ExponentialMovingAverage)$")
+
+HEADS = {  # --head name -> HF architecture (litebert.heads.HEADS key)
+    "base": "AlbertModel", "pretraining": "AlbertForPreTraining", "masked_lm": "AlbertForMaskedLM",
+    "sequence_classification": "AlbertForSequenceClassification",
+    "question_answering": "AlbertForQuestionAnswering",
+}
+
+
+def map_variable(name: str) -> tuple[str, bool] | None:
+    """Official variable name -> (HF parameter name, transpose?), or None if it is not a model weight we know."""
+    name = name[len("module/"):] if name.startswith("module/") else name
+    for pattern, template, transpose in RULES:
+        m = pattern.match(name)
+        if m:
+            return template.format(*m.groups()), transpose
+    return None
+
+
+def official_config(data: dict | str | os.PathLike, *, has_projection: bool | None = None) -> AlbertConfig:
+    """An official ``albert_config.json`` (path or dict) as an `AlbertConfig`.
+
+    ``has_projection``: whether the checkpoint holds ``embedding_hidden_mapping_in``; modeling.py creates it exactly
+    when embedding_size != hidden_size, which is the default.
+    """
+    source = "albert_config.json"
+    if not isinstance(data, dict):
+        source = str(data)
+        try:
+            data = json.loads(Path(data).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: config file not found") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{source}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a JSON object of config keys")
+    hf = {k: v for k, v in data.items() if k not in OFFICIAL_ONLY_KEYS}
+    act = hf.get("hidden_act", "gelu")
+    if act not in OFFICIAL_ACTIVATIONS and act not in OFFICIAL_ACTIVATIONS.values():
+        raise ConfigError(f"{source}: hidden_act = {act!r} is not supported; official ALBERT uses 'gelu' (the tanh "
+                          f"approximation) or 'relu'")
+    hf["hidden_act"] = OFFICIAL_ACTIVATIONS.get(act, act)
+    hf.setdefault("model_type", "albert")
+    config = AlbertConfig.from_hf_dict(hf, source=source)
+    projection = config.embedding_size != config.hidden_size if has_projection is None else has_projection
+    if projection != config.embedding_projection:
+        config = dataclasses.replace(config, embedding_projection=projection)
+    return config
+
+
+@dataclass
+class Conversion:
+    """What `convert_tf_checkpoint` did: the loaded model and a full account of every name."""
+
+    model: torch.nn.Module
+    head: str  # HF architecture name
+    mapped: dict[str, str] = field(default_factory=dict)  # official name -> HF name
+    skipped: list[str] = field(default_factory=list)  # optimizer state / global_step
+    unused: list[str] = field(default_factory=list)  # variables neither mapped into the model nor skipped
+    missing: list[str] = field(default_factory=list)  # model parameters the checkpoint did not fill
+    extra: list[str] = field(default_factory=list)  # HF names written to the folder beside the head's own weights
+
+    def summary(self) -> str:
+        lines = [f"{self.head}: {len(self.mapped)} variables mapped, {len(self.skipped)} optimizer/bookkeeping "
+                 f"variables skipped (adam_m, adam_v, global_step, ...)"]
+        if self.extra:
+            lines.append(f"kept in the folder though {self.head} does not use them: {', '.join(self.extra)}")
+        lines.append("unused variables: " + (", ".join(self.unused) if self.unused else "none"))
+        lines.append("missing parameters (newly initialised): " + (", ".join(self.missing) if self.missing else "none"))
+        return "\n".join(lines)
+
+
+def _auto_head(hf_names: set[str]) -> str:
+    if "classifier.weight" in hf_names:
+        return "AlbertForSequenceClassification"
+    if "qa_outputs.weight" in hf_names:
+        return "AlbertForQuestionAnswering"
+    if "sop_classifier.classifier.weight" in hf_names:
+        return "AlbertForPreTraining"
+    if "predictions.bias" in hf_names:
+        return "AlbertForMaskedLM"
+    return "AlbertModel"
+
+
+def _expected_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    """The model's parameters under HF names ("albert."-prefixed), with their shapes."""
+    from litebert.io import keymap
+
+    bare = not hasattr(model, "albert")
+    state = {("albert." + k if bare else k): v for k, v in model.state_dict().items()}
+    shapes = {k: tuple(v.shape) for k, v in keymap.to_hf(state, model.config).items()}
+    if not model.config.embedding_projection:  # to_hf adds an identity projection for HF; it is no parameter
+        for key in keymap.PROJECTION:
+            shapes.pop(key, None)
+    return shapes
+
+
+def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLike | dict,
+                          out: str | os.PathLike | None = None, *, head: str = "auto",
+                          spm: str | os.PathLike | None = None, verify: bool = True,
+                          progress: bool = False) -> Conversion:
+    """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given).
+
+    ``head``: "auto" (from the variables present: classifier > SQuAD > pretraining (MLM+SOP) > MLM > bare encoder)
+    or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
+    CRC32C of every tensor read.
+    """
+    from litebert.heads import HEADS as HEAD_CLASSES
+
+    ckpt = TFCheckpoint(checkpoint)
+    conv_names: dict[str, tuple[str, bool]] = {}
+    skipped, unknown = [], []
+    for name in ckpt.names():
+        target = map_variable(name)
+        if target is not None:
+            conv_names[name] = target
+        elif OPTIMIZER_STATE.search(name):
+            skipped.append(name)
+        else:
+            unknown.append(name)
+    if not conv_names:
+        raise CheckpointError(f"checkpoint {ckpt.prefix}: none of its {len(ckpt)} variables has an official ALBERT "
+                              f"name (e.g. bert/embeddings/word_embeddings); first names: {', '.join(ckpt.names()[:5])}")
+    hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
+    has_projection = "albert.encoder.embedding_hidden_mapping_in.weight" in hf_names
+    cfg = official_config(config, has_projection=has_projection)
+    arch = _auto_head(set(hf_names)) if head == "auto" else HEADS.get(head)
+    if arch is None:
+        raise ConfigError(f"unknown head {head!r}; choose auto or one of {', '.join(HEADS)}")
+    if arch == "AlbertForSequenceClassification" and "classifier.weight" in hf_names:
+        num_labels = ckpt.entry(hf_names["classifier.weight"]).shape[0]
+        cfg = dataclasses.replace(cfg, num_labels=num_labels,
+                                  problem_type="regression" if num_labels == 1 else cfg.problem_type)
+    model = HEAD_CLASSES[arch](cfg)
+    expected = _expected_shapes(model)
+
+    tensors: dict[str, torch.Tensor] = {}
+    items = sorted(conv_names.items())
+    if progress:
+        from tqdm import tqdm
+
+        items = tqdm(items, desc="reading TF variables", unit="var")
+    for tf_name, (hf_name, transpose) in items:
+        entry = ckpt.entry(tf_name)
+        want = expected.get(hf_name)
+        if want is not None:
+            want_tf = tuple(reversed(want)) if transpose else want
+            if tuple(entry.shape) != want_tf:
+                raise CheckpointError(
+                    f"{tf_name}: the checkpoint has shape {list(entry.shape)} but the config gives "
+                    f"{list(want_tf)} (for {hf_name}); the config does not match this checkpoint -- check "
+                    "vocab_size, embedding_size, hidden_size, intermediate_size, max_position_embeddings and "
+                    "type_vocab_size in the config")
+        array = ckpt.read(tf_name, verify=verify)
+        if not np.issubdtype(array.dtype, np.floating):
+            raise CheckpointError(f"{tf_name}: expected a float tensor, the checkpoint stores {entry.dtype}")
+        array = array.astype(np.float32)
+        tensors[hf_name] = torch.from_numpy(np.ascontiguousarray(array.T if transpose else array))
+
+    from litebert.io.checkpoint import load_hf_state_dict
+
+    load_hf_state_dict(model, tensors)  # shapes were checked above, with the official names
+    missing = sorted(set(expected) - set(tensors))
+    unused_hf = sorted(set(tensors) - set(expected))
+    # The pooler of an MLM-only or SQuAD checkpoint: HF keeps it in the folder (e.g. albert-base-v2), so do we.
+    extra = [k for k in unused_hf if k.startswith("albert.pooler.") and hasattr(model, "albert")]
+    unused = sorted(unknown + [hf_names[k] for k in unused_hf if k not in extra])
+    bad_encoder = [hf_names[k] for k in unused_hf if k.startswith("albert.") and k not in extra]
+    if bad_encoder or any(k.startswith("albert.") for k in missing):
+        raise CheckpointError(
+            f"checkpoint {ckpt.prefix} does not match the config's layer structure (num_hidden_layers="
+            f"{cfg.num_hidden_layers}, num_hidden_groups={cfg.num_hidden_groups}, inner_group_num="
+            f"{cfg.inner_group_num}): encoder variables without a place in the model: {', '.join(bad_encoder) or 'none'};"
+            f" model parameters not in the checkpoint: {', '.join(k for k in missing if k.startswith('albert.')) or 'none'}")
+    model.eval()
+    result = Conversion(model, arch, {tf: hf for tf, (hf, _) in conv_names.items() if hf in expected or hf in extra},
+                        skipped, unused, missing, extra)
+    if out is not None:
+        write_folder(result, out, {k: tensors[k] for k in extra}, spm=spm)
+    return result
+
+
+def write_folder(result: Conversion, out: str | os.PathLike, extra: dict[str, torch.Tensor], *,
+                 spm: str | os.PathLike | None = None) -> Path:
+    """``model.save_pretrained(out)``, plus the extra tensors, plus the tokenizer when ``spm`` is given."""
+    out = Path(out)
+    tokenizer = None
+    if spm is not None:  # check before writing anything
+        from litebert.tokenizer import AlbertTokenizer
+
+        tokenizer = AlbertTokenizer.from_pretrained(spm)
+        if tokenizer.vocab_size != result.model.config.vocab_size:
+            raise TokenizerError(f"{spm}: the SentencePiece model has {tokenizer.vocab_size} pieces but the config's "
+                                 f"vocab_size is {result.model.config.vocab_size}; pass the model the checkpoint was "
+                                 "trained with")
+    result.model.save_pretrained(out)
+    if extra:
+        from safetensors.torch import load_file, save_file
+
+        weights = out / "model.safetensors"
+        tensors = load_file(str(weights))
+        tensors.update({k: v.contiguous() for k, v in extra.items()})
+        tmp = weights.with_name(f".{weights.name}.tmp-{os.getpid()}")
+        try:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+            os.replace(tmp, weights)
+        finally:
+            tmp.unlink(missing_ok=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+    return out
