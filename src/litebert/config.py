@@ -190,14 +190,19 @@ class AlbertConfig:
         fields = {f.name for f in dataclasses.fields(cls)}
         out: dict[str, Any] = {}
         for key, value in data.items():
-            if key.startswith("litebert_"):
+            if key.startswith("litebert_") and key[len("litebert_"):] in fields:
                 out[key[len("litebert_"):]] = value
             elif key in fields:
                 out[key] = value
             # Anything else (architectures, transformers_version, dtype, label2id, the official config's
             # net_structure_type / gap_size / down_scale_factor, ...) shapes nothing in the model: ignored.
-        if "id2label" in out and out["id2label"] is not None:
-            out["id2label"] = {int(k): v for k, v in out["id2label"].items()}
+        if out.get("id2label") is not None:
+            labels = {int(k): v for k, v in out["id2label"].items()}
+            if all(v == f"LABEL_{k}" for k, v in labels.items()):  # HF's placeholder names: keep only the count
+                out.pop("id2label")
+                out["num_labels"] = len(labels)
+            else:
+                out["id2label"] = labels
         if out.get("eos_token_id") is not None and isinstance(out["eos_token_id"], list):
             out["eos_token_id"] = out["eos_token_id"][0]
         for key in ("pad_token_id", "bos_token_id", "eos_token_id"):

@@ -29,7 +29,10 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 SHARDED_INDEX = "model.safetensors.index.json"
 LEGACY_WEIGHTS = "pytorch_model.bin"
-NATIVE_MODEL_TYPE = "litebert-albert"  # written for configs HF cannot express, so that HF refuses them loudly
+# Configs HF cannot express are written under a name HF does not look for, with a model_type it does not know, so
+# that transformers refuses the folder instead of loading random weights.
+NATIVE_WEIGHTS = "litebert_model.safetensors"
+NATIVE_MODEL_TYPE = "litebert-albert"
 HEAD_PREFIXES = ("predictions.", "sop_classifier.", "classifier.", "qa_outputs.")
 
 
@@ -56,7 +59,10 @@ def save_pretrained(model: torch.nn.Module, path: str | os.PathLike, *, require_
 
     from safetensors.torch import save_file
 
-    _atomic(path / WEIGHTS_NAME, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    weights = path / (WEIGHTS_NAME if config.hf_compatible else NATIVE_WEIGHTS)
+    _atomic(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    stale = path / (NATIVE_WEIGHTS if config.hf_compatible else WEIGHTS_NAME)
+    stale.unlink(missing_ok=True)  # a previous save of another kind would contradict the new config
     hf = config.to_hf_dict()
     hf["architectures"] = [type(model).HF_ARCHITECTURE or "AlbertModel"]
     hf["litebert_version"] = __version__
@@ -102,8 +108,9 @@ def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise CheckpointNotFoundError(f"not found: {path}")
     if path.is_file():
         return _read_file(path)
-    if (path / WEIGHTS_NAME).is_file():
-        return _read_file(path / WEIGHTS_NAME)
+    for name in (WEIGHTS_NAME, NATIVE_WEIGHTS):
+        if (path / name).is_file():
+            return _read_file(path / name)
     if (path / SHARDED_INDEX).is_file():
         index = path / SHARDED_INDEX
         try:
@@ -118,8 +125,8 @@ def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         return tensors
     if (path / LEGACY_WEIGHTS).is_file():
         return _read_file(path / LEGACY_WEIGHTS)
-    raise CheckpointNotFoundError(f"no weights in {path}: looked for {WEIGHTS_NAME}, {SHARDED_INDEX} and "
-                                  f"{LEGACY_WEIGHTS}")
+    raise CheckpointNotFoundError(f"no weights in {path}: looked for {WEIGHTS_NAME}, {SHARDED_INDEX}, "
+                                  f"{LEGACY_WEIGHTS} and {NATIVE_WEIGHTS}")
 
 
 def _read_file(file: Path) -> dict[str, torch.Tensor]:

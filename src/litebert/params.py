@@ -1,0 +1,76 @@
+"""`litebert params`: exact parameter counts of every preset, beside the paper's figures.
+
+Counts are taken from the real modules built on the ``meta`` device (no memory, no init), so they cannot drift from
+the model. "encoder" = embeddings + projection + unique blocks + pooler (the paper's convention); "+ heads" adds the
+MLM head (its decoder is tied to the word embeddings: only the H->E transform, LayerNorm and the V-sized bias are
+new) and the SOP classifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import torch
+
+from litebert.config import PRESETS, AlbertConfig
+
+# Paper figures (Lan et al. 2020): Table 3 (embedding size E) and Table 4 (cross-layer sharing), ALBERT-base shape.
+PAPER_GRID = {
+    ("none", 64): "87M", ("none", 128): "89M", ("none", 256): "93M", ("none", 768): "108M",
+    ("all", 64): "10M", ("all", 128): "12M", ("all", 256): "16M", ("all", 768): "31M",
+    ("attention", 128): "64M", ("attention", 768): "83M", ("ffn", 128): "38M", ("ffn", 768): "57M",
+}
+
+
+def count_parameters(config: AlbertConfig, heads: bool = False) -> int:
+    from litebert.heads import AlbertForPreTraining
+    from litebert.model import AlbertModel
+
+    with torch.device("meta"):
+        model = AlbertForPreTraining(config) if heads else AlbertModel(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def preset_table() -> list[tuple[str, int, int, str]]:
+    return [(name, count_parameters(p_cfg := AlbertConfig.from_preset(name)), count_parameters(p_cfg, heads=True),
+             preset.paper_params or "-") for name, preset in PRESETS.items()]
+
+
+def sharing_grid() -> list[tuple[int, dict[str, int]]]:
+    base = AlbertConfig.from_preset("albert-base-v2")
+    rows = []
+    for e in (64, 128, 256, 768):
+        counts = {}
+        for sharing in ("all", "attention", "ffn", "none"):
+            config = dataclasses.replace(base, embedding_size=e, sharing=sharing, num_hidden_groups=1,
+                                         embedding_projection=None)
+            counts[sharing] = count_parameters(config)
+        rows.append((e, counts))
+    return rows
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", help="show one preset only (default: all presets and the sharing grid)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.preset:
+        config = AlbertConfig.from_preset(args.preset)
+        print(f"{args.preset}: encoder {count_parameters(config):,}  with pretraining heads "
+              f"{count_parameters(config, heads=True):,}")
+        return 0
+    print("Parameters per preset (encoder = embeddings + E->H projection + unique blocks + pooler)\n")
+    print(f"{'preset':<20}{'encoder':>15}{'+ MLM/SOP heads':>18}{'paper (Table 1)':>18}")
+    for name, encoder, with_heads, paper in preset_table():
+        print(f"{name:<20}{encoder:>15,}{with_heads:>18,}{paper:>18}")
+    print("\nALBERT-base shape: embedding size E x cross-layer sharing (encoder parameters; paper Tables 3-4 in "
+          "brackets)\n")
+    print(f"{'E':>5}" + "".join(f"{s:>22}" for s in ("all-shared", "shared-attention", "shared-FFN", "not-shared")))
+    for e, counts in sharing_grid():
+        cells = []
+        for sharing in ("all", "attention", "ffn", "none"):
+            paper = PAPER_GRID.get((sharing, e))
+            cells.append(f"{counts[sharing]:,}" + (f" [{paper}]" if paper else ""))
+        print(f"{e:>5}" + "".join(f"{c:>22}" for c in cells))
+    return 0

@@ -1,0 +1,305 @@
+"""Numerical parity with HF transformers' ALBERT, the reference implementation (test-only dependency).
+
+Random tiny HF models are saved with HF's own save_pretrained and loaded here (and the reverse), then outputs, losses
+and gradients are compared in fp32 (max abs difference <= 1e-5).
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from litebert.config import AlbertConfig  # noqa: E402
+from litebert.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,  # noqa: E402
+                            AlbertForQuestionAnswering, AlbertForSequenceClassification,
+                            AlbertForTokenClassification, AlbertModel)
+from litebert.io import keymap  # noqa: E402
+from litebert.errors import CheckpointError  # noqa: E402
+
+TOL = 1e-5
+BASE = dict(vocab_size=101, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+            intermediate_size=37, max_position_embeddings=64, hidden_act="gelu_new",
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
+
+CONFIGS = {
+    "all-shared": {},
+    "groups": dict(num_hidden_groups=2),
+    "inner-groups": dict(inner_group_num=2),
+    "groups-and-inner": dict(num_hidden_layers=6, num_hidden_groups=3, inner_group_num=2),
+    "not-shared": dict(num_hidden_groups=4),
+    "E-equals-H": dict(embedding_size=32),
+    "gelu": dict(hidden_act="gelu"),
+    "relu": dict(hidden_act="relu"),
+    "silu": dict(hidden_act="silu"),
+    "dropout-in-eval": dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, classifier_dropout_prob=0.1),
+}
+
+
+def hf_config(**overrides):
+    return transformers.AlbertConfig(**{**BASE, **overrides})
+
+
+def batch(seed=0, b=3, length=13, vocab=101):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (b, length), generator=g)
+    mask = torch.ones(b, length, dtype=torch.long)
+    mask[1, 9:] = 0  # padding in two rows, of different lengths
+    mask[2, 5:] = 0
+    ids[mask == 0] = 0
+    types = torch.zeros(b, length, dtype=torch.long)
+    types[:, 4:] = 1
+    types[mask == 0] = 0
+    return ids, mask, types
+
+
+def max_diff(a, b):
+    return (a - b).abs().max().item()
+
+
+def hf_roundtrip(hf_model, tmp_path, cls):
+    hf_model.save_pretrained(tmp_path / "hf")
+    return cls.from_pretrained(tmp_path / "hf")
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_pretraining_outputs_match_hf(name, tmp_path):
+    torch.manual_seed(1)
+    hf = transformers.AlbertForPreTraining(hf_config(**CONFIGS[name])).eval()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining)
+    ids, mask, types = batch()
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        base = hf.albert(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        out = ours(ids, mask, types)
+        enc = ours.albert(ids, mask, types)
+    assert max_diff(enc.last_hidden_state, base.last_hidden_state) <= TOL
+    assert max_diff(enc.pooler_output, base.pooler_output) <= TOL
+    assert max_diff(out.prediction_logits, ref.prediction_logits) <= TOL
+    assert max_diff(out.sop_logits, ref.sop_logits) <= TOL
+
+
+def test_masked_positions_head_equals_full_head(tmp_path):
+    """The MLM head on gathered positions gives HF's full-sequence logits at those positions."""
+    torch.manual_seed(2)
+    hf = transformers.AlbertForPreTraining(hf_config()).eval()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining)
+    ids, mask, types = batch()
+    positions = torch.tensor([[1, 3, 7], [2, 4, 8], [1, 2, 3]])
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types).prediction_logits
+        out = ours(ids, mask, types, mlm_positions=positions).prediction_logits
+    assert out.shape == (3, 3, 101)
+    assert max_diff(out, torch.gather(ref, 1, positions[..., None].expand(-1, -1, 101))) <= TOL
+
+
+def test_loss_and_gradients_match_hf(tmp_path):
+    torch.manual_seed(3)
+    cfg = hf_config(num_hidden_groups=2, inner_group_num=2)
+    hf = transformers.AlbertForPreTraining(cfg).train()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
+    ids, mask, types = batch(seed=4)
+    labels = torch.full_like(ids, -100)
+    positions = torch.tensor([[1, 2, 6], [3, 5, 8], [1, 2, 4]])
+    targets = torch.gather(ids, 1, positions)
+    labels.scatter_(1, positions, targets)
+    sop = torch.tensor([0, 1, 1])
+
+    ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, sentence_order_label=sop)
+    ref.loss.backward()
+    out = ours(ids, mask, types, labels=labels, sentence_order_label=sop)
+    out.loss.backward()
+    assert abs(out.loss.item() - ref.loss.item()) <= TOL
+
+    hf_grads = {k: p.grad for k, p in hf.named_parameters() if p.grad is not None}
+    our_grads = keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config)
+    compared = 0
+    for key, grad in our_grads.items():
+        assert key in hf_grads, key
+        assert max_diff(grad, hf_grads[key]) <= TOL, key
+        compared += 1
+    assert compared == len(list(ours.parameters())) >= 20
+
+    # The official path (head only at masked positions, weighted mean) gives the same loss.
+    ours.zero_grad()
+    alt = ours(ids, mask, types, mlm_positions=positions, mlm_ids=targets, mlm_weights=torch.ones(3, 3),
+               sentence_order_label=sop)
+    assert abs(alt.loss.item() - ref.loss.item()) <= 1e-5
+
+
+def test_gradient_checkpointing_gives_same_gradients(tmp_path):
+    torch.manual_seed(5)
+    hf = transformers.AlbertForPreTraining(hf_config(inner_group_num=2)).train()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
+    ours.set_gradient_checkpointing(True)
+    ids, mask, types = batch(seed=6)
+    labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(0)) < 0.3, ids, -100)
+    sop = torch.tensor([1, 0, 1])
+    hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, sentence_order_label=sop).loss.backward()
+    ours(ids, mask, types, labels=labels, sentence_order_label=sop).loss.backward()
+    hf_grads = dict(hf.named_parameters())
+    for key, grad in keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config).items():
+        assert max_diff(grad, hf_grads[key].grad) <= TOL, key
+
+
+@pytest.mark.parametrize("name", ["all-shared", "groups-and-inner", "not-shared"])
+def test_saved_here_loads_in_transformers(name, tmp_path):
+    torch.manual_seed(7)
+    ours = AlbertForPreTraining(AlbertConfig(**{**BASE, **CONFIGS[name]})).eval()
+    ours.save_pretrained(tmp_path / "ours")
+    hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path / "ours").eval()
+    ids, mask, types = batch(seed=8)
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        out = ours(ids, mask, types)
+    assert max_diff(out.prediction_logits, ref.prediction_logits) <= TOL
+    assert max_diff(out.sop_logits, ref.sop_logits) <= TOL
+
+
+def test_bert_style_model_without_projection_exports_exactly(tmp_path):
+    """E == H with no projection (official BERT-like configs) is written with an identity projection for HF."""
+    torch.manual_seed(9)
+    cfg = AlbertConfig(**{**BASE, "embedding_size": 32, "sharing": "none"})
+    assert not cfg.embedding_projection
+    ours = AlbertForPreTraining(cfg).eval()
+    ours.save_pretrained(tmp_path / "bert")
+    hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path / "bert").eval()
+    again = AlbertForPreTraining.from_pretrained(tmp_path / "bert")
+    assert not again.config.embedding_projection
+    ids, mask, types = batch(seed=10)
+    with torch.no_grad():
+        out = ours(ids, mask, types).prediction_logits
+        assert max_diff(out, hf(input_ids=ids, attention_mask=mask, token_type_ids=types).prediction_logits) <= TOL
+        assert max_diff(out, again(ids, mask, types).prediction_logits) == 0.0
+
+
+@pytest.mark.parametrize("sharing", ["attention", "ffn"])
+def test_partial_sharing_equals_hf_not_shared_with_tied_blocks(sharing, tmp_path):
+    """Shared-attention (or shared-FFN) equals a not-shared HF model whose attention (or FFN) weights are the same
+    in every layer: the oracle for the paper's Table 4 modes, which HF cannot express."""
+    torch.manual_seed(11)
+    ours = AlbertForPreTraining(AlbertConfig(**{**BASE, "sharing": sharing})).eval()
+    attention_ids, ffn_ids = ours.config.schedule()
+    assert len(ours.albert.encoder.attention_blocks) == (1 if sharing == "attention" else 4)
+    assert len(ours.albert.encoder.ffn_blocks) == (1 if sharing == "ffn" else 4)
+    hf = transformers.AlbertForPreTraining(hf_config(num_hidden_groups=4)).eval()
+    state = {k: v for k, v in ours.state_dict().items() if "attention_blocks" not in k and "ffn_blocks" not in k}
+    for layer in range(4):
+        prefix = f"albert.encoder.albert_layer_groups.{layer}.albert_layers.0."
+        block = ours.albert.encoder.attention_blocks[attention_ids[layer]]
+        state.update({prefix + "attention." + k: v for k, v in block.state_dict().items()})
+        state.update({prefix + k: v for k, v in ours.albert.encoder.ffn_blocks[ffn_ids[layer]].state_dict().items()})
+    state["predictions.decoder.weight"] = state["albert.embeddings.word_embeddings.weight"]
+    state["predictions.decoder.bias"] = state["predictions.bias"]
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    assert not unexpected and all("position_ids" in k or "token_type_ids" in k for k in missing)
+    ids, mask, types = batch(seed=12)
+    with torch.no_grad():
+        assert max_diff(ours(ids, mask, types).prediction_logits,
+                        hf(input_ids=ids, attention_mask=mask, token_type_ids=types).prediction_logits) <= TOL
+
+
+def test_partial_sharing_saves_natively_and_refuses_hf_export(tmp_path):
+    ours = AlbertForPreTraining(AlbertConfig(**{**BASE, "sharing": "attention"})).eval()
+    ours.save_pretrained(tmp_path / "native")
+    again = AlbertForPreTraining.from_pretrained(tmp_path / "native", strict=True)
+    ids, mask, types = batch()
+    with torch.no_grad():
+        assert max_diff(ours(ids, mask, types).prediction_logits, again(ids, mask, types).prediction_logits) == 0.0
+    from litebert.io.checkpoint import save_pretrained
+
+    with pytest.raises(CheckpointError, match="sharing='attention'"):
+        save_pretrained(ours, tmp_path / "hf", require_hf=True)
+    with pytest.raises(OSError):  # HF must refuse the folder rather than load random weights
+        transformers.AlbertForPreTraining.from_pretrained(tmp_path / "native")
+
+
+def _compare_task(hf_cls, our_cls, tmp_path, inputs, label_kwargs, outputs, **cfg):
+    torch.manual_seed(13)
+    hf = hf_cls(hf_config(**cfg)).eval()
+    ours = hf_roundtrip(hf, tmp_path, our_cls)
+    with torch.no_grad():
+        ref = hf(**inputs, **label_kwargs)
+        ids = inputs["input_ids"]
+        out = ours(ids, inputs.get("attention_mask"), inputs.get("token_type_ids"), **label_kwargs)
+    for name in outputs:
+        assert max_diff(getattr(out, name), getattr(ref, name)) <= TOL, name
+    assert abs(out.loss.item() - ref.loss.item()) <= TOL
+
+
+def test_sequence_classification_matches_hf(tmp_path):
+    ids, mask, types = batch()
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    _compare_task(transformers.AlbertForSequenceClassification, AlbertForSequenceClassification, tmp_path, inputs,
+                  dict(labels=torch.tensor([0, 2, 1])), ["logits"], num_labels=3)
+
+
+def test_regression_matches_hf(tmp_path):
+    ids, mask, types = batch()
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    _compare_task(transformers.AlbertForSequenceClassification, AlbertForSequenceClassification, tmp_path, inputs,
+                  dict(labels=torch.tensor([0.5, 4.2, 2.0])), ["logits"], num_labels=1)
+
+
+def test_token_classification_matches_hf(tmp_path):
+    ids, mask, types = batch()
+    labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(1))
+    labels[mask == 0] = -100
+    _compare_task(transformers.AlbertForTokenClassification, AlbertForTokenClassification, tmp_path,
+                  dict(input_ids=ids, attention_mask=mask), dict(labels=labels), ["logits"], num_labels=5)
+
+
+def test_question_answering_matches_hf(tmp_path):
+    ids, mask, types = batch()
+    _compare_task(transformers.AlbertForQuestionAnswering, AlbertForQuestionAnswering, tmp_path,
+                  dict(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                  dict(start_positions=torch.tensor([4, 6, 30]), end_positions=torch.tensor([5, 8, 31])),
+                  ["start_logits", "end_logits"])
+
+
+def test_multiple_choice_matches_hf(tmp_path):
+    ids, mask, types = batch(b=4)
+    inputs = dict(input_ids=ids.view(2, 2, -1), attention_mask=mask.view(2, 2, -1), token_type_ids=types.view(2, 2, -1))
+    _compare_task(transformers.AlbertForMultipleChoice, AlbertForMultipleChoice, tmp_path, inputs,
+                  dict(labels=torch.tensor([1, 0])), ["logits"])
+
+
+def test_masked_lm_matches_hf(tmp_path):
+    ids, mask, types = batch()
+    labels = torch.where(mask.bool(), ids, -100)
+    _compare_task(transformers.AlbertForMaskedLM, AlbertForMaskedLM, tmp_path,
+                  dict(input_ids=ids, attention_mask=mask, token_type_ids=types), dict(labels=labels), ["logits"])
+
+
+def test_bare_model_checkpoints_both_ways(tmp_path):
+    """HF's AlbertModel files carry no 'albert.' prefix; they load into heads here, and ours load into HF."""
+    torch.manual_seed(14)
+    hf = transformers.AlbertModel(hf_config(num_hidden_groups=2)).eval()
+    hf.save_pretrained(tmp_path / "bare")
+    clf = AlbertForSequenceClassification.from_pretrained(tmp_path / "bare", num_labels=4)
+    bare = AlbertModel.from_pretrained(tmp_path / "bare", strict=True)
+    ids, mask, types = batch()
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        assert max_diff(clf.albert(ids, mask, types).pooler_output, ref.pooler_output) <= TOL
+        assert max_diff(bare(ids, mask, types).last_hidden_state, ref.last_hidden_state) <= TOL
+    bare.save_pretrained(tmp_path / "ours")
+    hf2 = transformers.AlbertModel.from_pretrained(tmp_path / "ours").eval()
+    with torch.no_grad():
+        assert max_diff(hf2(input_ids=ids, attention_mask=mask).last_hidden_state,
+                        bare(ids, mask).last_hidden_state) <= TOL
+
+
+def test_pretraining_checkpoint_loads_into_task_head(tmp_path, caplog):
+    torch.manual_seed(15)
+    pre = AlbertForPreTraining(AlbertConfig(**BASE))
+    pre.save_pretrained(tmp_path / "pre")
+    with caplog.at_level("INFO", logger="litebert"):
+        qa = AlbertForQuestionAnswering.from_pretrained(tmp_path / "pre")
+    assert "qa_outputs.weight" in caplog.text  # reported as newly initialised
+    for key, value in pre.albert.state_dict().items():
+        if not key.startswith("pooler"):
+            assert torch.equal(qa.albert.state_dict()[key], value), key
+    config = dataclasses.replace(pre.config)
+    assert config == pre.config
