@@ -1,0 +1,119 @@
+"""`litebert data prepare` and `litebert data inspect` (see docs/data.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from litebert.data.readers import FORMATS
+from litebert.errors import DataError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    p = sub.add_parser("prepare", help="tokenize a corpus into a sharded, memory-mapped token store",
+                       description="Tokenize files/directories/globs into a token store for `litebert pretrain`.")
+    p.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                   help="files, directories (read recursively) or globs; gzip/xz/bz2 are decompressed transparently")
+    p.add_argument("--tokenizer", required=True, metavar="DIR",
+                   help="tokenizer folder (spiece.model [+ tokenizer_config.json]) or a .model file")
+    p.add_argument("--out", required=True, metavar="STORE", help="store directory to create")
+    p.add_argument("--workers", type=int, default=1, help="tokenizing processes (default 1)")
+    p.add_argument("--format", default="auto", choices=FORMATS,
+                   help="official: a sentence per line, blank line between documents; paragraphs: a document per "
+                        "paragraph; files: a document per file; jsonl: a document per line; auto (default): "
+                        "jsonl for *.jsonl/*.json, official otherwise")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
+                   help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
+    p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    q = sub.add_parser("inspect", help="summarise a store; sample examples and check their statistics",
+                       description="Print a store's manifest summary; with --sample N build N pretraining examples "
+                                   "and print their measured statistics beside the paper's targets.")
+    q.add_argument("store", metavar="STORE")
+    q.add_argument("--verify", action="store_true", help="check the sha256 of every file")
+    q.add_argument("--tokenizer", metavar="DIR", help="check it is the store's tokenizer; needed by --show")
+    q.add_argument("--sample", type=int, default=0, metavar="N", help="examples to sample for statistics")
+    q.add_argument("--show", type=int, default=0, metavar="K", help="print the first K examples as pieces")
+    q.add_argument("--max-seq-length", type=int, default=128)
+    q.add_argument("--objective", default="sop", choices=("sop", "nsp"))
+    q.add_argument("--masked-lm-prob", type=float, default=0.15)
+    q.add_argument("--max-predictions-per-seq", type=int, default=20)
+    q.add_argument("--max-ngram", type=int, default=3)
+    q.add_argument("--short-seq-prob", type=float, default=0.1)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--epoch", type=int, default=0)
+    q.add_argument("--json", action="store_true", help="print the statistics as JSON")
+
+
+def _load_tokenizer(path: str):
+    from litebert.tokenizer import AlbertTokenizer
+
+    return AlbertTokenizer.from_pretrained(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "prepare":
+        return _prepare(args)
+    return _inspect(args)
+
+
+def _prepare(args) -> int:
+    from litebert.data.store import prepare_store
+
+    if args.shard_tokens < 1:
+        raise DataError(f"--shard-tokens must be >= 1, got {args.shard_tokens}")
+    store = prepare_store(args.input, _load_tokenizer(args.tokenizer), args.out, workers=args.workers,
+                          fmt=args.format, encoding_errors=args.encoding_errors, text_field=args.text_field,
+                          shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.no_progress)
+    print(store)
+    for path in store.manifest["empty_inputs"]:
+        print(f"warning: {path} holds no text and was skipped")
+    return 0
+
+
+def _inspect(args) -> int:
+    from litebert.data.pretraining import PretrainingDataset
+    from litebert.data.stats import example_statistics, format_statistics
+    from litebert.data.store import TokenStore
+
+    tok = _load_tokenizer(args.tokenizer) if args.tokenizer else None
+    store = TokenStore(args.store, tokenizer=tok, verify=args.verify)
+    m = store.manifest
+    if not args.json:
+        print(store)
+        print(f"  tokenizer sha256 {m['tokenizer']['fingerprint']}, vocab {m['tokenizer']['vocab_size']}")
+        print(f"  {len(m['inputs'])} input file(s), format {m['input_format']}; "
+              f"{len(m['empty_inputs'])} empty; {m['dropped_empty_documents']} empty documents dropped")
+        if args.verify:
+            print("  checksums verified")
+    if not (args.sample or args.show):
+        return 0
+    ds = PretrainingDataset(store, max_seq_length=args.max_seq_length, objective=args.objective, seed=args.seed,
+                            masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions_per_seq,
+                            max_ngram=args.max_ngram, short_seq_prob=args.short_seq_prob)
+    if args.show:
+        if tok is None:
+            raise DataError("--show needs --tokenizer to print pieces")
+        for i in range(min(args.show, ds.num_examples)):
+            e = ds.example(args.epoch, i)
+            pieces = tok.convert_ids_to_tokens(e["input_ids"].tolist())
+            for p, orig in zip(e["mlm_positions"].tolist(), e["mlm_ids"].tolist()):
+                pieces[p] = f"{pieces[p]}<{tok.convert_ids_to_tokens(orig)}>"
+            print(f"\nexample {i} (label {int(e['sentence_order_label'])}): {' '.join(pieces)}")
+    if args.sample:
+        n = min(args.sample, ds.num_examples)
+        idx = np.random.default_rng(args.seed).choice(ds.num_examples, size=n, replace=False)
+        stats = example_statistics(ds, args.epoch, idx)
+        if args.json:
+            print(json.dumps(stats, indent=1))
+        else:
+            print(f"\n{n} of {ds.num_examples} examples per epoch, epoch {args.epoch}, seed {args.seed}:")
+            print(format_statistics(stats, ds))
+    return 0
