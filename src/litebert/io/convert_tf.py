@@ -97,12 +97,9 @@ def map_variable(name: str) -> tuple[str, bool] | None:
     return None
 
 
-def official_config(data: dict | str | os.PathLike, *, has_projection: bool | None = None) -> AlbertConfig:
-    """An official ``albert_config.json`` (path or dict) as an `AlbertConfig`.
-
-    ``has_projection``: whether the checkpoint holds ``embedding_hidden_mapping_in``; modeling.py creates it exactly
-    when embedding_size != hidden_size, which is the default.
-    """
+def official_config(data: dict | str | os.PathLike) -> AlbertConfig:
+    """An official ``albert_config.json`` (path or dict) as an `AlbertConfig`. As in modeling.py, the E -> H
+    projection (``embedding_hidden_mapping_in``) exists exactly when embedding_size != hidden_size."""
     source = "albert_config.json"
     if not isinstance(data, dict):
         source = str(data)
@@ -122,7 +119,7 @@ def official_config(data: dict | str | os.PathLike, *, has_projection: bool | No
     hf["hidden_act"] = OFFICIAL_ACTIVATIONS.get(act, act)
     hf.setdefault("model_type", "albert")
     config = AlbertConfig.from_hf_dict(hf, source=source)
-    projection = config.embedding_size != config.hidden_size if has_projection is None else has_projection
+    projection = config.embedding_size != config.hidden_size
     if projection != config.embedding_projection:
         config = dataclasses.replace(config, embedding_projection=projection)
     return config
@@ -148,6 +145,10 @@ class Conversion:
         lines.append("unused variables: " + (", ".join(self.unused) if self.unused else "none"))
         lines.append("missing parameters (newly initialised): " + (", ".join(self.missing) if self.missing else "none"))
         return "\n".join(lines)
+
+
+def _short(names: list[str], n: int = 4) -> str:
+    return (", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")) if names else "none"
 
 
 def _auto_head(hf_names: set[str]) -> str:
@@ -201,9 +202,18 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     if not conv_names:
         raise CheckpointError(f"checkpoint {ckpt.prefix}: none of its {len(ckpt)} variables has an official ALBERT "
                               f"name (e.g. bert/embeddings/word_embeddings); first names: {', '.join(ckpt.names()[:5])}")
+    for name in conv_names:
+        ckpt.check_supported(name)
     hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
-    has_projection = "albert.encoder.embedding_hidden_mapping_in.weight" in hf_names
-    cfg = official_config(config, has_projection=has_projection)
+    cfg = official_config(config)
+    if "albert.encoder.embedding_hidden_mapping_in.weight" in hf_names:
+        if not cfg.embedding_projection:  # E == H with a projection anyway: keep it
+            cfg = dataclasses.replace(cfg, embedding_projection=True)
+    elif cfg.embedding_projection:
+        raise CheckpointError(
+            f"checkpoint {ckpt.prefix} has no bert/encoder/embedding_hidden_mapping_in, which modeling.py creates "
+            f"whenever embedding_size != hidden_size, but the config gives embedding_size = {cfg.embedding_size} and "
+            f"hidden_size = {cfg.hidden_size}; the config does not match this checkpoint")
     arch = _auto_head(set(hf_names)) if head == "auto" else HEADS.get(head)
     if arch is None:
         raise ConfigError(f"unknown head {head!r}; choose auto or one of {', '.join(HEADS)}")
@@ -246,12 +256,16 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     extra = [k for k in unused_hf if k.startswith("albert.pooler.") and hasattr(model, "albert")]
     unused = sorted(unknown + [hf_names[k] for k in unused_hf if k not in extra])
     bad_encoder = [hf_names[k] for k in unused_hf if k.startswith("albert.") and k not in extra]
-    if bad_encoder or any(k.startswith("albert.") for k in missing):
+    missing_encoder = [k for k in missing if k.startswith("albert.")]
+    if bad_encoder or missing_encoder:
+        blocks = {tuple(map(int, m.groups())) for m in map(re.compile(_B).search, ckpt.names()) if m}
+        groups = 1 + max((g for g, _ in blocks), default=-1)
+        inner = 1 + max((i for _, i in blocks), default=-1)
         raise CheckpointError(
-            f"checkpoint {ckpt.prefix} does not match the config's layer structure (num_hidden_layers="
-            f"{cfg.num_hidden_layers}, num_hidden_groups={cfg.num_hidden_groups}, inner_group_num="
-            f"{cfg.inner_group_num}): encoder variables without a place in the model: {', '.join(bad_encoder) or 'none'};"
-            f" model parameters not in the checkpoint: {', '.join(k for k in missing if k.startswith('albert.')) or 'none'}")
+            f"checkpoint {ckpt.prefix} does not match the config's layer structure: the config gives "
+            f"num_hidden_groups = {cfg.num_hidden_groups} and inner_group_num = {cfg.inner_group_num}, the checkpoint "
+            f"holds {groups} group(s) of {inner} inner group(s). Encoder variables without a place in the model: "
+            f"{_short(bad_encoder)}; model parameters not in the checkpoint: {_short(missing_encoder)}")
     model.eval()
     result = Conversion(model, arch, {tf: hf for tf, (hf, _) in conv_names.items() if hf in expected or hf in extra},
                         skipped, unused, missing, extra)

@@ -396,19 +396,23 @@ class TFCheckpoint:
         except KeyError:
             raise CheckpointError(f"checkpoint {self.prefix}: no variable {name!r}") from None
 
-    def read(self, name: str, verify: bool = True) -> np.ndarray:
-        """The variable as a NumPy array of its stored dtype (bfloat16, which NumPy lacks, is widened to float32)."""
+    def check_supported(self, name: str) -> None:
+        """Raise a clear `CheckpointError` if ``name`` cannot be read (partitioned, or a non-numeric dtype)."""
         e = self.entry(name)
         if e.partitioned:
             raise CheckpointError(
                 f"checkpoint {self.prefix}: variable {name!r} {list(e.shape)} is partitioned into {len(e.slices)} "
                 "slices (saved with a variable partitioner); partitioned variables are unsupported -- re-save the "
                 "checkpoint without partitioning (e.g. restore it in TensorFlow and save with a plain Saver)")
-        np_code = _NUMPY_CODES.get(e.dtype)
-        if np_code is None:
+        if e.dtype not in _NUMPY_CODES:
             raise CheckpointError(f"checkpoint {self.prefix}: variable {name!r} has dtype {e.dtype}, which this "
                                   "reader does not support (numeric tensors only)")
-        dtype = np.dtype(np_code).newbyteorder(">" if self.big_endian else "<")
+
+    def read(self, name: str, verify: bool = True) -> np.ndarray:
+        """The variable as a NumPy array of its stored dtype (bfloat16, which NumPy lacks, is widened to float32)."""
+        e = self.entry(name)
+        self.check_supported(name)
+        dtype = np.dtype(_NUMPY_CODES[e.dtype]).newbyteorder(">" if self.big_endian else "<")
         count = int(np.prod(e.shape, dtype=np.int64))
         if count * dtype.itemsize != e.size:
             raise CheckpointError(f"checkpoint {self.prefix}: variable {name!r} {e.dtype}{list(e.shape)} should "
