@@ -440,15 +440,16 @@ def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> t
         return min(n1, budget), None
     if n1 + n2 <= budget:
         return n1, n2
+    # HF refuses to truncate a text away entirely ("Sequence to truncate too short"); so do we.
     if strategy == "only_first":
-        if n2 > budget:
+        if n2 >= budget:
             raise TokenizerError(f"truncation='only_first' cannot fit: the second text alone has {n2} pieces, "
-                                 f"more than the {budget} left by max_length")
+                                 f"leaving none of the {budget} left by max_length for the first")
         return budget - n2, n2
     if strategy == "only_second":
-        if n1 > budget:
+        if n1 >= budget:
             raise TokenizerError(f"truncation='only_second' cannot fit: the first text alone has {n1} pieces, "
-                                 f"more than the {budget} left by max_length")
+                                 f"leaving none of the {budget} left by max_length for the second")
         return n1, budget - n1
     short, long_ = min(n1, n2), max(n1, n2)
     if short <= budget // 2:
