@@ -1,0 +1,178 @@
+"""Training checkpoints: atomic, verified, keep-last-k, with a fallback past a corrupt latest one.
+
+A run folder holds ``checkpoints/step-00001000.pt`` (one file: model, optimizer, loss scaler, RNG states of every rank,
+data position, counters, and the configs the run was started with) and beside it ``step-00001000.pt.sha256``.
+
+- Atomic: the file is written to a temporary name in the same folder, fsynced, then ``os.replace``d; the checksum is
+  written the same way *after* it. A crash at any moment leaves either the complete new pair or no new file.
+- Verified: a checkpoint counts only when its checksum file exists and matches. ``latest_valid`` walks from the newest
+  to the oldest and warns about each one it skips (half-written, truncated, bit-rotted), so ``--resume`` continues
+  from the newest good one.
+- Safe to load: ``torch.load(weights_only=True)`` — tensors and plain containers only, nothing is unpickled.
+- Disk full: a failed write removes its temporary file and raises ``CheckpointError``; older checkpoints are untouched,
+  and keep-last-k deletes old files only after a new one is complete.
+
+Model weights for *users* are exported separately in the HF folder format (``save_pretrained``); these files are for
+resuming training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import warnings
+from pathlib import Path
+
+import torch
+
+from litebert.errors import CheckpointError, CheckpointNotFoundError
+
+FORMAT = "litebert-train-checkpoint"
+VERSION = 1
+_NAME = re.compile(r"step-(\d{8,})\.pt")
+
+
+def checkpoint_path(folder: Path, step: int) -> Path:
+    return Path(folder) / f"step-{step:08d}.pt"
+
+
+def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint file name in ``folder``, oldest first (validity not checked)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), folder / n) for n in os.listdir(folder) if (m := _NAME.fullmatch(n))]
+    return sorted(found)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not supported on every platform/filesystem; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, write) -> None:
+    """``write(file_object)`` into ``path.tmp``, fsync, rename over ``path``; the temp file never outlives a failure."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) -> Path:
+    """Write ``state`` as checkpoint ``step`` atomically, then prune to the newest ``keep_last`` (0 keeps all).
+
+    Raises ``CheckpointError`` (previous checkpoints intact) when the write fails, e.g. the disk is full.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = checkpoint_path(folder, step)
+    payload = {"format": FORMAT, "version": VERSION, "step": step, **state}
+    digest = hashlib.sha256()
+
+    class _Hashing:  # hash while writing, so a large checkpoint is not read back
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, b):
+            digest.update(b)
+            return self.f.write(b)
+
+        def flush(self):
+            self.f.flush()
+
+    try:
+        _atomic_write(path, lambda f: torch.save(payload, _Hashing(f)))
+        _atomic_write(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest.hexdigest()}  {path.name}\n".encode()))
+    except OSError as e:
+        path.unlink(missing_ok=True)  # a .pt without its checksum would be skipped anyway; do not leave it around
+        previous = [p.name for _, p in list_checkpoints(folder)]
+        raise CheckpointError(
+            f"could not save checkpoint {path}: {e.strerror or e}. Earlier checkpoints are intact "
+            f"({', '.join(previous) or 'none'}); free space in {folder} and resume with --resume") from e
+    if keep_last > 0:
+        for old_step, old in list_checkpoints(folder)[:-keep_last]:
+            if old_step != step:
+                old.unlink(missing_ok=True)
+                old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(path: Path, map_location="cpu") -> dict:
+    """Load and verify one checkpoint file; ``CheckpointError`` says what is wrong with it."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+    sums = path.with_name(path.name + ".sha256")
+    if not sums.is_file():
+        raise CheckpointError(f"checkpoint {path} has no checksum file {sums.name}: it was not completely written")
+    expected = sums.read_text().split()[0] if sums.read_text().strip() else ""
+    if _sha256(path) != expected:
+        raise CheckpointError(f"checkpoint {path} does not match its checksum in {sums.name}: the file is corrupt")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any failure to parse is a corrupt file to the user
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a litebert training checkpoint (format {state.get('format')!r})"
+                              if isinstance(state, dict) else f"{path} is not a litebert training checkpoint")
+    if state.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {state.get('version')} is not supported (expected {VERSION})")
+    return state
+
+
+def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | None:
+    """(step, path, state) of the newest checkpoint that verifies, warning about every newer one that does not."""
+    for step, path in reversed(list_checkpoints(folder)):
+        try:
+            state = load_checkpoint(path, map_location)
+        except CheckpointError as e:
+            warnings.warn(f"skipping checkpoint: {e}; trying the previous one", stacklevel=2)
+            continue
+        return step, path, state
+    return None
+
+
+def check_compatible(saved: dict, current: dict, where: Path) -> None:
+    """Refuse to resume when anything that shapes the training trajectory differs from the saved run.
+
+    ``saved``/``current``: {"model_config": dict, "train": dict, "data": str}. Only the keys listed in
+    ``current["train"]`` are compared (the loop passes those that change the math; logging intervals may differ).
+    """
+    problems = []
+    if saved.get("model_config") != current["model_config"]:
+        a, b = saved.get("model_config") or {}, current["model_config"]
+        keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        problems += [f"model config {k}: checkpoint {a.get(k)!r}, now {b.get(k)!r}" for k in keys]
+    for k, v in current["train"].items():
+        if saved.get("train", {}).get(k) != v:
+            problems.append(f"{k}: checkpoint {saved.get('train', {}).get(k)!r}, now {v!r}")
+    if saved.get("data") != current["data"]:
+        problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
+    if problems:
+        raise CheckpointError(
+            f"cannot resume from {where}: the run was started with a different setup:\n  " + "\n  ".join(problems)
+            + "\nResume with the original settings and data, or start a new run in another --out folder.")

@@ -1,0 +1,137 @@
+"""`TrainConfig`: every pretraining hyper-parameter in one typed dataclass, and the named recipes.
+
+Field names are the CLI flags (``--global-batch`` -> ``global_batch``). Defaults are the official ALBERT values where
+there is one (LAMB, β 0.9/0.999, ε 1e-6, weight decay 0.01, clip 1.0, polynomial power 1, 15% masking, 3-gram masking,
+20 predictions per sequence, 10% short sequences, SOP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Optional
+
+from litebert.errors import ConfigError
+
+
+@dataclass
+class TrainConfig:
+    # optimisation (official optimization.create_optimizer)
+    max_steps: int = 1000
+    global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
+    micro_batch: int = 32            # sequences per forward/backward on one process
+    lr: float = 0.00176
+    warmup_steps: int = 0
+    poly_power: float = 1.0
+    optimizer: str = "lamb"          # lamb | adamw
+    weight_decay: float = 0.01
+    bias_correction: bool = False    # the official LAMB/AdamW have none
+    clip_norm: float = 1.0
+    # data (official create_pretraining_data flags)
+    seq_len: int = 128
+    objective: str = "sop"           # sop | nsp
+    masked_lm_prob: float = 0.15
+    max_predictions: int = 20
+    max_ngram: int = 3
+    short_seq_prob: float = 0.1
+    seed: int = 12345
+    # machinery
+    precision: str = "auto"          # auto (fp32 on CPU, bf16 or fp16 on GPU) | fp32 | bf16 | fp16
+    gradient_checkpointing: bool = False
+    eval_every: int = 0              # 0: evaluate only at the start and the end
+    eval_examples: int = 1024
+    save_every: int = 1000
+    keep_last: int = 3
+    log_every: int = 1
+    max_bad_steps: int = 10          # stop after this many non-finite steps in a row
+    peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
+
+    def __post_init__(self) -> None:
+        pos = ["max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions", "max_ngram", "log_every",
+               "max_bad_steps"]
+        for name in pos:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"TrainConfig.{name} = {getattr(self, name)!r}: must be a positive integer")
+        for name in ["warmup_steps", "eval_every", "eval_examples", "save_every", "keep_last"]:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ConfigError(f"TrainConfig.{name} = {getattr(self, name)!r}: must be an integer >= 0")
+        if self.optimizer not in ("lamb", "adamw"):
+            raise ConfigError(f"TrainConfig.optimizer = {self.optimizer!r}: choose 'lamb' or 'adamw'")
+        if self.objective not in ("sop", "nsp"):
+            raise ConfigError(f"TrainConfig.objective = {self.objective!r}: choose 'sop' or 'nsp'")
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise ConfigError(f"TrainConfig.precision = {self.precision!r}: choose auto, fp32, bf16 or fp16")
+        if not self.lr > 0:
+            raise ConfigError(f"TrainConfig.lr = {self.lr!r}: must be > 0")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ConfigError(f"TrainConfig.masked_lm_prob = {self.masked_lm_prob!r}: must lie in (0, 1)")
+        if not self.clip_norm > 0:
+            raise ConfigError(f"TrainConfig.clip_norm = {self.clip_norm!r}: must be > 0")
+
+    def accumulation(self, world_size: int) -> int:
+        """Micro-batches per optimizer step on each process; the global batch must split evenly."""
+        per_step = self.micro_batch * world_size
+        if self.global_batch % per_step:
+            raise ConfigError(
+                f"global batch {self.global_batch} is not a multiple of micro batch {self.micro_batch} x "
+                f"{world_size} process(es) = {per_step}; change --global-batch or --micro-batch")
+        return self.global_batch // per_step
+
+    # Fields that shape the training trajectory: resuming with any of them changed is refused.
+    TRAJECTORY = ("max_steps", "global_batch", "lr", "warmup_steps", "poly_power", "optimizer", "weight_decay",
+                  "bias_correction", "clip_norm", "seq_len", "objective", "masked_lm_prob", "max_predictions",
+                  "max_ngram", "short_seq_prob", "seed")
+
+    def trajectory(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.TRAJECTORY}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> dict[str, Any]:
+        """The fields of a JSON config file (validated by name; values are validated when the config is built)."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object of training settings")
+        known = {f.name for f in fields(cls)} | {"preset", "recipe"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return data
+
+
+# The paper's recipe (Lan et al. 2020, Section 4.1: "batch size of 4096 ... LAMB optimizer with learning rate 0.00176
+# ... 125,000 steps", inputs of length 512 with 10% shorter, n-gram masking up to 3) and the official README's
+# run_pretraining flags (--num_warmup_steps=3125, --max_predictions_per_seq=20).
+RECIPES: dict[str, dict[str, Any]] = {
+    "albert-paper": dict(optimizer="lamb", lr=0.00176, global_batch=4096, max_steps=125_000, warmup_steps=3125,
+                         seq_len=512, max_predictions=20, masked_lm_prob=0.15, max_ngram=3, short_seq_prob=0.1,
+                         objective="sop", weight_decay=0.01, eval_every=5000, save_every=5000),
+    # Small-batch pretraining on 2 CPU cores (scripts/demo.py): LAMB tolerates a high rate at small batch on a small
+    # model; length 128 with 20 predictions as the official phase-1 BERT setting.
+    "demo": dict(optimizer="lamb", lr=0.005, global_batch=64, micro_batch=32, max_steps=1000, warmup_steps=50,
+                 seq_len=128, max_predictions=20, eval_every=100, save_every=200),
+}
+
+
+def recipe(name: str) -> dict[str, Any]:
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; available: {', '.join(RECIPES)}")
+    return dict(RECIPES[name])

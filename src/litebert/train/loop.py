@@ -1,0 +1,282 @@
+"""The pretraining loop: one plain PyTorch function, ``train``, to be read top to bottom.
+
+One optimizer step consumes one *global batch* of ``global_batch`` sequences, split as micro-batches over processes and
+accumulation steps: global = micro_batch x accumulation x world_size (the paper's 4096 = e.g. 32 x 16 x 8 GPUs).
+Example ``c`` of the run (counted over all steps) is ``dataset.example(c // N, c % N)`` for N examples per epoch (the
+dataset shuffles each epoch from its seed), and within a step process ``r`` takes the ``r``-th contiguous slice. So the data a step sees
+depends only on (seed, step) — not on the number of processes, and not on whether the run was interrupted — which
+is what makes resume exact and 2 processes equal to 1.
+
+Per step: forward/backward every micro-batch (loss / accumulation; DDP syncs gradients on the last), clip the global
+gradient norm to 1.0 (official ``clip_by_global_norm``), skip the step if the norm is not finite, set the learning
+rate from the official schedule for this step, optimizer step. Then metrics, evaluation and checkpoints at their
+intervals, and on SIGTERM/SIGINT a checkpoint and a clean exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import signal
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from litebert.errors import CheckpointError, LitebertError
+from litebert.optim import build_optimizer, lr_at
+from litebert.train import distributed as D
+from litebert.train.checkpoint import check_compatible, latest_valid, load_checkpoint, save_checkpoint, checkpoint_path
+from litebert.train.config import TrainConfig
+from litebert.train.metrics import MetricsWriter, flops_per_sequence, peak_tflops_of
+
+
+class TrainingError(LitebertError, RuntimeError):
+    """Training cannot go on (e.g. the loss is NaN/inf step after step)."""
+
+
+def data_fingerprint(dataset) -> str:
+    """sha256 of the dataset size and its first examples: changes with the corpus, tokenizer, seq_len, masking, seed."""
+    h = hashlib.sha256(str(_num_examples(dataset)).encode())
+    for i in range(min(4, _num_examples(dataset))):
+        for key, value in sorted(dataset.example(0, i).items()):
+            h.update(key.encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()
+
+
+def _num_examples(dataset) -> int:
+    """Examples per epoch over all processes (``PretrainingDataset.num_examples``; ``len`` for other datasets)."""
+    n = getattr(dataset, "num_examples", None)
+    return int(n if n is not None else len(dataset))
+
+
+def _precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs that have it, else fp16."""
+    if cfg.precision == "fp32" or (cfg.precision == "auto" and device.type != "cuda"):
+        return None
+    if cfg.precision == "fp16" and device.type != "cuda":
+        raise TrainingError("precision fp16 needs a GPU; use fp32 (or bf16) on CPU")
+    if cfg.precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+
+
+def _to(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    state = torch.get_rng_state()
+    if device.type == "cuda":
+        state = torch.cat([state, torch.cuda.get_rng_state(device)])
+    return state
+
+
+def _set_rng_state(state: torch.Tensor, device: torch.device) -> None:
+    n = torch.get_rng_state().numel()
+    torch.set_rng_state(state[:n].clone())
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state[n:].clone(), device)
+
+
+@torch.no_grad()
+def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distributed, amp: torch.dtype | None) -> dict:
+    """Official eval metrics (run_pretraining ``metric_fn``) on the first ``eval_examples`` held-out examples:
+    MLM loss/accuracy weighted by ``mlm_weights`` (padded predictions count 0), SOP loss/accuracy per sequence."""
+    n = min(cfg.eval_examples, _num_examples(dataset))
+    sums = torch.zeros(6, dtype=torch.float64)  # mlm nll, mlm correct, mlm weight, sop nll, sop correct, sequences
+    was_training = model.training
+    model.eval()
+    for b, start in enumerate(range(0, n, cfg.micro_batch)):
+        if b % d.world_size != d.rank:  # batches round-robin over processes, sums reduced below
+            continue
+        batch = _to(collate([dataset.example(0, i) for i in range(start, min(start + cfg.micro_batch, n))]), d.device)
+        with torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
+            out = model(**batch)
+        logits = out.prediction_logits.float()  # [B, P, V]
+        w = batch["mlm_weights"].float()  # [B, P]
+        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["mlm_ids"].flatten(), reduction="none")
+        sop_logits, sop_y = out.sop_logits.float(), batch["sentence_order_label"].view(-1)
+        sums += torch.tensor([
+            (nll * w.flatten()).sum().item(), ((logits.argmax(-1) == batch["mlm_ids"]).float() * w).sum().item(),
+            w.sum().item(), torch.nn.functional.cross_entropy(sop_logits, sop_y, reduction="sum").item(),
+            (sop_logits.argmax(-1) == sop_y).sum().item(), sop_y.numel()], dtype=torch.float64)
+    model.train(was_training)
+    sums = D.all_reduce_sum(sums.to(d.device), d).cpu()
+    mlm_w, seqs = max(sums[2].item(), 1e-9), max(sums[5].item(), 1)
+    return {"mlm_loss": sums[0].item() / mlm_w, "mlm_accuracy": sums[1].item() / mlm_w,
+            "sop_loss": sums[3].item() / seqs, "sop_accuracy": sums[4].item() / seqs, "examples": int(sums[5].item())}
+
+
+def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
+          collate: Callable | None = None, dist: D.Distributed | None = None, resume: bool = False,
+          progress: bool = True, stop_after: int | None = None) -> dict:
+    """Pretrain ``model`` (an ``AlbertForPreTraining``) and return a summary; writes everything under ``out_dir``.
+
+    ``train_data``/``eval_data``: ``example(epoch, index) -> dict of arrays`` and ``num_examples`` or ``len()``
+    (a ``PretrainingDataset`` built with rank 0 of world size 1: the loop itself shares examples out to processes).
+    ``resume``: continue from the newest valid checkpoint in ``out_dir/checkpoints`` (a fresh start if none).
+    ``stop_after``: leave (with a checkpoint) after this many steps in this call — for tests and time-boxed demos.
+    The final model is written to ``out_dir/model`` in the HF folder format.
+    """
+    if collate is None:
+        from litebert.data.pretraining import collate_pretraining as collate
+    d = dist or D.Distributed()
+    out, ckpt_dir = Path(out_dir), Path(out_dir) / "checkpoints"
+    accum = cfg.accumulation(d.world_size)
+    amp = _precision(cfg, d.device)
+    model.to(d.device)
+    if cfg.gradient_checkpointing:
+        model.set_gradient_checkpointing(True)
+    optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                bias_correction=cfg.bias_correction)
+    scaler = torch.amp.GradScaler(d.device.type, enabled=amp is torch.float16)
+    identity = {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data)}
+
+    # ---- start or resume. Rank 0 picks the checkpoint (skipping corrupt ones) and every rank loads that one.
+    step = data_step = skipped = bad_in_row = 0
+    tokens_seen, elapsed = 0, 0.0
+    torch.manual_seed(cfg.seed + d.rank)  # dropout masks differ per process, as on TPU cores
+    found = latest_valid(ckpt_dir) if (resume and d.is_main) else None
+    start_step = D.broadcast_int(found[0] if found else -1, d)
+    if start_step >= 0:
+        state = found[2] if found else load_checkpoint(checkpoint_path(ckpt_dir, start_step))
+        check_compatible(state, identity, checkpoint_path(ckpt_dir, start_step))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        step, data_step, skipped = state["step"], state["data_step"], state["skipped_steps"]
+        tokens_seen, elapsed = state["tokens_seen"], state["elapsed_s"]
+        rngs = state["rng"]
+        if len(rngs) == d.world_size:
+            _set_rng_state(rngs[d.rank], d.device)
+        else:  # resuming on a different number of processes: data order is unchanged, dropout masks are not
+            torch.manual_seed(cfg.seed + d.rank + 1_000_003 * step)
+    elif resume and d.is_main:
+        warnings.warn(f"--resume: no valid checkpoint in {ckpt_dir}; starting from step 0", stacklevel=2)
+    wrapped = D.wrap(model, d)
+    log = MetricsWriter(out, enabled=d.is_main, resume_step=step if start_step >= 0 else None)
+
+    def checkpoint() -> None:
+        rngs = D.all_gather(_rng_state(d.device), d)  # collective: every rank takes part, rank 0 writes
+        if d.is_main:
+            save_checkpoint(ckpt_dir, step, {
+                **identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict(), "rng": rngs, "data_step": data_step, "skipped_steps": skipped,
+                "tokens_seen": tokens_seen, "elapsed_s": elapsed}, keep_last=cfg.keep_last)
+        D.barrier(d)
+
+    # ---- SIGTERM/SIGINT: finish the current step, save, leave. The flag is combined over ranks every step.
+    stop = {"signal": None}
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        def on_signal(signum, _frame):
+            if stop["signal"] is not None:  # a second Ctrl-C: leave now
+                raise KeyboardInterrupt
+            stop["signal"] = signum
+        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    n_train = _num_examples(train_data)
+    flops_seq = flops_per_sequence(model.config, cfg.seq_len, cfg.max_predictions)
+    peak = cfg.peak_tflops or (peak_tflops_of(torch.cuda.get_device_name(d.device)) if d.device.type == "cuda" else None)
+    final_eval, interrupted = None, False
+    bar = tqdm(total=cfg.max_steps, initial=step, desc="pretrain", disable=not (progress and d.is_main),
+               dynamic_ncols=True)
+    try:
+        if step == 0 and eval_data is not None:
+            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, d, amp)})
+        steps_this_call = 0
+        while step < cfg.max_steps:
+            t0 = time.perf_counter()
+            # [loss, mlm loss, sop loss, non-pad tokens, stop flag], summed over micro-batches then processes
+            stats = torch.zeros(5, dtype=torch.float64)
+            first = data_step * cfg.global_batch + d.rank * accum * cfg.micro_batch
+            for j in range(accum):
+                c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
+                examples = [train_data.example(c // n_train, c % n_train) for c in range(c0, c0 + cfg.micro_batch)]
+                batch = _to(collate(examples), d.device)
+                with D.no_sync(wrapped, sync=j == accum - 1), \
+                        torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
+                    out_ = wrapped(**batch)
+                    loss = out_.loss / accum  # mean over the micro-batches of the global batch
+                scaler.scale(loss).backward()
+                stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), out_.sop_loss.item(),
+                                           batch["attention_mask"].sum().item()], dtype=torch.float64)
+            stats[4] = 1.0 if stop["signal"] is not None else 0.0
+            stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
+            scaler.unscale_(optimizer)
+            # Official: tf.clip_by_global_norm(grads, 1.0) over all parameters, after the cross-replica average.
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm).item()
+            data_step += 1
+            if not math.isfinite(grad_norm) and not scaler.is_enabled():
+                # NaN/inf: drop this batch's gradients and move on to the next batch (same on every rank: the norm
+                # is computed from the already-averaged gradients).
+                optimizer.zero_grad(set_to_none=True)
+                skipped, bad_in_row = skipped + 1, bad_in_row + 1
+                warnings.warn(f"step {step + 1}: non-finite loss/gradient norm ({grad_norm}); step skipped "
+                              f"({bad_in_row} in a row)", stacklevel=2)
+                if bad_in_row >= cfg.max_bad_steps:
+                    raise TrainingError(
+                        f"{bad_in_row} steps in a row had a non-finite loss or gradient (last at step {step + 1}); "
+                        f"stopping. Lower --lr, raise --warmup-steps, or use --precision fp32; resume from the last "
+                        f"checkpoint in {ckpt_dir} with --resume")
+                continue
+            bad_in_row = 0
+            lr = lr_at(step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            steps_this_call += 1
+
+            dt = time.perf_counter() - t0
+            elapsed += dt
+            tokens_seen += int(stats[3].item())
+            n_micro = accum * d.world_size
+            record = {"step": step, "loss": stats[0].item() / n_micro, "mlm_loss": stats[1].item() / n_micro,
+                      "sop_loss": stats[2].item() / n_micro, "lr": lr, "grad_norm": grad_norm,
+                      "tokens_per_s": stats[3].item() / dt, "tokens": tokens_seen, "elapsed_s": round(elapsed, 3),
+                      "tflops": flops_seq * cfg.global_batch / dt / 1e12, "skipped_steps": skipped}
+            if peak:
+                record["mfu"] = record["tflops"] / (peak * d.world_size)
+            if step % cfg.log_every == 0:
+                log.log("train", record)
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
+
+            if eval_data is not None and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
+                log.log("eval", {"step": step, **evaluate(model, eval_data, collate, cfg, d, amp)})
+            stopping = stats[4].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
+            if stopping or (cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps):
+                try:
+                    checkpoint()
+                except CheckpointError as e:
+                    if stopping:
+                        raise
+                    warnings.warn(f"{e} — training continues", stacklevel=2)
+            if stopping:
+                interrupted = True
+                break
+        if not interrupted:
+            checkpoint()
+            if eval_data is not None:
+                final_eval = evaluate(model, eval_data, collate, cfg, d, amp)
+                log.log("eval", {"step": step, **final_eval})
+            if d.is_main:
+                model.save_pretrained(out / "model")
+    finally:
+        bar.close()
+        log.close()
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    return {"step": step, "interrupted": interrupted, "signal": stop["signal"], "skipped_steps": skipped,
+            "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": final_eval}

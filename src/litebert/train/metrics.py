@@ -1,0 +1,133 @@
+"""Metrics sinks (JSONL, CSV, TensorBoard when installed) and the FLOP count behind the MFU estimate.
+
+Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
+``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets), ``tensorboard/`` if the ``tensorboard`` package is
+installed. On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
+every file reads as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+from litebert.config import AlbertConfig
+
+TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
+                 "tflops", "mfu", "skipped_steps"]
+EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples"]
+
+
+def _truncate_jsonl(path: Path, after_step: int) -> None:
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= after_step]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in keep))
+    os.replace(tmp, path)
+
+
+def _truncate_csv(path: Path, after_step: int) -> None:
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    keep = rows[:1] + [r for r in rows[1:] if r and int(r[0]) <= after_step]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        csv.writer(f).writerows(keep)
+    os.replace(tmp, path)
+
+
+class MetricsWriter:
+    """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``)."""
+
+    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, tensorboard: bool = True):
+        self.enabled = enabled
+        self.folder = Path(folder)
+        self.tb = None
+        if not enabled:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.jsonl = self.folder / "metrics.jsonl"
+        self.csv = {"train": (self.folder / "train.csv", TRAIN_COLUMNS), "eval": (self.folder / "eval.csv", EVAL_COLUMNS)}
+        if resume_step is None:  # a fresh run starts fresh files
+            for p in [self.jsonl] + [p for p, _ in self.csv.values()]:
+                p.unlink(missing_ok=True)
+        else:
+            _truncate_jsonl(self.jsonl, resume_step)
+            for p, _ in self.csv.values():
+                _truncate_csv(p, resume_step)
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # needs the optional `tensorboard` package
+            except ImportError:
+                pass
+            else:
+                self.tb = SummaryWriter(str(self.folder / "tensorboard"), purge_step=resume_step)
+
+    def log(self, split: str, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.jsonl, "a") as f:
+            f.write(json.dumps({"split": split, **record}) + "\n")
+        path, columns = self.csv[split]
+        new = not path.exists()
+        with open(path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow({k: record.get(k, "") for k in columns})
+        if self.tb is not None:
+            for k, v in record.items():
+                if k != "step" and isinstance(v, (int, float)):
+                    self.tb.add_scalar(f"{split}/{k}", v, record["step"])
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def read_metrics(folder: Path, split: str = "train") -> list[dict]:
+    """The records of one split from ``metrics.jsonl`` (the last one wins when a step appears twice)."""
+    by_step: dict[int, dict] = {}
+    path = Path(folder) / "metrics.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("split") == split:
+                    by_step[r["step"]] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> float:
+    """Training FLOPs (forward + backward = 3 x forward, 2 FLOPs per multiply-add) of one sequence.
+
+    Counts the matmuls: shared layers cost their compute at every depth step (sharing saves parameters, not FLOPs);
+    the E->H projection; attention scores and weighted values (2·L²·H per layer); the MLM head only at the
+    ``predictions`` gathered positions (official ``gather_indexes``); the pooler/SOP head. Embedding lookups,
+    LayerNorm, softmax and activations are ignored (standard MFU practice, PaLM Appendix B).
+    """
+    h, e, i, v, n = (config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size,
+                     config.num_hidden_layers)
+    per_token_layer = 4 * h * h + 2 * h * i  # q, k, v, o projections; FFN in and out
+    forward = seq_len * (n * per_token_layer + (e * h if config.embedding_projection else 0))
+    forward += n * 2 * seq_len * seq_len * h  # QK^T and AV
+    forward += predictions * (h * e + e * v)  # MLM head: dense H->E, tied decoder E->V
+    forward += h * h + 2 * h  # pooler + SOP classifier
+    return 3 * 2 * forward
+
+
+# Dense peak TFLOP/s of common accelerators for the MFU estimate (vendor data sheets; bf16/fp16 tensor cores, no
+# sparsity). Anything else: pass --peak-tflops.
+PEAK_TFLOPS = {"H100": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
+
+
+def peak_tflops_of(device_name: str) -> float | None:
+    for key, value in PEAK_TFLOPS.items():
+        if key in device_name:
+            return value
+    return None
