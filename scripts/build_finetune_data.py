@@ -68,7 +68,7 @@ def sentiment(vader_sdist: Path) -> None:
     order = np.random.default_rng(SEED).permutation(len(rows))
     parts = {"dev": order[:1000], "test": order[1000:2000], "train": order[2000:]}
     for split, idx in parts.items():
-        body = "".join(f"{rows[i][1]}\t{rows[i][2]}\t{rows[i][3]:.4f}\t{rows[i][0]}\n" for i in sorted(idx))
+        body = "".join(f"{rows[i][1]}\t{rows[i][2]}\t{rows[i][3]:.4f}\t{rows[i][0]}\n" for i in idx)
         write_gz(OUT / f"sentiment/{split}.tsv.gz", "sentence\tlabel\tscore\tid\n" + body)
 
 

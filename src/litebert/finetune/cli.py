@@ -1,0 +1,233 @@
+"""``litebert finetune | evaluate | predict | embed``.
+
+    litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
+                                                                  # conll, classify, regress, sentiment
+    litebert evaluate --model OUT --data PATH [--output preds.jsonl]
+    litebert predict  --model OUT --input in.jsonl --output out.jsonl
+    litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from litebert.errors import ConfigError, DataError
+
+
+def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
+    {"finetune": _configure_finetune, "evaluate": _configure_evaluate, "predict": _configure_predict,
+     "embed": _configure_embed}[name](parser)
+
+
+def run_command(name: str, args: argparse.Namespace) -> int:
+    import torch
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    return {"finetune": run_finetune, "evaluate": run_evaluate, "predict": run_predict, "embed": run_embed}[name](args)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-size", type=int, help="batch size (finetune: the preset's; evaluation: 64)")
+    p.add_argument("--max-seq-length", type=int, help="maximum pieces per input (default: the preset's, capped by "
+                                                      "the model's max_position_embeddings)")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _configure_finetune(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, squad1, squad2, race, mc, "
+                                "conll, classify, regress, sentiment")
+    p.add_argument("--model", required=True, help="pretrained model folder (litebert or HF ALBERT)")
+    p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names) or the "
+                                                 "training file")
+    p.add_argument("--dev", help="the dev file (default: found in the --data folder)")
+    p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
+    p.add_argument("--tokenizer", help="tokenizer folder or .model file (default: the --model folder)")
+    p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
+    p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--steps", type=int, help="training steps (overrides --epochs and the preset)")
+    p.add_argument("--epochs", type=float)
+    p.add_argument("--warmup", type=float, help="warmup steps (>= 1) or proportion of the steps (< 1)")
+    p.add_argument("--eval-every", type=int, help="evaluate on dev every N steps, keeping the best checkpoint")
+    p.add_argument("--patience", type=int, help="stop after N evaluations without improvement")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dropout", type=float, help="override hidden/classifier dropout")
+    p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
+    p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
+    p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --max-seq-length (no dynamic "
+                                                             "padding, no length grouping)")
+    _common(p)
+
+
+def _configure_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a folder written by `litebert finetune`")
+    p.add_argument("--data", required=True, help="labelled file (or a data folder: its dev split)")
+    p.add_argument("--output", help="also write per-example predictions here (JSONL)")
+    p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
+                                                        "(default: the one chosen on dev during finetune)")
+    _common(p)
+
+
+def _configure_predict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a folder written by `litebert finetune`")
+    p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md)")
+    p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
+    _common(p)
+
+
+def _configure_embed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="any litebert/HF ALBERT folder")
+    p.add_argument("--input", required=True, help=".txt (one text a line) or .jsonl (with --field)")
+    p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
+    p.add_argument("--field", default="text", help="JSONL key holding the text (default: text)")
+    p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
+                   help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
+                        "raw [CLS] vector")
+    _common(p)
+
+
+# ----------------------------------------------------------------------------------------------------- finetune
+def _parse_columns(spec: str | None) -> dict[str, str]:
+    if not spec:
+        return {}
+    out = {}
+    for part in spec.split(","):
+        key, sep, col = part.partition("=")
+        if not sep or key not in ("text_a", "text_b", "label"):
+            raise ConfigError(f"--columns: expected text_a=COL[,text_b=COL][,label=COL], got {part!r}")
+        out[key] = col
+    return out
+
+
+def _split_paths(data: str, dev: str | None) -> tuple[Path, Path | None]:
+    from litebert.finetune.runner import find_split
+
+    data_path = Path(data)
+    if not data_path.exists():
+        raise DataError(f"--data {data}: no such file or folder")
+    train = data_path
+    if data_path.is_dir():
+        found = find_split(data_path, "train")
+        if found is not None:
+            train = found
+    dev_path = Path(dev) if dev else (find_split(data_path, "dev") if data_path.is_dir() else None)
+    return train, dev_path
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from litebert.finetune import runner
+    from litebert.finetune.tasks import get_preset
+    from litebert.finetune.trainer import TrainArgs, steps_for, train
+    from litebert.tokenizer import AlbertTokenizer
+
+    preset = get_preset(args.task)
+    columns = _parse_columns(args.columns)
+    tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
+    train_path, dev_path = _split_paths(args.data, args.dev)
+    labels = args.labels.split(",") if args.labels else None
+    train_ex = runner.read_examples(preset, train_path, labels, columns)
+    if args.max_train_examples:
+        train_ex = train_ex[:args.max_train_examples]
+    labels = labels or runner.collect_labels(preset, train_ex)
+    dev_ex = runner.read_examples(preset, dev_path, labels, columns) if dev_path else None
+    if dev_ex and args.max_eval_examples:
+        dev_ex = dev_ex[:args.max_eval_examples]
+    overrides = {}
+    if args.dropout is not None:
+        overrides = dict(hidden_dropout_prob=args.dropout, classifier_dropout_prob=args.dropout)
+    model = runner.make_model(preset, args.model, labels, **overrides)
+    max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
+    feats = runner.featurize(preset, tok, train_ex, labels, max_len, training=True)
+    dev_feats = runner.featurize(preset, tok, dev_ex, labels, max_len) if dev_ex else None
+    batch = args.batch_size or preset.batch_size
+    if args.steps:
+        steps = args.steps
+    elif args.epochs or preset.train_steps is None:
+        steps = steps_for(len(feats), batch, args.epochs or preset.epochs or 3.0)
+    else:
+        steps = preset.train_steps
+    warm = args.warmup if args.warmup is not None else preset.warmup_steps
+    if warm is None:
+        warm = preset.warmup_proportion
+    warmup = int(warm * steps) if warm < 1 else int(warm)
+    eval_every = args.eval_every or preset.eval_every
+    targs = TrainArgs(lr=args.lr or preset.lr, batch_size=batch, train_steps=steps, warmup_steps=min(warmup, steps),
+                      eval_every=eval_every, patience=args.patience, seed=args.seed,
+                      group_by_length=not args.pad_to_max, pad_to=max_len if args.pad_to_max else None,
+                      progress=not args.no_progress)
+    print(f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
+          f"{len(dev_ex) if dev_ex else 0} dev; {steps} steps of {batch}, lr {targs.lr:g}, warmup {targs.warmup_steps};"
+          f" hyperparameters from {preset.source}")
+    meta = {"task": preset.name, "kind": preset.kind, "labels": labels, "metric": preset.metric,
+            "preset": asdict(replace(preset, max_seq_length=max_len)), "columns": columns,
+            "train": {**asdict(targs), "data": str(train_path), "dev": str(dev_path) if dev_path else None,
+                      "base_model": str(args.model)}}
+
+    def evaluate(m):
+        metrics, _ = runner.evaluate(preset, m, tok, dev_ex, labels, max_len, features=dev_feats)
+        return metrics
+
+    def save(m, step, metrics):
+        if preset.kind == "squad" and preset.extra["version"] == "2.0" and "best_f1_thresh" in metrics:
+            meta["null_threshold"] = metrics["best_f1_thresh"]
+        runner.save_finetuned(m, tok, args.out, {**meta, "best_step": step, "dev_metrics": metrics})
+
+    result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id)
+    if dev_ex:
+        print(f"best dev {preset.metric} {result['best_metrics'][preset.metric]:.4f} at step {result['best_step']}"
+              f"{' (stopped early)' if result['stopped_early'] else ''}; saved to {args.out}")
+    else:
+        print(f"no dev set: saved the final model to {args.out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------- evaluate
+def run_evaluate(args: argparse.Namespace) -> int:
+    from litebert.finetune import runner
+
+    preset, model, tok, meta = runner.load_finetuned(args.model)
+    path = Path(args.data)
+    if path.is_dir():
+        path = runner.find_split(path, "dev") or runner.find_split(path, "test")
+        if path is None:
+            raise DataError(f"--data {args.data}: no dev/valid file in this folder")
+    labels = meta.get("labels")
+    examples = runner.read_examples(preset, path, labels, meta.get("columns"))
+    max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
+    threshold = args.null_threshold if args.null_threshold is not None else meta.get("null_threshold")
+    metrics, preds = runner.evaluate(preset, model, tok, examples, labels, max_len, args.batch_size or 64,
+                                     null_threshold=threshold, progress=not args.no_progress)
+    print(json.dumps({"task": preset.name, "data": str(path), **metrics}, indent=2))
+    if args.output:
+        _write_jsonl(args.output, [{"prediction": p} for p in preds])
+    return 0
+
+
+def _write_jsonl(path: str, rows: list[dict]) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+
+
+# ------------------------------------------------------------------------------------------------------ predict
+def run_predict(args: argparse.Namespace) -> int:
+    from litebert.finetune import predict
+
+    return predict.predict_file(args)
+
+
+# -------------------------------------------------------------------------------------------------------- embed
+def run_embed(args: argparse.Namespace) -> int:
+    from litebert.finetune import predict
+
+    return predict.embed_file(args)

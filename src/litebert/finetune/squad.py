@@ -1,0 +1,203 @@
+"""SQuAD v1.1 / v2.0: sliding windows, answer positions, n-best decoding, and the v2 answerability head.
+
+Windows follow the official (BERT/ALBERT) recipe: ``[CLS] question [SEP] context-window [SEP]`` with the question cut
+to ``max_query_length`` pieces and windows over the context starting every ``doc_stride`` pieces. A piece seen by
+several windows is scored only in the window where it has the most context on both sides (official
+``_check_is_max_context``). Every context piece carries its character span in the *original* context (the
+tokenizer's offsets), so a predicted span maps straight back to the user's text.
+
+v2.0 "no answer": the official ALBERT v2 head (an XLNet-style answer classifier fed start-weighted features and
+beam-searched spans) is replaced by a simpler one, documented in docs/finetune.md: a two-layer answerability
+classifier on the [CLS] vector, trained with binary cross-entropy on "this window holds no answer", beside the usual
+start/end head. A question's no-answer score is the minimum over its windows (an answer needs only one window);
+it answers "" when the no-answer probability exceeds a threshold picked on the dev set (official ``find_best_thresh``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litebert.finetune.readers import SquadExample
+
+ANSWERABILITY_FILE = "answerability.safetensors"
+
+
+def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, doc_stride: int = 128,
+                 max_query_length: int = 64, training: bool = False) -> list[dict]:
+    """Windows of every example. Each feature: model inputs, ``start/end_positions`` (0 = [CLS] when the window has no
+    answer), ``is_impossible`` (window-level), and for decoding ``example_index``, ``context_offset`` (input position
+    of the first context piece), ``spans`` (original-context char span of each window piece) and ``max_context``."""
+    feats = []
+    for ei, ex in enumerate(examples):
+        q_ids = tok.encode_ids(ex.question)[:max_query_length]
+        c_ids, c_spans = tok.encode_with_offsets(ex.context)
+        budget = max_seq_length - len(q_ids) - 3
+        if budget < 1:
+            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for context after a "
+                             f"{len(q_ids)}-piece question")
+        windows, start = [], 0
+        while True:
+            length = min(budget, len(c_ids) - start)
+            windows.append((start, length))
+            if start + length >= len(c_ids):
+                break
+            start += min(length, doc_stride)
+        # answer (first gold answer) as a piece range
+        a_tok = None
+        if not ex.is_impossible and ex.answers:
+            s_char = ex.answers[0]["answer_start"]
+            e_char = s_char + len(ex.answers[0]["text"])
+            inside = [k for k, (s, e) in enumerate(c_spans) if s < e_char and e > s_char]
+            if inside:
+                a_tok = (inside[0], inside[-1])
+        for wi, (ws, wl) in enumerate(windows):
+            ids = [tok.cls_token_id] + q_ids + [tok.sep_token_id] + c_ids[ws:ws + wl] + [tok.sep_token_id]
+            types = [0] * (len(q_ids) + 2) + [1] * (wl + 1)
+            off = len(q_ids) + 2
+            sp = ep = 0
+            if a_tok is not None and ws <= a_tok[0] and a_tok[1] < ws + wl:
+                sp, ep = a_tok[0] - ws + off, a_tok[1] - ws + off
+            feats.append({
+                "input_ids": ids, "token_type_ids": types, "start_positions": sp, "end_positions": ep,
+                "is_impossible": int(sp == 0), "example_index": ei, "context_offset": off,
+                "spans": c_spans[ws:ws + wl],
+                "max_context": [_is_max_context(windows, wi, ws + k) for k in range(wl)],
+            })
+    return feats
+
+
+def _is_max_context(windows: list[tuple[int, int]], current: int, pos: int) -> bool:
+    """Official ``_check_is_max_context``: score = min(left, right) context + 0.01 * window length."""
+    best, best_i = None, None
+    for i, (s, n) in enumerate(windows):
+        if not s <= pos < s + n:
+            continue
+        score = min(pos - s, s + n - 1 - pos) + 0.01 * n
+        if best is None or score > best:
+            best, best_i = score, i
+    return best_i == current
+
+
+def decode(examples: list[SquadExample], features: list[dict], start_logits: list[np.ndarray],
+           end_logits: list[np.ndarray], na_logits: list[float] | None = None, n_best: int = 20,
+           max_answer_length: int = 30, null_threshold: float | None = None) -> tuple[dict, dict, dict]:
+    """Best span per question: top ``n_best`` starts x ends inside the context, end >= start, at most
+    ``max_answer_length`` pieces, start in its max-context window; score = start + end logit.
+
+    Returns (predictions {id: text}, nbest {id: [{text, score, start, end}]}, na_probs {id: p(no answer)}).
+    With ``na_logits`` and ``null_threshold`` (a probability), a question whose no-answer probability exceeds the
+    threshold gets the empty answer.
+    """
+    by_example = collections.defaultdict(list)
+    for fi, f in enumerate(features):
+        by_example[f["example_index"]].append(fi)
+    preds, nbest_out, na_probs = {}, {}, {}
+    for ei, ex in enumerate(examples):
+        cands = []
+        for fi in by_example.get(ei, []):
+            f, s_log, e_log = features[fi], start_logits[fi], end_logits[fi]
+            off, n = f["context_offset"], len(f["spans"])
+            s_log, e_log = s_log[off:off + n], e_log[off:off + n]  # context pieces only
+            top_s = np.argsort(-s_log)[:n_best]
+            top_e = np.argsort(-e_log)[:n_best]
+            for i in top_s:
+                if not f["max_context"][i]:
+                    continue
+                for j in top_e:
+                    if j < i or j - i + 1 > max_answer_length:
+                        continue
+                    a, b = f["spans"][i][0], f["spans"][j][1]
+                    cands.append((float(s_log[i] + e_log[j]), a, b))
+        cands.sort(key=lambda c: -c[0])
+        seen, best = set(), []
+        for score, a, b in cands:
+            if (a, b) in seen:
+                continue
+            seen.add((a, b))
+            best.append({"text": ex.context[a:b], "score": score, "start": a, "end": b})
+            if len(best) == n_best:
+                break
+        nbest_out[ex.qas_id] = best
+        preds[ex.qas_id] = best[0]["text"] if best else ""
+        if na_logits is not None:
+            logits = [na_logits[fi] for fi in by_example.get(ei, [])]
+            p = float(torch.sigmoid(torch.tensor(min(logits)))) if logits else 1.0
+            na_probs[ex.qas_id] = p
+            if null_threshold is not None and p > null_threshold:
+                preds[ex.qas_id] = ""
+    return preds, nbest_out, na_probs
+
+
+class AnswerabilityHead(nn.Module):
+    """[B, H] ([CLS] vector) -> [B] no-answer logit: dense + tanh + dropout + linear."""
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, initializer_range: float = 0.02):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden_size, 1)
+        for m in (self.dense, self.out):
+            nn.init.normal_(m.weight, std=initializer_range)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(torch.tanh(self.dense(cls_hidden)))).squeeze(-1)
+
+
+class SquadV2Model(nn.Module):
+    """An ``AlbertForQuestionAnswering`` (HF-compatible weights) plus the answerability head.
+
+    Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
+    """
+
+    def __init__(self, qa: nn.Module):
+        super().__init__()
+        self.qa = qa
+        self.config = qa.config
+        self.answerability = AnswerabilityHead(qa.config.hidden_size, qa.config.classifier_dropout_prob or 0.0,
+                                               qa.config.initializer_range)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
+                end_positions=None, is_impossible=None):
+        h = self.qa.albert(input_ids, attention_mask, token_type_ids).last_hidden_state  # [B, L, H]
+        start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
+        na = self.answerability(h[:, 0])  # [B]
+        loss = None
+        if start_positions is not None:
+            span = (F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)) / 2
+            loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
+        return SquadV2Output(loss, start, end, na)
+
+    def save_pretrained(self, path) -> None:
+        from safetensors.torch import save_file
+
+        self.qa.save_pretrained(path)
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
+        os.close(fd)
+        save_file({k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}, tmp)
+        os.replace(tmp, path / ANSWERABILITY_FILE)
+
+    @classmethod
+    def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
+        from safetensors.torch import load_file
+
+        from litebert.heads import AlbertForQuestionAnswering
+
+        model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
+        file = Path(path) / ANSWERABILITY_FILE
+        if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
+            model.answerability.load_state_dict(load_file(str(file)))
+        return model
+
+
+class SquadV2Output(collections.namedtuple("SquadV2Output", "loss start_logits end_logits na_logits")):
+    pass
