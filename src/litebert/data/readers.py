@@ -101,7 +101,7 @@ def open_binary(path: Path) -> BinaryIO:
     head = f.peek(6)[:6]
     for magic, cls in _MAGIC.items():
         if head.startswith(magic):
-            return cls(f, mode="rb")  # type: ignore[return-value]
+            return cls(fileobj=f) if cls is gzip.GzipFile else cls(f)  # type: ignore[return-value]
     return f
 
 

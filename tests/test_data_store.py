@@ -1,0 +1,176 @@
+"""The token store: exact contents for hand-written corpora, parallel == serial bytes, atomicity and damage checks,
+the tokenizer check, and the `litebert data` CLI. A tiny integer tokenizer ("12 7 9" -> [12, 7, 9]) makes every
+expected token known by hand; the real 30k ALBERT vocabulary is used where present."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litebert.cli import main as cli_main
+from litebert.data.store import TokenStore, prepare_store
+from litebert.errors import DataError
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "albert-30k"
+
+
+class IntTokenizer:
+    """Sentences are whitespace-separated integers; ids < 5 are the ALBERT specials; id % 6 == 0 continues a word."""
+
+    pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = 0, 1, 2, 3, 4
+
+    def __init__(self, vocab_size=1000, name="int"):
+        self.vocab_size, self.name = vocab_size, name
+
+    def encode_batch_ids(self, texts):
+        return [[int(w) for w in t.split() if w.isdigit()] for t in texts]
+
+    def word_start_mask(self):
+        m = np.arange(self.vocab_size) % 6 != 0
+        m[:5] = True
+        return m
+
+    def normal_piece_ids(self):
+        return np.arange(5, self.vocab_size)
+
+    def fingerprint(self):
+        return hashlib.sha256(f"{self.name}-{self.vocab_size}".encode()).hexdigest()
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def read_all(store):
+    """Documents as lists of sentences as lists of ids, read through the public accessors."""
+    docs = []
+    for d in range(store.num_documents):
+        s0, s1 = store.document_sentences(d)
+        toks, lens = store.sentence_tokens(s0, s1)
+        docs.append([x.tolist() for x in np.split(toks, np.cumsum(lens)[:-1])])
+    return docs
+
+
+def test_store_contents_match_the_corpus(tmp_path):
+    f = write(tmp_path / "a.txt", "10 11\n12\n\n\n13 14 15\nnothing here\n\n16\n")
+    g = write(tmp_path / "b.txt", "")
+    store = prepare_store([f, g], IntTokenizer(), tmp_path / "s", progress=False)
+    # "nothing here" tokenizes to nothing: dropped like an empty line in the official reader
+    assert read_all(store) == [[[10, 11], [12]], [[13, 14, 15]], [[16]]]
+    assert (store.num_documents, store.num_sentences, store.num_tokens) == (3, 4, 7)
+    assert store.dtype == np.uint16
+    m = store.manifest
+    assert m["empty_inputs"] == [str(g)] and m["tokenizer"]["fingerprint"] == IntTokenizer().fingerprint()
+    tokens = (tmp_path / "s" / "shard-00000.tokens").read_bytes()
+    assert np.frombuffer(tokens, "<u2").tolist() == [10, 11, 12, 13, 14, 15, 16]
+    assert hashlib.sha256(tokens).hexdigest() == m["shards"][0]["files"]["tokens"]["sha256"]
+    assert not list(tmp_path.glob(".s.tmp-*"))  # the temporary build directory is gone
+
+
+def test_parallel_sharded_store_equals_serial_and_uses_uint32(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = []
+    for d in range(300):
+        for s in range(int(rng.integers(1, 6))):
+            lines.append(" ".join(map(str, rng.integers(5, 70000, int(rng.integers(1, 30))))))
+        lines.append("")
+    f = write(tmp_path / "c.txt", "\n".join(lines))
+    tok = IntTokenizer(vocab_size=70000)
+    one = prepare_store([f], tok, tmp_path / "one", workers=1, shard_tokens=2000, block_chars=3000, progress=False)
+    two = prepare_store([f], tok, tmp_path / "two", workers=2, shard_tokens=2000, block_chars=3000, progress=False)
+    assert one.dtype == np.uint32 and one.num_shards > 2
+    assert one.manifest["shards"] == two.manifest["shards"]  # identical files (sizes and sha256), shard by shard
+    docs = read_all(one)
+    assert docs == read_all(two) and len(docs) == 300
+    expected = [[[int(x) for x in line.split()] for line in block.split("\n") if line]
+                for block in "\n".join(lines).split("\n\n") if block.strip()]
+    assert docs == expected
+
+
+def test_jsonl_gzip_and_paragraph_inputs(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "x.jsonl.gz", "wt") as w:
+        w.write(json.dumps({"text": "7 8. 9 10\n11"}) + "\n")
+    write(tmp_path / "p.txt", "5 6\n7. 8\n\n9\n")
+    s1 = prepare_store([tmp_path / "x.jsonl.gz"], IntTokenizer(), tmp_path / "s1", progress=False)
+    s2 = prepare_store([tmp_path / "p.txt"], IntTokenizer(), tmp_path / "s2", fmt="paragraphs", progress=False)
+    # the splitter cuts "7 8. 9 10" before the digit-led "9 10"; "8." is no integer token, so [7] remains
+    assert read_all(s1) == [[[7], [9, 10], [11]]]
+    assert read_all(s2) == [[[5, 6], [8]], [[9]]]
+
+
+def test_bad_inputs_and_existing_output(tmp_path):
+    tok = IntTokenizer()
+    empty = write(tmp_path / "e.txt", "\n\n")
+    with pytest.raises(DataError, match="no text found in 1 input file"):
+        prepare_store([empty], tok, tmp_path / "s", progress=False)
+    assert not (tmp_path / "s").exists() and not list(tmp_path.glob(".s.tmp-*"))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"5 6\n7 \xff 8\n")
+    with pytest.raises(DataError, match=r"bad\.txt:2: invalid UTF-8 at byte offset 6"):
+        prepare_store([bad], tok, tmp_path / "s", progress=False)
+    store = prepare_store([bad], tok, tmp_path / "s", encoding_errors="replace", progress=False)
+    assert read_all(store) == [[[5, 6], [7, 8]]]
+    with pytest.raises(DataError, match="already exists"):
+        prepare_store([bad], tok, tmp_path / "s", progress=False)
+    good = write(tmp_path / "g.txt", "9\n")
+    assert read_all(prepare_store([good], tok, tmp_path / "s", overwrite=True, progress=False)) == [[[9]]]
+
+
+def test_damaged_and_foreign_stores_are_refused(tmp_path):
+    f = write(tmp_path / "a.txt", "10 11 12\n13\n\n14 15\n")
+    prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)
+    TokenStore(tmp_path / "s", tokenizer=IntTokenizer(), verify=True)
+    with pytest.raises(DataError, match="different tokenizer"):
+        TokenStore(tmp_path / "s", tokenizer=IntTokenizer(name="other"))
+    tokens = tmp_path / "s" / "shard-00000.tokens"
+    data = tokens.read_bytes()
+    tokens.write_bytes(data[:-2])  # a half-copied shard
+    with pytest.raises(DataError, match="shard-00000.tokens has 10 bytes, the manifest records 12"):
+        TokenStore(tmp_path / "s")
+    tokens.write_bytes(data[:-2] + b"\x00\x01")  # same size, other bytes: only the checksum sees it
+    TokenStore(tmp_path / "s")
+    with pytest.raises(DataError, match="does not match its sha256"):
+        TokenStore(tmp_path / "s", verify=True)
+    (tmp_path / "s" / "manifest.json").unlink()  # what an interrupted preparation leaves
+    with pytest.raises(DataError, match="preparation did not finish"):
+        TokenStore(tmp_path / "s")
+
+
+def test_cli_prepare_and_inspect(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    text = "\n\n".join("\n".join(" ".join(map(str, rng.integers(5, 999, 12))) for _ in range(8)) for _ in range(20))
+    f = write(tmp_path / "c.txt", text)
+    tok_dir = tmp_path / "tok"
+    with pytest.raises(SystemExit):
+        cli_main(["data", "prepare", "--help"])
+    # the CLI loads a real tokenizer folder; a missing one is a clean error (exit status 2, no traceback)
+    code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", str(tok_dir), "--out", str(tmp_path / "s")])
+    assert code == 2 and "error" in capsys.readouterr().err
+    prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)
+    assert cli_main(["data", "inspect", str(tmp_path / "s"), "--verify", "--sample", "50", "--json",
+                     "--max-seq-length", "32"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["examples"] == 50 and stats["length_max"] <= 32 and stats["masked_special_tokens"] == 0
+    (tmp_path / "s" / "manifest.json").unlink()
+    assert cli_main(["data", "inspect", str(tmp_path / "s")]) == 2
+    assert "did not finish" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHARED / "spiece.model").exists(), reason="the ALBERT 30k vocabulary is not available")
+def test_real_vocabulary_store_via_cli(tmp_path, capsys):
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer.from_pretrained(SHARED / "spiece.model")
+    f = write(tmp_path / "c.txt", "This is a test\nHello, my dog is cute\n\nI was born in 92000, and this is falsé.\n")
+    assert cli_main(["data", "prepare", "--input", str(f), "--tokenizer", str(SHARED / "spiece.model"),
+                     "--out", str(tmp_path / "s"), "--workers", "2", "--no-progress"]) == 0
+    store = TokenStore(tmp_path / "s", tokenizer=tok)
+    # reference ids from the vocabulary's README (the official tokenizer on the same sentences)
+    assert read_all(store) == [[[48, 25, 21, 1289], [10975, 15, 51, 1952, 25, 10901]],
+                               [[31, 23, 386, 19, 561, 3050, 15, 17, 48, 25, 4997, 9]]]
+    assert np.array_equal(store.facts.word_start, tok.word_start_mask())
