@@ -1,0 +1,67 @@
+"""`litebert pretrain` settings: recipe < config file < flags; clear errors for bad input."""
+
+import argparse
+import json
+
+import pytest
+
+from litebert.cli import main
+from litebert.errors import ConfigError
+from litebert.train.cli import build_train_config, configure
+from litebert.train.config import RECIPES, TrainConfig
+
+
+def parse(*argv):
+    p = argparse.ArgumentParser()
+    configure(p)
+    return p.parse_args(["--data", "S", "--out", "R", *argv])
+
+
+def test_paper_recipe_is_the_papers_numbers():
+    cfg, _ = build_train_config(parse("--recipe", "albert-paper"))
+    # Lan et al. 2020 Section 4.1 and the official README's run_pretraining flags
+    assert (cfg.optimizer, cfg.lr, cfg.global_batch, cfg.max_steps, cfg.warmup_steps, cfg.seq_len) == \
+        ("lamb", 0.00176, 4096, 125_000, 3125, 512)
+    assert (cfg.max_predictions, cfg.max_ngram, cfg.objective, cfg.weight_decay, cfg.clip_norm) == \
+        (20, 3, "sop", 0.01, 1.0)
+    assert cfg.accumulation(world_size=1) == 4096 // 32
+
+
+def test_layering_recipe_then_file_then_flags(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({"recipe": "albert-paper", "preset": "albert-base-v2", "lr": 0.001, "max_steps": 10}))
+    cfg, preset = build_train_config(parse("--config", str(f), "--max-steps", "20"))
+    assert preset == "albert-base-v2" and cfg.lr == 0.001 and cfg.max_steps == 20 and cfg.global_batch == 4096
+    cfg, preset = build_train_config(parse("--config", str(f), "--preset", "tiny"))
+    assert preset == "tiny" and cfg.max_steps == 10
+
+
+def test_bad_config_files(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text('{\n  "lr": 0.1,\n  "max_steps": }\n')
+    with pytest.raises(ConfigError, match=r"bad\.json:3:\d+: invalid JSON"):
+        build_train_config(parse("--config", str(f)))
+    f.write_text('{"learning_rate": 0.1}')
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) learning_rate"):
+        build_train_config(parse("--config", str(f)))
+    f.write_text('{"optimizer": "sgd"}')
+    with pytest.raises(ConfigError, match=r"TrainConfig.optimizer = 'sgd'"):
+        build_train_config(parse("--config", str(f)))
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_train_config(parse("--config", str(tmp_path / "missing.json")))
+
+
+def test_train_config_validation():
+    with pytest.raises(ConfigError, match=r"TrainConfig.micro_batch = 0"):
+        TrainConfig(micro_batch=0)
+    with pytest.raises(ConfigError, match=r"TrainConfig.precision = 'fp8'"):
+        TrainConfig(precision="fp8")
+    assert set(RECIPES) >= {"albert-paper", "demo"}
+
+
+def test_cli_prints_errors_without_traceback(tmp_path, capsys):
+    code = main(["pretrain", "--preset", "tiny", "--data", str(tmp_path / "nostore"), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "litebert pretrain: error:" in err and "nostore" in err and "Traceback" not in err
+    code = main(["pretrain", "--recipe", "albert-paper", "--micro-batch", "0", "--data", "x", "--out", "y"])
+    assert code == 2 and "micro_batch = 0" in capsys.readouterr().err
