@@ -259,3 +259,14 @@ def test_spm_tokenizer_is_saved_with_the_model(tmp_path):
     with pytest.raises(TokenizerError, match="has 30 pieces but the config's vocab_size is 40"):
         _convert("pretrain", out=tmp_path / "o2", spm=tmp_path / "tok30" / "spiece.model")
     assert not (tmp_path / "o2").exists()
+
+
+def test_tensorflow_is_never_imported():
+    import subprocess
+    import sys
+
+    code = ("import sys; from litebert.io.convert_tf import convert_tf_checkpoint; "
+            f"convert_tf_checkpoint({str(FIXTURES / 'hub')!r}, {str(FIXTURES / 'hub' / 'albert_config.json')!r}); "
+            "print(any(m == 'tensorflow' or m.startswith('tensorflow.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
