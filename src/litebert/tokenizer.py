@@ -299,26 +299,35 @@ class AlbertTokenizer:
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Piece ids and, for each, its [start, end) character span in the original ``text`` (leading whitespace
-        excluded, as in HF's offsets). A piece that stands for no character (a lone dummy-prefix ``▁``) gets an empty
-        span at the position of the next character."""
+        excluded, as in HF's offsets). The dummy-prefix ``▁`` that SentencePiece puts before a text starting with a
+        piece of its own (``(``, an unknown character) stands for no character and gets an empty span."""
         norm, starts, ends = normalize_with_spans(text, remove_space=self.remove_space, lower=self.do_lower_case,
                                                   keep_accents=self.keep_accents)
         enc = self.sp.encode(norm, out_type="offset_mapping")  # offsets: char spans into `norm`
         ids, spans = [], []
         n = len(norm)
 
-        def to_original(a: int, b: int) -> tuple[int, int]:
-            if a >= b:  # zero-width piece (the dummy prefix ▁ before e.g. an unknown character)
-                pos = starts[a] if a < n else len(text)
-                return pos, pos
+        def to_original(a: int, b: int, piece: str, first: bool = False) -> tuple[int, int]:
+            if a >= b:
+                if (first and piece == SPIECE_UNDERLINE) or a >= n:  # the dummy prefix: no character
+                    pos = starts[a] if a < n else len(text)
+                    return pos, pos
+                # SentencePiece's nmt_nfkc expanded one character into several ("½" -> "1⁄2" with keep_accents) and
+                # gave the whole character to the last piece only: every piece of the expansion points at it.
+                while piece != SPIECE_UNDERLINE and a < n - 1 and norm[a].isspace():
+                    a += 1
+                b = a + 1
+            elif b < n and piece != SPIECE_UNDERLINE and norm[a:b].isspace():
+                # "▁1" given only the space before "½" -> "1⁄2": its text comes from the next character
+                a, b = b, b + 1
             s, e = starts[a], ends[b - 1]
             while s < e - 1 and text[s].isspace():  # "▁word" covers the space before it: report the word only
                 s += 1
             return s, e
 
-        for i, piece, (a, b) in zip(enc["ids"], enc["pieces"], enc["offsets"]):
+        for k, (i, piece, (a, b)) in enumerate(zip(enc["ids"], enc["pieces"], enc["offsets"])):
             if not _ends_digit_comma(piece):
-                ids.append(i), spans.append(to_original(a, b))
+                ids.append(i), spans.append(to_original(a, b, piece, first=k == 0))
                 continue
             sub = self._resplit_piece(piece)
             body = piece.lstrip(SPIECE_UNDERLINE)
@@ -330,7 +339,7 @@ class AlbertTokenizer:
             else:  # the piece's characters were rewritten by nmt_nfkc: every sub-piece gets the whole piece's span
                 sub_spans = [(a, b)] * len(sub)
             for p, (x, y) in zip(sub, sub_spans):
-                ids.append(self.sp.piece_to_id(p)), spans.append(to_original(x, y))
+                ids.append(self.sp.piece_to_id(p)), spans.append(to_original(x, y, p))
         return ids, spans
 
     def __call__(self, text, text_pair=None, *, max_length: int | None = None, truncation=False, padding=False,
