@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import re
@@ -126,22 +127,30 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
                     f.write(text + "\n")
         if stats["lines"] == 0:
             raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
-        prefix = os.path.join(tmp, "spiece")
         spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
         try:
-            spm.SentencePieceTrainer.train(
-                input=corpus, model_prefix=prefix, vocab_size=vocab_size, model_type="unigram",
-                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=list(CONTROL_SYMBOLS),
-                user_defined_symbols=list(USER_DEFINED_SYMBOLS), character_coverage=character_coverage,
-                input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-                max_sentence_length=max_sentence_length, num_threads=num_threads or os.cpu_count() or 1,
-                minloglevel=2)
+            # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
+            # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
+            with open(corpus, encoding="utf-8") as lines:
+                spm.SentencePieceTrainer.train(
+                    sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
+                    vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                    control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                    character_coverage=character_coverage, input_sentence_size=input_sentence_size,
+                    shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
+                    num_threads=num_threads or os.cpu_count() or 1, minloglevel=2)
         except (RuntimeError, OSError) as e:
             raise _explain_trainer_error(e, vocab_size, files) from None
-        tok = AlbertTokenizer(prefix + ".model", do_lower_case=do_lower_case, keep_accents=keep_accents)
+        model_path = Path(tmp) / "spiece.model"
+        model_path.write_bytes(model.getvalue())
+        tok = AlbertTokenizer(model_path, do_lower_case=do_lower_case, keep_accents=keep_accents)
         tok.save_pretrained(out)
+        # The human-readable piece list spm_train writes beside the model (piece<TAB>score).
         vocab_tmp = out / ".spiece.vocab.tmp"
-        vocab_tmp.write_bytes(Path(prefix + ".vocab").read_bytes())
+        vocab_tmp.write_text("".join(f"{p}\t{tok.sp.get_score(i):g}\n" for i, p in
+                                     enumerate(tok.convert_ids_to_tokens(list(range(tok.vocab_size))))),
+                             encoding="utf-8")
         os.replace(vocab_tmp, out / "spiece.vocab")
     tok = AlbertTokenizer.from_pretrained(out)
     tok.train_stats = dict(stats)
