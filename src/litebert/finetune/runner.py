@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -28,13 +29,13 @@ _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid
 
 def find_split(folder: str | Path, split: str) -> Path | None:
     """The file (or RACE sub-folder) for ``split`` in a data folder: the first entry whose name starts with one of the
-    split's usual names (``dev_matched`` before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev)."""
+    split's usual names as a whole word (``dev_matched`` before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev)."""
     folder = Path(folder)
     entries = sorted(folder.iterdir())
-    for prefix in _SPLITS[split]:
+    for name in _SPLITS[split]:
+        pattern = re.compile(rf"(^|[_.-]){re.escape(name)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
         for p in entries:
-            if p.name == prefix or p.name.startswith(prefix + ".") or p.name.startswith(prefix + "-") \
-                    or p.name.startswith(prefix + "_"):
+            if pattern.search(p.name) and not p.name.endswith(".tmp"):
                 return p
     return None
 

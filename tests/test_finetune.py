@@ -1,0 +1,253 @@
+"""Fine-tuning end to end on a tiny model: features, SQuAD windows/decoding, batching, the CLI commands, bad input.
+
+The tokenizer is a 1,000-piece vocabulary trained here on the bundled sentiment snippets; the model is the "tiny"
+preset, randomly initialised (so accuracy claims are made only on a separable task).
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.finetune import features as F
+from litebert.finetune import readers as R
+from litebert.finetune import squad as S
+from litebert.finetune.metrics import normalize_answer
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "data" / "finetune"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny models gain nothing from threads; on a shared 2-core machine extra threads only contend.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    from litebert.config import AlbertConfig
+    from litebert.heads import AlbertForPreTraining
+    from litebert.tokenizer_train import train_tokenizer
+
+    root = tmp_path_factory.mktemp("base")
+    corpus = root / "corpus.txt"
+    with gzip.open(DATA / "sentiment" / "train.tsv.gz", "rt", encoding="utf-8") as f:
+        corpus.write_text("".join(line.split("\t")[0] + "\n" for line in f), encoding="utf-8")
+    tok = train_tokenizer([corpus], root / "model", vocab_size=1000, progress=False)
+    torch.manual_seed(0)
+    cfg = AlbertConfig.from_preset("tiny", vocab_size=tok.vocab_size, max_position_embeddings=256)
+    AlbertForPreTraining(cfg).save_pretrained(root / "model")
+    return root / "model", tok
+
+
+def test_squad_windows_map_answers_back_to_the_original_context(base):
+    _, tok = base
+    examples, _ = R.read_squad(DATA / "squad" / "disfl_qa_dev.json.gz")
+    examples = examples[:80]
+    feats = S.encode_squad(tok, examples, max_seq_length=64, doc_stride=16, max_query_length=24)
+    by_ex = {}
+    for f in feats:
+        by_ex.setdefault(f["example_index"], []).append(f)
+        assert len(f["input_ids"]) <= 64
+    assert max(len(v) for v in by_ex.values()) > 3  # long contexts really are windowed
+    checked = 0
+    for ei, ex in enumerate(examples):
+        fs = by_ex[ei]
+        # every context piece is the max-context piece of exactly one window
+        n_pieces = len(tok.encode_with_offsets(ex.context)[0])
+        assert sum(sum(f["max_context"]) for f in fs) == n_pieces
+        hits = [f for f in fs if f["start_positions"] > 0]
+        if ex.is_impossible:
+            assert not hits and all(f["is_impossible"] for f in fs)
+            continue
+        for f in hits:
+            off = f["context_offset"]
+            a = f["spans"][f["start_positions"] - off][0]
+            b = f["spans"][f["end_positions"] - off][1]
+            assert normalize_answer(ex.context[a:b]) == normalize_answer(ex.answers[0]["text"])
+            checked += 1
+    assert checked > 40
+
+
+def _toy_example():
+    ctx = "Denver Broncos won Super Bowl 50 in 2016."
+    ex = R.SquadExample("q", "Who won?", ctx, [{"text": "Denver Broncos", "answer_start": 0}])
+    words = [(0, 6), (7, 14), (15, 18), (19, 24), (25, 29), (30, 32), (33, 35), (36, 41)]
+    f = {"example_index": 0, "context_offset": 3, "spans": words, "max_context": [True] * 8}
+    return ex, f
+
+
+def test_decode_hand_case():
+    ex, f = _toy_example()
+    start = np.full(12, -10.0)
+    end = np.full(12, -10.0)
+    start[3], end[4] = 5.0, 5.0  # "Denver Broncos" = context pieces 0..1 = input positions 3..4
+    start[9], end[10] = 6.0, 6.0  # "in 2016" scores higher...
+    start[0], end[0] = 20.0, 20.0  # [CLS] and the question are never answers
+    preds, nbest, na = S.decode([ex], [f], [start], [end], n_best=5, max_answer_length=30)
+    assert preds["q"] == "in 2016."
+    preds, _, _ = S.decode([ex], [f], [start], [end], n_best=5, max_answer_length=1)  # 2-piece spans excluded
+    assert preds["q"] not in ("in 2016.", "Denver Broncos")
+    f2 = dict(f, max_context=[True] * 6 + [False, False])  # start "in" is better scored in another window
+    preds, _, _ = S.decode([ex], [f2], [start], [end], n_best=5, max_answer_length=30)
+    assert preds["q"] == "Denver Broncos won Super Bowl 50 in 2016."  # 5 + 6 beats 5 + 5
+    preds, _, _ = S.decode([ex], [f2], [start], [end], n_best=5, max_answer_length=2)
+    assert preds["q"] == "Denver Broncos"
+    # v2: no-answer probability sigmoid(min over windows) against the threshold
+    preds, _, na = S.decode([ex], [f], [start], [end], na_logits=[2.0], null_threshold=0.5)
+    assert preds["q"] == "" and na["q"] == pytest.approx(1 / (1 + np.exp(-2.0)))
+
+
+def test_token_labels_on_first_piece_and_truncation(base):
+    _, tok = base
+    ex = R.TokenExample("0", ["Peter", "Blackburnshire", "rejects"], ["B-PER", "I-PER", "O"])
+    labels = ["O", "B-PER", "I-PER"]
+    (f,) = F.encode_tokens(tok, [ex], 64, labels)
+    pieces = [tok.encode_ids(w) for w in ex.words]
+    expect = [F.IGNORE]
+    for w, p in enumerate(pieces):
+        expect += [labels.index(ex.labels[w])] + [F.IGNORE] * (len(p) - 1)
+    assert f["labels"] == expect + [F.IGNORE]
+    long = R.TokenExample("1", ["word"] * 1000, ["O"] * 1000)
+    (g,) = F.encode_tokens(tok, [long], 32, labels)
+    assert len(g["input_ids"]) <= 32 and g["input_ids"][-1] == tok.sep_token_id
+
+
+def test_length_grouped_batches_cover_once_and_cut_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 200, 1000).tolist()
+    b1 = F.length_grouped_batches(lengths, 16, np.random.default_rng(1))
+    assert sorted(i for b in b1 for i in b) == list(range(1000))
+    assert b1 == F.length_grouped_batches(lengths, 16, np.random.default_rng(1))  # a pure function of the seed
+
+    def padded(batches):
+        return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+    rand = F.random_batches(1000, 16, np.random.default_rng(1))
+    assert padded(b1) < 0.7 * padded(rand)
+
+
+def test_collate_dynamic_and_fixed_padding():
+    feats = [{"input_ids": [2, 5, 3], "token_type_ids": [0, 0, 0], "labels": 1},
+             {"input_ids": [2, 5, 6, 7, 3], "token_type_ids": [0, 0, 0, 1, 1], "labels": 0}]
+    b = F.collate(feats)
+    assert b["input_ids"].shape == (2, 5) and b["attention_mask"].tolist()[0] == [1, 1, 1, 0, 0]
+    assert F.collate(feats, pad_to=16)["input_ids"].shape == (2, 16)
+    mc = [{"input_ids": [[2, 3], [2, 4, 4, 3]], "token_type_ids": [[0, 0], [0, 0, 1, 1]], "labels": 1}]
+    assert F.collate(mc)["input_ids"].shape == (1, 2, 4)
+
+
+def _separable(path: Path, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    pos, neg = ["great", "wonderful", "excellent", "funny"], ["awful", "boring", "terrible", "dull"]
+    filler = "the movie was and a plot with actors in story film it".split()
+    with open(path, "w") as f:
+        for _ in range(n):
+            y = int(rng.integers(2))
+            words = list(rng.choice(filler, int(rng.integers(4, 12))))
+            words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(pos if y else neg)))
+            f.write(json.dumps({"review": " ".join(words), "stars": ["neg", "pos"][y]}) + "\n")
+
+
+def test_cli_finetune_evaluate_predict_on_a_separable_task(base, tmp_path, capsys):
+    model, _ = base
+    data = tmp_path / "data"
+    data.mkdir()
+    _separable(data / "train.jsonl", 400, 0)
+    _separable(data / "dev.jsonl", 100, 1)
+    out = tmp_path / "out"
+    code = main(["finetune", "classify", "--model", str(model), "--data", str(data), "--out", str(out),
+                 "--columns", "text_a=review,label=stars", "--steps", "250", "--eval-every", "50",
+                 "--patience", "2", "--batch-size", "16", "--lr", "5e-4", "--no-progress"])
+    assert code == 0
+    meta = json.loads((out / "finetune.json").read_text())
+    assert meta["labels"] == ["neg", "pos"] and meta["dev_metrics"]["accuracy"] >= 0.9  # chance is 0.5
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(out), "--data", str(data / "dev.jsonl"), "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(meta["dev_metrics"]["accuracy"])
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"review": "a wonderful film"}) + "\n"
+                   + json.dumps({"review": " ".join(["terrible"] + ["film"] * 3000)}) + "\n")  # >> max length
+    assert main(["predict", "--model", str(out), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+                 "--no-progress"]) == 0
+    rows = [json.loads(l) for l in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in rows] == ["pos", "neg"]
+    assert sum(rows[0]["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_cli_reports_bad_input_without_traceback(base, tmp_path, capsys):
+    model, _ = base
+    bad = tmp_path / "train.jsonl"
+    bad.write_text('{"text": "fine", "label": "a"}\n{"txt": "oops", "label": "b"}\n')
+    code = main(["finetune", "classify", "--model", str(model), "--data", str(bad), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "train.jsonl:2: missing column 'text'" in err and "Traceback" not in err
+    empty = tmp_path / "dev.tsv"
+    empty.write_text("")
+    code = main(["finetune", "rte", "--model", str(model), "--data", str(empty), "--out", str(tmp_path / "o")])
+    assert code == 2 and "empty" in capsys.readouterr().err
+
+
+def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
+    model, _ = base
+    out = tmp_path / "sq"
+    code = main(["finetune", "squad2", "--model", str(model), "--data", str(DATA / "squad"), "--out", str(out),
+                 "--steps", "6", "--eval-every", "3", "--batch-size", "8", "--max-train-examples", "24",
+                 "--max-eval-examples", "16", "--max-seq-length", "96", "--lr", "1e-3", "--no-progress"])
+    assert code == 0
+    meta = json.loads((out / "finetune.json").read_text())
+    assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(meta["dev_metrics"])
+    assert (out / S.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
+    inp = tmp_path / "q.jsonl"
+    ctx = "The common allotrope of elemental oxygen on Earth is called dioxygen. " * 8  # several windows
+    inp.write_text(json.dumps({"id": "x", "question": "What is it called?", "context": ctx}) + "\n")
+    assert main(["predict", "--model", str(out), "--input", str(inp), "--output", str(tmp_path / "a.jsonl"),
+                 "--max-seq-length", "48", "--no-progress"]) == 0
+    row = json.loads((tmp_path / "a.jsonl").read_text())
+    assert 0 <= row["no_answer_prob"] <= 1
+    if row["answer"]:
+        assert ctx[row["answer_start"]:row["answer_start"] + len(row["answer"])] == row["answer"]
+    # the answerability head reloads exactly
+    m1 = S.SquadV2Model.from_pretrained(out).eval()
+    m2 = S.SquadV2Model.from_pretrained(out).eval()
+    x = torch.randint(5, 900, (2, 20))
+    assert torch.equal(m1(x).na_logits, m2(x).na_logits)
+    fresh = S.SquadV2Model.from_pretrained(model).eval()
+    assert not torch.equal(m1(x).na_logits, fresh(x).na_logits)
+
+
+def test_multiple_choice_and_race_run(base, tmp_path):
+    model, _ = base
+    for task, data in (("mc", DATA / "mc"), ("race", DATA / "race" / "question_selection.json.gz")):
+        out = tmp_path / task
+        args = ["finetune", task, "--model", str(model), "--data", str(data), "--out", str(out), "--steps", "2",
+                "--batch-size", "4", "--max-train-examples", "8", "--max-seq-length", "64", "--no-progress"]
+        if task == "race":
+            args += ["--dev", str(data), "--max-eval-examples", "8"]
+        else:
+            args += ["--max-eval-examples", "8"]
+        assert main(args) == 0
+        assert 0 <= json.loads((out / "finetune.json").read_text())["dev_metrics"]["accuracy"] <= 1
+
+
+def test_embed_is_padding_invariant(base, tmp_path):
+    model, _ = base
+    texts = ["a short one", "a much longer sentence about a film that goes on and on for a while"]
+    inp = tmp_path / "t.txt"
+    inp.write_text("\n".join(texts) + "\n")
+    assert main(["embed", "--model", str(model), "--input", str(inp), "--output", str(tmp_path / "e.npy")]) == 0
+    both = np.load(tmp_path / "e.npy")
+    (tmp_path / "one.txt").write_text(texts[0] + "\n")
+    assert main(["embed", "--model", str(model), "--input", str(tmp_path / "one.txt"),
+                 "--output", str(tmp_path / "one.npy")]) == 0
+    alone = np.load(tmp_path / "one.npy")
+    assert both.shape == (2, 32)
+    np.testing.assert_allclose(both[0], alone[0], atol=1e-5)  # padding in the batch does not leak into the mean
