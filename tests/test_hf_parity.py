@@ -303,3 +303,26 @@ def test_pretraining_checkpoint_loads_into_task_head(tmp_path, caplog):
             assert torch.equal(qa.albert.state_dict()[key], value), key
     config = dataclasses.replace(pre.config)
     assert config == pre.config
+
+
+def test_skip_padding_matches_hf_on_real_tokens(tmp_path):
+    """With padding skipped, every real position, the pooled output, the loss and all gradients equal HF's."""
+    torch.manual_seed(16)
+    hf = transformers.AlbertForPreTraining(hf_config(num_hidden_groups=2, inner_group_num=2)).train()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
+    ours.albert.set_skip_padding(True)
+    ids, mask, types = batch(seed=17)
+    labels = torch.where((mask == 1) & (torch.arange(13) % 3 == 1), ids, -100)
+    sop = torch.tensor([1, 0, 1])
+    ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, sentence_order_label=sop)
+    out = ours(ids, mask, types, labels=labels, sentence_order_label=sop, output_hidden_states=True)
+    real = mask.bool()
+    assert max_diff(out.prediction_logits[real], ref.prediction_logits[real]) <= TOL
+    assert max_diff(out.sop_logits, ref.sop_logits) <= TOL
+    assert torch.all(out.hidden_states[-1][~real] == 0)
+    ref.loss.backward()
+    out.loss.backward()
+    assert abs(out.loss.item() - ref.loss.item()) <= TOL
+    hf_params = dict(hf.named_parameters())
+    for key, grad in keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config).items():
+        assert max_diff(grad, hf_params[key].grad) <= TOL, key

@@ -64,7 +64,13 @@ class Embeddings(nn.Module):
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with a post-LN residual: LN(x + dropout(dense(attend(x))))."""
+    """Multi-head self-attention with a post-LN residual: LN(x + dropout(dense(attend(x)))).
+
+    Q, K and V are kept as three Linear modules (HF names) but computed as one fused [H -> 3H] matmul.
+    ``x`` is either padded [B, L, H] or, when the encoder skips padding, packed [N, H] (the N real tokens) with
+    ``packing = (index [N], B, L)``: the dense layers then run on real tokens only, and just the attention itself
+    sees the padded layout.
+    """
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
@@ -76,13 +82,24 @@ class Attention(nn.Module):
         self.attention_dropout = config.attention_probs_dropout_prob
         self.output_dropout = maybe_dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-        b, l, h = x.shape
-        # [B, L, H] -> [B, heads, L, H/heads]
-        q, k, v = (proj(x).view(b, l, self.num_heads, -1).transpose(1, 2) for proj in (self.query, self.key, self.value))
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], packing=None) -> torch.Tensor:
+        h = x.shape[-1]
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # [3H, H]
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        qkv = F.linear(x, weight, bias)  # [B, L, 3H] or packed [N, 3H]
+        if packing is None:
+            b, l = x.shape[:2]
+        else:
+            index, b, l = packing
+            qkv = qkv.new_zeros(b * l, 3 * h).index_copy(0, index, qkv)  # unpack: [N, 3H] -> [B*L, 3H]
+        # [B, L, 3H] -> 3 x [B, heads, L, H/heads]
+        q, k, v = qkv.view(b, l, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
         p = self.attention_dropout if self.training else 0.0
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, heads, L, H/heads]
-        context = context.transpose(1, 2).reshape(b, l, h)
+        context = context.transpose(1, 2).reshape(b * l, h) if packing is not None else \
+            context.transpose(1, 2).reshape(b, l, h)
+        if packing is not None:
+            context = context.index_select(0, packing[0])  # pack: [B*L, H] -> [N, H]
         return self.LayerNorm(x + self.output_dropout(self.dense(context)))
 
 
@@ -124,19 +141,20 @@ class Encoder(nn.Module):
         self.steps_per_layer = config.inner_group_num
         self.gradient_checkpointing = False
 
-    def step(self, x: torch.Tensor, mask: Optional[torch.Tensor], s: int) -> torch.Tensor:
+    def step(self, x: torch.Tensor, mask: Optional[torch.Tensor], s: int, packing=None) -> torch.Tensor:
         a, f = self.schedule[s]
-        return self.ffn_blocks[f](self.attention_blocks[a](x, mask))
+        return self.ffn_blocks[f](self.attention_blocks[a](x, mask, packing))
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], output_hidden_states: bool = False):
-        x = self.embedding_hidden_mapping_in(x)  # [B, L, E] -> [B, L, H]
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], output_hidden_states: bool = False,
+                packing=None):
+        x = self.embedding_hidden_mapping_in(x)  # [B, L, E] -> [B, L, H] (or packed [N, E] -> [N, H])
         hidden_states = [x] if output_hidden_states else None
         for s in range(len(self.schedule)):
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
                 # Recompute each step in backward: activations kept per step are just its input [B, L, H].
-                x = checkpoint(self.step, x, mask, s, use_reentrant=False)
+                x = checkpoint(self.step, x, mask, s, packing, use_reentrant=False)
             else:
-                x = self.step(x, mask, s)
+                x = self.step(x, mask, s, packing)
             if hidden_states is not None and (s + 1) % self.steps_per_layer == 0:
                 hidden_states.append(x)  # one entry per layer (after all its inner-group blocks)
         return x, hidden_states
@@ -158,20 +176,39 @@ class AlbertModel(nn.Module):
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        # Skip padding: run the dense layers on real tokens only. Off by default because the outputs at padded
+        # positions (meaningless either way) are then zeros instead of HF's values.
+        self.skip_padding = False
         self.apply(lambda m: init_weights(m, config.initializer_range))
 
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.encoder.gradient_checkpointing = enabled
 
+    def set_skip_padding(self, enabled: bool = True) -> None:
+        self.skip_padding = enabled
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 output_hidden_states: bool = False) -> EncoderOutput:
         check_inputs(self.config, input_ids, token_type_ids)
-        x = self.embeddings(input_ids, token_type_ids, position_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)  # [B, L, E]
         mask = attention_bias(attention_mask, x.dtype)
-        x, hidden_states = self.encoder(x, mask, output_hidden_states)
+        packing = None
+        if self.skip_padding and mask is not None and not _tracing():
+            b, l = input_ids.shape
+            index = attention_mask.flatten().nonzero().squeeze(1)  # [N] real tokens among the B*L positions
+            packing = (index, b, l)
+            x = x.flatten(0, 1).index_select(0, index)  # [N, E]
+        x, hidden_states = self.encoder(x, mask, output_hidden_states, packing)
+        if packing is not None:
+            x, hidden_states = _unpack(x, packing), hidden_states and [_unpack(t, packing) for t in hidden_states]
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None)
+
+
+def _unpack(x: torch.Tensor, packing) -> torch.Tensor:
+    index, b, l = packing  # [N, D] -> [B, L, D] with zeros at padded positions
+    return x.new_zeros(b * l, x.shape[-1]).index_copy(0, index, x).view(b, l, -1)
 
 
 def attention_bias(attention_mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
