@@ -6,6 +6,7 @@ Every random choice comes from the ``numpy.random.Generator`` passed in. The beh
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,27 +94,48 @@ def mask_ngrams(ids: np.ndarray, special: np.ndarray, word_start: np.ndarray, rn
     # random order, draws n for each and skips the n-gram on overlap; long n-grams overlap more often, so its
     # realised lengths drift to ~[0.60, 0.25, 0.15] for n <= 3 at 128 tokens. Drawing n first keeps them near
     # p(n); only the budget's end still favours short n-grams a little (measured in docs/data.md).
-    cdf = np.cumsum(ngram_probabilities(max_ngram))
-    covered = np.zeros(W + 1, dtype=np.int64)  # [W+1] 1 on covered words; the extra slot simplifies slicing
-    index = np.arange(W)
+    # Placement is by rejection: a few uniform draws among the start words with room for n words in their run
+    # (usually the first fits, as at most ~15% of words are covered), then, if all failed, a uniform draw among
+    # all fitting starts computed exactly. Both are uniform over the fitting starts, so their mixture is too.
+    cdf = np.cumsum(ngram_probabilities(max_ngram)).tolist()
+    by_n = [None] + [np.flatnonzero(avail >= n) for n in range(1, max_ngram + 1)]  # starts with room for n words
+    ws, we = wstart.tolist(), wend.tolist()
+    covered = bytearray(W)  # 1 on covered words
+    uniforms = iter(rng.random(4 * budget + 16).tolist())  # drawn in one call; refilled if ever exhausted
+
+    def u() -> float:
+        nonlocal uniforms
+        x = next(uniforms, None)
+        if x is None:
+            uniforms = iter(rng.random(64).tolist())
+            x = next(uniforms)
+        return x
+
     count = 0
     chosen: list[tuple[int, int]] = []
     while count < budget:
-        n = min(int(np.searchsorted(cdf, rng.random(), side="right")) + 1, max_ngram)
-        ccov = np.concatenate([[0], np.cumsum(covered[:W])])  # [W+1] covered words before each word
-        while n > 0:
-            last = np.minimum(index + n - 1, W - 1)
-            fits = ((avail >= n) & (ccov[np.minimum(index + n, W)] == ccov[:W])
-                    & (wend[last] - wstart <= budget - count))
-            starts = np.flatnonzero(fits)
-            if starts.size:
-                break
-            n -= 1
-        if n == 0:
+        n = min(bisect.bisect_right(cdf, u()) + 1, max_ngram)
+        w = -1
+        while n > 0 and w < 0:
+            room = budget - count
+            cand = by_n[n]
+            for _ in range(4 if cand.size else 0):
+                c = int(cand[int(u() * cand.size)])
+                if we[c + n - 1] - ws[c] <= room and covered.find(1, c, c + n) < 0:
+                    w = c
+                    break
+            else:
+                free = np.frombuffer(covered, dtype=np.uint8)
+                ccov = np.concatenate([[0], np.cumsum(free)])  # [W+1] covered words before each word
+                fits = cand[(ccov[cand + n] == ccov[cand]) & (wend[cand + n - 1] - wstart[cand] <= room)]
+                if fits.size:
+                    w = int(fits[int(u() * fits.size)])
+                else:
+                    n -= 1  # official: "try shorter ngrams"
+        if w < 0:
             break
-        w = int(starts[rng.integers(starts.size)])
-        covered[w:w + n] = 1
-        count += int(wend[w + n - 1] - wstart[w])
+        covered[w:w + n] = b"\x01" * n
+        count += we[w + n - 1] - ws[w]
         chosen.append((w, n))
     spans = np.array([(wstart[w], wend[w + n - 1] - wstart[w], n) for w, n in chosen], dtype=np.int64).reshape(-1, 3)
     positions = np.sort(np.concatenate([np.arange(s, s + k) for s, k, _ in spans])) if chosen else empty
