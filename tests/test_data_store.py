@@ -121,6 +121,17 @@ def test_bad_inputs_and_existing_output(tmp_path):
     assert read_all(prepare_store([good], tok, tmp_path / "s", overwrite=True, progress=False)) == [[[9]]]
 
 
+def test_store_pickles_by_path(tmp_path):
+    import pickle
+
+    rng = np.random.default_rng(0)
+    f = write(tmp_path / "a.txt", "\n".join(" ".join(map(str, rng.integers(5, 999, 50))) for _ in range(2000)))
+    store = prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)
+    blob = pickle.dumps(store)
+    assert len(blob) < 1000 < store.num_tokens  # no token data inside
+    assert read_all(pickle.loads(blob)) == read_all(store)
+
+
 def test_damaged_and_foreign_stores_are_refused(tmp_path):
     f = write(tmp_path / "a.txt", "10 11 12\n13\n\n14 15\n")
     prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)

@@ -340,6 +340,14 @@ class TokenStore:
         self.sent_base = np.concatenate([[0], np.cumsum([s["num_sentences"] for s in m["shards"]])]).astype(np.int64)
         self.doc_base = np.concatenate([[0], np.cumsum([s["num_documents"] for s in m["shards"]])]).astype(np.int64)
 
+    def __getstate__(self) -> dict:
+        # Pickle by path (DataLoader workers under the "spawn" start method): pickling the memmaps would copy
+        # every token into the pickle.
+        return {"path": str(self.path)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"])
+
     def _memmap(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
         if count == 0:
             return np.zeros(0, dtype)
