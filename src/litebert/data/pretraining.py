@@ -104,7 +104,8 @@ class PretrainingDataset:
         self.store, self.facts = store, store.facts
         self.max_seq_length, self.max_num_tokens = max_seq_length, max_seq_length - 3
         self.objective, self.seed = objective, int(seed)
-        self.masked_lm_prob, self.max_predictions_per_seq, self.max_ngram = masked_lm_prob, max_predictions_per_seq, max_ngram
+        self.masked_lm_prob, self.max_ngram = masked_lm_prob, max_ngram
+        self.max_predictions_per_seq = max_predictions_per_seq
         self.short_seq_prob, self.rank, self.world_size = short_seq_prob, rank, world_size
         self.dupe_factor, self.shuffle = dupe_factor, shuffle
         self.chunk_start, self.chunk_end, self.chunk_doc = build_chunks(store, self.max_num_tokens)

@@ -12,9 +12,9 @@ Formats (``--format``):
                 of that string is a paragraph, split into sentences.
 ``auto``        ``jsonl`` for ``*.jsonl`` / ``*.json`` (optionally ``.gz``/``.xz``/``.bz2``), ``official`` otherwise.
 
-Gzip (and xz, bz2) is detected by its magic bytes, so compressed files need no special name. Bytes are decoded as UTF-8; invalid
-bytes raise a :class:`DataError` naming the file, line and byte offset (in the decompressed stream for compressed files),
-unless ``errors="replace"`` is asked for explicitly.
+Gzip (and xz, bz2) is detected by its magic bytes, so compressed files need no special name. Bytes are decoded as
+UTF-8; invalid bytes raise a :class:`DataError` naming the file, line and byte offset (in the decompressed stream
+for compressed files), unless ``errors="replace"`` is asked for explicitly.
 
 Sentence splitting of ``paragraphs``/``files``/``jsonl`` text is done later, in the tokenizing workers: a reader
 yields :class:`RawDocument` with ``split=True`` and the paragraphs as ``parts``.
@@ -65,7 +65,8 @@ def expand_inputs(inputs: list[str | os.PathLike]) -> list[Path]:
         elif glob.has_magic(spec):
             found = sorted(Path(q) for q in glob.glob(spec, recursive=True) if Path(q).is_file())
         else:
-            raise DataError(f"input {spec!r} does not exist (give a file, a directory or a glob such as 'corpus/*.txt')")
+            raise DataError(f"input {spec!r} does not exist "
+                            f"(give a file, a directory or a glob such as 'corpus/*.txt')")
         if not found:
             raise DataError(f"input {spec!r} matches no files")
         files.extend(found)

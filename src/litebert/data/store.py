@@ -406,7 +406,8 @@ class TokenStore:
         return base + int(d[local]), base + int(d[local + 1])
 
     def sentence_tokens(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """Tokens of global sentences ``[start, end)`` (one shard) and their lengths: ``(ids [T], lengths [end-start])``."""
+        """Tokens of global sentences ``[start, end)`` (within one shard) and their lengths:
+        ``(ids [T], lengths [end - start])``."""
         k = int(np.searchsorted(self.sent_base, start, side="right")) - 1
         base = int(self.sent_base[k])
         offs = np.asarray(self._sentences[k][start - base:end - base + 1])
