@@ -199,6 +199,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise DataError(f"--data {args.data}: no dev/valid file in this folder")
     labels = meta.get("labels")
     examples = runner.read_examples(preset, path, labels, meta.get("columns"))
+    unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
+    if unlabelled:
+        raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); "
+                        f"`evaluate` needs labels — use `litebert predict` for unlabelled data")
     max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
     threshold = args.null_threshold if args.null_threshold is not None else meta.get("null_threshold")
     metrics, preds = runner.evaluate(preset, model, tok, examples, labels, max_len, args.batch_size or 64,
