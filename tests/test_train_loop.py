@@ -172,3 +172,22 @@ def test_global_batch_must_split_evenly():
     with pytest.raises(ConfigError, match="global batch 10 is not a multiple of micro batch 4"):
         cfg(global_batch=10).accumulation(1)
     assert cfg(global_batch=4096, micro_batch=32).accumulation(8) == 16  # the paper's batch on 8 devices
+
+
+def test_gradient_checkpointing_and_adamw_paths(setup, tmp_path):
+    """Activation checkpointing recomputes the same forward: identical losses (no dropout in the tiny preset)."""
+    tr, _ = datasets(setup)
+    runs = {}
+    for name, kw in {"plain": {}, "ckpt": {"gradient_checkpointing": True}, "adamw": {"optimizer": "adamw"}}.items():
+        torch.manual_seed(0)
+        m = AlbertForPreTraining(tiny_model_config())
+        train(m, tr, None, cfg(max_steps=3, save_every=0, **kw), tmp_path / name, progress=False)
+        runs[name] = [r["loss"] for r in read_metrics(tmp_path / name)]
+    assert runs["ckpt"] == pytest.approx(runs["plain"], rel=1e-6)
+    assert runs["adamw"][0] == runs["plain"][0] and runs["adamw"][2] != runs["plain"][2]
+
+
+def test_fp16_on_cpu_is_refused(setup, tmp_path):
+    tr, _ = datasets(setup)
+    with pytest.raises(TrainingError, match="fp16 needs a GPU"):
+        train(model(), tr, None, cfg(precision="fp16"), tmp_path, progress=False)

@@ -126,7 +126,7 @@ RECIPES: dict[str, dict[str, Any]] = {
                          objective="sop", weight_decay=0.01, eval_every=5000, save_every=5000),
     # Small-batch pretraining on 2 CPU cores (scripts/demo.py): LAMB tolerates a high rate at small batch on a small
     # model; length 128 with 20 predictions as the official phase-1 BERT setting.
-    "demo": dict(optimizer="lamb", lr=0.005, global_batch=64, micro_batch=32, max_steps=1000, warmup_steps=50,
+    "demo": dict(optimizer="lamb", lr=0.005, global_batch=32, micro_batch=32, max_steps=1000, warmup_steps=50,
                  seq_len=128, max_predictions=20, eval_every=100, save_every=200),
 }
 

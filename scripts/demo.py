@@ -1,0 +1,239 @@
+"""`make demo`: pretrain a small ALBERT on the bundled public-domain corpus, offline, in about ten minutes on 2 cores.
+
+Stages (each a function of the work folder, called in order by main(); a later stage such as fine-tuning is one
+more function appended there):
+  1. corpus      unpack data/corpus/*.txt.xz; hold out every 20th document of each source for evaluation
+  2. tokenizer   train an ~8k-piece ALBERT SentencePiece vocabulary on the training part
+  3. store       tokenize both parts into token stores
+  4. pretrain    MLM + SOP with LAMB on E=128, H=256, 6 all-shared layers, for a time budget
+  5. report      held-out MLM and SOP accuracy beside their chance baselines; the HF-format model; a PNG plot
+
+    .venv/bin/python scripts/demo.py [--out runs/demo] [--minutes 10] [--threads 2]
+
+Re-running reuses finished stages (delete the folder for a fresh start); an interrupted pretraining resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import lzma
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "data" / "corpus"
+HOLDOUT_EVERY = 20
+VOCAB = 8000
+EVAL_EXAMPLES = 512  # held-out sequences per evaluation (~10k masked tokens)
+
+
+def stage_corpus(work: Path, args) -> dict:
+    """Plain-text train/held-out files in the official format (sentence per line, blank line between documents)."""
+    out = work / "corpus"
+    train, heldout = out / "train.txt", out / "heldout.txt"
+    if not heldout.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        parts = {"train": [], "heldout": []}
+        for path in sorted(CORPUS.glob("*.txt.xz")):
+            docs = [d for d in lzma.decompress(path.read_bytes()).decode("utf-8").split("\n\n") if d.strip()]
+            for i, doc in enumerate(docs):
+                parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else "train"].append(doc.strip())
+        train.write_text("\n\n".join(parts["train"]) + "\n", encoding="utf-8")
+        heldout.write_text("\n\n".join(parts["heldout"]) + "\n", encoding="utf-8")
+    words = {k: len(p.read_text(encoding="utf-8").split()) for k, p in (("train", train), ("heldout", heldout))}
+    print(f"[corpus] {words['train']:,} training words, {words['heldout']:,} held-out words "
+          f"(every {HOLDOUT_EVERY}th document of {', '.join(p.name for p in sorted(CORPUS.glob('*.txt.xz')))})")
+    return {"train": train, "heldout": heldout}
+
+
+def stage_tokenizer(work: Path, args, corpus: dict):
+    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer_train import train_tokenizer
+
+    folder = work / "tokenizer"
+    if (folder / "spiece.model").exists():
+        tok = AlbertTokenizer.from_pretrained(folder)
+    else:
+        t = time.time()
+        tok = train_tokenizer([corpus["train"]], folder, vocab_size=VOCAB, num_threads=args.threads, progress=False)
+        print(f"[tokenizer] trained in {time.time() - t:.0f}s")
+    print(f"[tokenizer] {tok.vocab_size} pieces; 'The whale spouted.' -> {tok.tokenize('The whale spouted.')}")
+    return tok
+
+
+def stage_store(work: Path, args, corpus: dict, tok) -> dict:
+    from litebert.data.store import TokenStore, prepare_store
+
+    stores = {}
+    for name in ("train", "heldout"):
+        path = work / f"store-{name}"
+        stores[name] = TokenStore(path) if (path / "manifest.json").exists() else prepare_store(
+            [corpus[name]], tok, path, workers=args.threads, progress=False)
+    print(f"[store] {stores['train'].num_tokens:,} training tokens, {stores['heldout'].num_tokens:,} held-out tokens")
+    return {k: v.path for k, v in stores.items()}
+
+
+def model_config(vocab_size: int):
+    from litebert.config import AlbertConfig
+
+    # A small ALBERT: factorized embeddings E=128 << H=256, 6 layers sharing one block (paper's all-shared),
+    # no dropout (as ALBERT v2), positions up to 128.
+    return AlbertConfig(vocab_size=vocab_size, embedding_size=128, hidden_size=256, num_hidden_layers=6,
+                        num_attention_heads=4, intermediate_size=1024, max_position_embeddings=128,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _seconds_per_step(model, data, cfg, collate) -> float:
+    """Time a couple of micro-batches forward+backward to size the run to the time budget (weights not updated)."""
+    batch = collate([data.example(0, i) for i in range(cfg.micro_batch)])
+    model.train()
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        model(**batch).loss.backward()
+        times.append(time.perf_counter() - t)
+    model.zero_grad(set_to_none=True)
+    return min(times[1:]) * cfg.global_batch / cfg.micro_batch
+
+
+def stage_pretrain(work: Path, args, stores: dict) -> dict:
+    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.heads import AlbertForPreTraining
+    from litebert.train.config import TrainConfig, recipe
+    from litebert.train.loop import train
+
+    run = work / "pretrain"
+    settings = recipe("demo")
+    kw = dict(max_seq_length=settings["seq_len"], max_predictions_per_seq=settings["max_predictions"], seed=1)
+    train_data, eval_data = PretrainingDataset(stores["train"], **kw), PretrainingDataset(stores["heldout"], **kw)
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(model_config(train_data.facts.vocab_size))
+    plan = run / "plan.json"
+    if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
+        settings["max_steps"] = json.loads(plan.read_text())["max_steps"]
+    else:
+        probe = TrainConfig(**settings)
+        per_step = _seconds_per_step(model, train_data, probe, collate_pretraining)
+        # Budget: the steps, plus 6 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost).
+        eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / probe.global_batch
+        settings["max_steps"] = max(20, int((args.minutes * 60 - eval_share) / (per_step * 1.05)))
+        settings["warmup_steps"] = max(1, settings["max_steps"] // 20)
+        settings["eval_every"] = max(1, settings["max_steps"] // 5)
+        settings["save_every"] = max(1, settings["max_steps"] // 5)
+        run.mkdir(parents=True, exist_ok=True)
+        plan.write_text(json.dumps({"max_steps": settings["max_steps"], "seconds_per_step": per_step}) + "\n")
+        print(f"[pretrain] ~{per_step:.2f}s per step of {probe.global_batch} sequences -> {settings['max_steps']} steps "
+              f"in ~{args.minutes:g} minutes")
+    cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
+    print(f"[pretrain] {model.num_parameters():,} parameters; E=128 H=256 6 layers (all shared); "
+          f"{train_data.num_examples:,} examples/epoch; LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
+          f"length {cfg.seq_len}")
+    resume = (run / "checkpoints").is_dir()  # an earlier demo run was interrupted: continue it
+    summary = train(model, train_data, eval_data, cfg, run, resume=resume, progress=not args.no_progress)
+    if summary["interrupted"]:
+        raise SystemExit(f"[pretrain] interrupted at step {summary['step']}; run the demo again to resume")
+    return {"run": run, "summary": summary, "eval_data": eval_data, "model": model}
+
+
+def chance_baselines(eval_data, n: int) -> dict:
+    """What a model that learned nothing would score: uniform guessing, and always predicting the most frequent
+    masked token / the majority SOP label of the held-out examples (the stronger, honest baselines)."""
+    targets, labels = [], []
+    for i in range(min(n, eval_data.num_examples)):
+        e = eval_data.example(0, i)
+        targets.append(e["mlm_ids"])
+        labels.append(int(e["sentence_order_label"]))
+    targets = np.concatenate(targets)
+    counts = np.bincount(targets)
+    return {"mlm_uniform": 1.0 / eval_data.facts.vocab_size, "mlm_most_frequent": counts.max() / targets.size,
+            "mlm_most_frequent_id": int(counts.argmax()), "sop_uniform": 0.5,
+            "sop_majority": max(np.mean(labels), 1 - np.mean(labels))}
+
+
+def plot(run: Path, png: Path, base: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from litebert.train.metrics import read_metrics
+
+    tr, ev = read_metrics(run, "train"), read_metrics(run, "eval")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [r["step"] for r in tr]
+    a.plot(steps, [r["mlm_loss"] for r in tr], lw=0.8, label="train MLM loss")
+    a.plot(steps, [r["sop_loss"] for r in tr], lw=0.8, label="train SOP loss")
+    a.plot([r["step"] for r in ev], [r["mlm_loss"] for r in ev], "o-", label="held-out MLM loss")
+    a.plot([r["step"] for r in ev], [r["sop_loss"] for r in ev], "o-", label="held-out SOP loss")
+    a.set_xlabel("step")
+    a.set_ylabel("loss")
+    a.legend()
+    a.set_title("pretraining losses")
+    b.plot([r["step"] for r in ev], [r["mlm_accuracy"] for r in ev], "o-", label="held-out MLM accuracy")
+    b.plot([r["step"] for r in ev], [r["sop_accuracy"] for r in ev], "o-", label="held-out SOP accuracy")
+    b.axhline(base["mlm_most_frequent"], ls="--", c="C0", lw=0.8, label="MLM: most frequent token")
+    b.axhline(base["sop_majority"], ls="--", c="C1", lw=0.8, label="SOP: majority label")
+    b.set_xlabel("step")
+    b.set_ylabel("accuracy")
+    b.set_ylim(0, 1)
+    b.legend()
+    b.set_title("held-out accuracy")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def stage_report(work: Path, args, pre: dict, tok) -> dict:
+    run, final = pre["run"], pre["summary"]["final_eval"]
+    base = chance_baselines(pre["eval_data"], EVAL_EXAMPLES)
+    tok.save_pretrained(run / "model")  # the HF folder now loads with AutoTokenizer and AlbertForPreTraining
+    plot(run, work / "pretraining.png", base)
+    piece = tok.convert_ids_to_tokens([base["mlm_most_frequent_id"]])[0]
+    lines = [
+        f"held-out MLM accuracy {final['mlm_accuracy']:.1%}  (chance: uniform {base['mlm_uniform']:.3%}, "
+        f"always '{piece}' {base['mlm_most_frequent']:.1%});  MLM loss {final['mlm_loss']:.3f} "
+        f"(uniform: ln V = {math.log(tok.vocab_size):.3f})",
+        f"held-out SOP accuracy {final['sop_accuracy']:.1%}  (chance: 50%, majority label "
+        f"{base['sop_majority']:.1%});  SOP loss {final['sop_loss']:.3f} (chance: ln 2 = 0.693)",
+        f"{pre['summary']['step']} steps, {pre['summary']['tokens_seen']:,} tokens, "
+        f"{pre['summary']['elapsed_s'] / 60:.1f} min of training",
+        f"model (HF format): {run / 'model'}",
+        f"plot: {work / 'pretraining.png'}",
+    ]
+    print("\n".join(["", "=" * 30 + " ALBERT demo " + "=" * 30, *lines, ""]))
+    (work / "report.json").write_text(json.dumps({"final_eval": final, "baselines": base,
+                                                  **{k: v for k, v in pre["summary"].items() if k != "final_eval"}},
+                                                 indent=2) + "\n")
+    return {"baselines": base}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "demo", help="work folder (default: runs/demo)")
+    ap.add_argument("--minutes", type=float, default=10.0, help="pretraining time budget")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    work = args.out
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    corpus = stage_corpus(work, args)
+    tok = stage_tokenizer(work, args, corpus)
+    stores = stage_store(work, args, corpus, tok)
+    pre = stage_pretrain(work, args, stores)
+    stage_report(work, args, pre, tok)
+    print(f"demo finished in {(time.time() - t0) / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO / "src"))  # also runs from a checkout without `pip install -e .`
+    raise SystemExit(main())
