@@ -438,9 +438,8 @@ class AlbertTokenizer:
 
 
 def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
-    """Lengths after truncation to ``budget`` pieces, with HF tokenizers' rules (``truncation.rs``): longest_first
-    keeps the shorter text whole when it fits, otherwise splits the budget in halves, the odd piece going to the longer
-    text (to the second on a tie)."""
+    """Lengths after truncation to ``budget`` pieces (strategies as HF's; longest_first as the official
+    `_truncate_seq_pair` and HF's SentencePiece AlbertTokenizer)."""
     if budget < 0:
         raise TokenizerError(f"max_length is too small to hold even the special tokens")
     if n2 is None:
@@ -460,12 +459,14 @@ def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> t
             raise TokenizerError(f"truncation='only_second' cannot fit: the first text alone has {n1} pieces, "
                                  f"leaving none of the {budget} left by max_length for the second")
         return n1, budget - n1
-    short, long_ = min(n1, n2), max(n1, n2)
-    if short <= budget // 2:
-        short_len, long_len = short, budget - short
-    else:
-        short_len, long_len = budget // 2, budget // 2 + budget % 2
-    return (short_len, long_len) if n1 <= n2 else (long_len, short_len)
+    # The official `_truncate_seq_pair`: pop from the longer text, from the second on a tie. In closed form: the
+    # longer loses the difference first, then the rest is split, the second text losing the odd piece.
+    remove = n1 + n2 - budget
+    first = min(abs(n1 - n2), remove)
+    second = remove - first
+    if n1 > n2:
+        return n1 - first - second // 2, n2 - (second - second // 2)
+    return n1 - second // 2, n2 - first - (second - second // 2)
 
 
 def _proto_fields(buf: bytes):
