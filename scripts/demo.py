@@ -136,7 +136,10 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
           f"{train_data.num_examples:,} examples/epoch; LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
           f"length {cfg.seq_len}")
     resume = (run / "checkpoints").is_dir()  # an earlier demo run was interrupted: continue it
-    summary = train(model, train_data, eval_data, cfg, run, resume=resume, progress=not args.no_progress)
+    # Safety net when the machine is slower than the timing said (e.g. shared): end early, evaluate and export anyway.
+    summary = train(model, train_data, eval_data, cfg, run, resume=resume, progress=not args.no_progress,
+                    time_limit=args.minutes * 60 * 1.15)
+    summary["max_steps"] = cfg.max_steps
     if summary["interrupted"]:
         raise SystemExit(f"[pretrain] interrupted at step {summary['step']}; run the demo again to resume")
     return {"run": run, "summary": summary, "eval_data": eval_data, "model": model}
@@ -202,8 +205,9 @@ def stage_report(work: Path, args, pre: dict, tok) -> dict:
         f"(uniform: ln V = {math.log(tok.vocab_size):.3f})",
         f"held-out SOP accuracy {final['sop_accuracy']:.1%}  (chance: 50%, majority label "
         f"{base['sop_majority']:.1%});  SOP loss {final['sop_loss']:.3f} (chance: ln 2 = 0.693)",
-        f"{pre['summary']['step']} steps, {pre['summary']['tokens_seen']:,} tokens, "
-        f"{pre['summary']['elapsed_s'] / 60:.1f} min of training",
+        f"{pre['summary']['step']} steps of {pre['summary']['max_steps']}"
+        + (" (ended early by the time limit)" if pre["summary"]["time_limited"] else "")
+        + f", {pre['summary']['tokens_seen']:,} tokens, {pre['summary']['elapsed_s'] / 60:.1f} min of training",
         f"model (HF format): {run / 'model'}",
         f"plot: {work / 'pretraining.png'}",
     ]

@@ -191,3 +191,11 @@ def test_fp16_on_cpu_is_refused(setup, tmp_path):
     tr, _ = datasets(setup)
     with pytest.raises(TrainingError, match="fp16 needs a GPU"):
         train(model(), tr, None, cfg(precision="fp16"), tmp_path, progress=False)
+
+
+def test_time_limit_ends_like_a_finished_run(setup, tmp_path):
+    tr, ev = datasets(setup)
+    summary = train(model(), tr, ev, cfg(max_steps=50), tmp_path, progress=False, time_limit=0.0)
+    assert summary["time_limited"] and not summary["interrupted"] and summary["step"] == 1
+    assert summary["final_eval"] is not None and (tmp_path / "model" / "model.safetensors").exists()
+    assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [1]

@@ -117,13 +117,15 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           collate: Callable | None = None, dist: D.Distributed | None = None, resume: bool = False,
-          progress: bool = True, stop_after: int | None = None) -> dict:
+          progress: bool = True, stop_after: int | None = None, time_limit: float | None = None) -> dict:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) and return a summary; writes everything under ``out_dir``.
 
     ``train_data``/``eval_data``: ``example(epoch, index) -> dict of arrays`` and ``num_examples`` or ``len()``
     (a ``PretrainingDataset`` built with rank 0 of world size 1: the loop itself shares examples out to processes).
     ``resume``: continue from the newest valid checkpoint in ``out_dir/checkpoints`` (a fresh start if none).
-    ``stop_after``: leave (with a checkpoint) after this many steps in this call — for tests and time-boxed demos.
+    ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM — for tests.
+    ``time_limit``: seconds; past it, end early as if ``max_steps`` were reached (checkpoint, final evaluation, export;
+    the schedule is not rescaled) — a safety net for time-boxed demos.
     The final model is written to ``out_dir/model`` in the HF folder format.
     """
     if collate is None:
@@ -186,7 +188,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     n_train = _num_examples(train_data)
     flops_seq = flops_per_sequence(model.config, cfg.seq_len, cfg.max_predictions)
     peak = cfg.peak_tflops or (peak_tflops_of(torch.cuda.get_device_name(d.device)) if d.device.type == "cuda" else None)
-    final_eval, interrupted = None, False
+    final_eval, interrupted, time_limited, call_start = None, False, False, time.perf_counter()
     bar = tqdm(total=cfg.max_steps, initial=step, desc="pretrain", disable=not (progress and d.is_main),
                dynamic_ncols=True)
     try:
@@ -195,8 +197,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         steps_this_call = 0
         while step < cfg.max_steps:
             t0 = time.perf_counter()
-            # [loss, mlm loss, sop loss, non-pad tokens, stop flag], summed over micro-batches then processes
-            stats = torch.zeros(5, dtype=torch.float64)
+            # [loss, mlm loss, sop loss, non-pad tokens, stop flag, time-up flag], summed over micro-batches then
+            # processes: every rank takes the same decision to stop
+            stats = torch.zeros(6, dtype=torch.float64)
             first = data_step * cfg.global_batch + d.rank * accum * cfg.micro_batch
             for j in range(accum):
                 c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
@@ -210,6 +213,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), out_.sop_loss.item(),
                                            batch["attention_mask"].sum().item()], dtype=torch.float64)
             stats[4] = 1.0 if stop["signal"] is not None else 0.0
+            stats[5] = 1.0 if time_limit is not None and time.perf_counter() - call_start > time_limit else 0.0
             stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
             scaler.unscale_(optimizer)
             # Official: tf.clip_by_global_norm(grads, 1.0) over all parameters, after the cross-replica average.
@@ -266,6 +270,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             if stopping:
                 interrupted = True
                 break
+            if stats[5].item() > 0 and step < cfg.max_steps:
+                time_limited = True
+                break
         if not interrupted:
             checkpoint()
             if eval_data is not None:
@@ -278,5 +285,6 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         log.close()
         for s, h in handlers.items():
             signal.signal(s, h)
-    return {"step": step, "interrupted": interrupted, "signal": stop["signal"], "skipped_steps": skipped,
+    return {"step": step, "interrupted": interrupted, "time_limited": time_limited, "signal": stop["signal"],
+            "skipped_steps": skipped,
             "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": final_eval}
