@@ -104,7 +104,8 @@ def read_metrics(folder: Path, split: str = "train") -> list[dict]:
 
 
 def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> float:
-    """Training FLOPs (forward + backward = 3 x forward, 2 FLOPs per multiply-add) of one sequence.
+    """Training FLOPs (forward + backward = 3 x forward, 2 FLOPs per multiply-add) of one full-length sequence
+    (an upper bound with dynamic padding: shorter batches do less work).
 
     Counts the matmuls: shared layers cost their compute at every depth step (sharing saves parameters, not FLOPs);
     the E->H projection; attention scores and weighted values (2·L²·H per layer); the MLM head only at the
