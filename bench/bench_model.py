@@ -1,0 +1,328 @@
+"""The model benchmark of `make bench`: litebert vs HF transformers' ALBERT, side by side in one run.
+
+Same config (ALBERT-base v2 unless --preset), same inputs, same thread count; warm-up, then the median of repeats,
+the two implementations interleaved so that drift in machine load hits both alike. Measures:
+
+- the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step), its MFU against
+  this machine's measured fp32 matmul ceiling;
+- inference latency (batch 1 x 128) and throughput on real variable-length texts (the bundled corpus): HF with fixed
+  padding to 128 (the common recipe), HF and litebert on the same length-grouped batches, litebert skipping padding;
+- peak training memory (fresh subprocesses, peak RSS), and activation memory with and without checkpointing at
+  batch 32 x 128.
+
+Writes the "model" section of docs/BENCHMARKS.md. Run: .venv/bin/python bench/bench_model.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from bench.report import machine, write_section  # noqa: E402
+
+from litebert.config import AlbertConfig  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------------- FLOPs
+def forward_flops(config: AlbertConfig, batch: int, seq: int, predictions: int) -> float:
+    """Useful forward FLOPs of one pretraining batch (multiply-add = 2): the work any implementation must do.
+
+    Per token and step of depth: QKV + output projection 8H^2, FFN 4HF, attention scores and context 4LH; the E->H
+    projection 2EH per token; the MLM head only at the masked positions (2HE + 2EV each); pooler + SOP per sequence.
+    """
+    h, e, f, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
+    steps = config.num_hidden_layers * config.inner_group_num
+    tokens = batch * seq
+    encoder = tokens * steps * (8 * h * h + 4 * h * f + 4 * seq * h)
+    projection = tokens * 2 * e * h if config.embedding_projection else 0
+    mlm = batch * predictions * (2 * h * e + 2 * e * v)
+    pooler = batch * (2 * h * h + 4 * h)
+    return float(encoder + projection + mlm + pooler)
+
+
+def matmul_ceiling(repeats: int = 5) -> float:
+    """Best fp32 GEMM throughput (GFLOP/s) over shapes the model runs, at the current thread count."""
+    best = 0.0
+    for m, k, n in ((1024, 768, 3072), (1024, 3072, 768), (2048, 2048, 2048)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(2):
+            a @ b
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+        best = max(best, 2 * m * k * n / statistics.median(times) / 1e9)
+    return best
+
+
+# ---------------------------------------------------------------------------------------------------- models
+def hf_model(config: AlbertConfig, cls_name: str = "AlbertForPreTraining"):
+    import transformers
+
+    hf_config = transformers.AlbertConfig(**config.to_hf_dict())
+    hf_config._attn_implementation = "sdpa"
+    return getattr(transformers, cls_name)(hf_config)
+
+
+def our_model(config: AlbertConfig, cls_name: str = "AlbertForPreTraining"):
+    import litebert.heads as heads
+
+    return getattr(heads, cls_name)(config)
+
+
+def pretraining_batch(config: AlbertConfig, batch: int, seq: int, predictions: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    types = torch.zeros_like(ids)
+    types[:, seq // 2:] = 1
+    positions = torch.stack([torch.randperm(seq - 2, generator=g)[:predictions] + 1 for _ in range(batch)])
+    targets = torch.gather(ids, 1, positions)
+    labels = torch.full_like(ids, -100).scatter_(1, positions, targets)
+    sop = torch.randint(0, 2, (batch,), generator=g)
+    mask = torch.ones_like(ids)
+    return dict(ids=ids, mask=mask, types=types, positions=positions, targets=targets, labels=labels, sop=sop)
+
+
+def step_fns(config: AlbertConfig, b: dict, checkpointing: bool = False):
+    """One training step (forward, backward, AdamW) for each implementation, on the same batch."""
+    torch.manual_seed(0)
+    hf = hf_model(config).train()
+    ours = our_model(config).train()
+    if checkpointing:
+        ours.set_gradient_checkpointing(True)
+    hf_opt = torch.optim.AdamW(hf.parameters(), lr=1e-4)
+    our_opt = torch.optim.AdamW(ours.parameters(), lr=1e-4)
+
+    def hf_step():
+        hf_opt.zero_grad(set_to_none=True)
+        hf(input_ids=b["ids"], attention_mask=b["mask"], token_type_ids=b["types"], labels=b["labels"],
+           sentence_order_label=b["sop"]).loss.backward()
+        hf_opt.step()
+
+    def our_step():
+        our_opt.zero_grad(set_to_none=True)
+        ours(b["ids"], b["mask"], b["types"], mlm_positions=b["positions"], mlm_ids=b["targets"],
+             sentence_order_label=b["sop"]).loss.backward()
+        our_opt.step()
+
+    return hf_step, our_step
+
+
+def interleaved(fns: dict, warmup: int, repeats: int) -> dict[str, float]:
+    """Median seconds per call of each function, measured in alternation."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- inference
+def corpus_texts(n: int, seed: int = 0) -> list[str]:
+    """n passages of 1-8 consecutive sentences from the bundled corpus: real, variable-length English."""
+    sentences = []
+    for path in sorted((REPO / "data" / "corpus").glob("*.txt.xz")):
+        with lzma.open(path, "rt", encoding="utf-8") as f:
+            sentences += [line.strip() for line in f if line.strip()]
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(sentences) - 8, n)
+    return [" ".join(sentences[s:s + int(rng.integers(1, 9))]) for s in starts]
+
+
+def tokenize(texts: list[str], seq: int) -> list[list[int]]:
+    """Ids from the real ALBERT vocabulary when ../shared has it, else from a vocabulary trained on the corpus."""
+    from litebert.tokenizer import AlbertTokenizer
+
+    shared = REPO.parent / "shared" / "data" / "albert-30k"
+    if (shared / "spiece.model").is_file():
+        tok = AlbertTokenizer.from_pretrained(shared)
+    else:
+        import tempfile
+
+        from litebert.tokenizer_train import train_tokenizer
+
+        tmp = Path(tempfile.mkdtemp())
+        (tmp / "corpus.txt").write_text("\n".join(corpus_texts(20000, seed=1)))
+        tok = train_tokenizer([tmp / "corpus.txt"], tmp / "tok", vocab_size=8000)
+    return [[tok.cls_token_id] + ids[: seq - 2] + [tok.sep_token_id] for ids in tok.encode_batch_ids(texts)]
+
+
+def batches(ids: list[list[int]], batch: int, pad_to: int | None, grouped: bool):
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i])) if grouped else list(range(len(ids)))
+    out = []
+    for start in range(0, len(order), batch):
+        rows = [ids[i] for i in order[start:start + batch]]
+        width = pad_to or max(map(len, rows))
+        x = torch.zeros(len(rows), width, dtype=torch.long)
+        m = torch.zeros_like(x)
+        for r, row in enumerate(rows):
+            x[r, :len(row)] = torch.tensor(row)
+            m[r, :len(row)] = 1
+        out.append((x, m))
+    return out
+
+
+def inference(config: AlbertConfig, texts: int, batch: int, seq: int, repeats: int) -> dict:
+    torch.manual_seed(0)
+    hf = hf_model(config, "AlbertModel").eval()
+    ours = our_model(config, "AlbertModel").eval()
+    ours.load_state_dict({k: v for k, v in _our_state_from_hf(hf, config).items()})
+    skip = our_model(config, "AlbertModel").eval()
+    skip.load_state_dict(ours.state_dict())
+    skip.set_skip_padding(True)
+
+    one = torch.randint(5, config.vocab_size, (1, seq))
+    with torch.inference_mode():
+        latency = interleaved({"hf": lambda: hf(input_ids=one), "ours": lambda: ours(one)}, 3, repeats * 4)
+
+    ids = tokenize(corpus_texts(texts), seq)
+    fixed = batches(ids, batch, seq, grouped=False)
+    grouped = batches(ids, batch, None, grouped=True)
+    real_tokens = sum(map(len, ids))
+
+    def run(model, bs, hf_style):
+        def go():
+            for x, m in bs:
+                model(input_ids=x, attention_mask=m) if hf_style else model(x, m)
+        return go
+
+    with torch.inference_mode():
+        # sanity: the implementations agree on real tokens before we time them
+        x, m = grouped[len(grouped) // 2]
+        ref = hf(input_ids=x, attention_mask=m).last_hidden_state
+        for model in (ours, skip):
+            diff = (model(x, m).last_hidden_state - ref)[m.bool()].abs().max().item()
+            assert diff < 1e-4, f"implementations disagree ({diff})"
+        times = interleaved({
+            "hf_fixed": run(hf, fixed, True), "ours_fixed": run(ours, fixed, False),
+            "ours_skip_fixed": run(skip, fixed, False), "hf_grouped": run(hf, grouped, True),
+            "ours_grouped": run(skip, grouped, False)}, 1, repeats)
+    return dict(latency=latency, throughput={k: real_tokens / v for k, v in times.items()}, texts=len(ids),
+                mean_len=real_tokens / len(ids))
+
+
+def _our_state_from_hf(hf, config):
+    from litebert.io import keymap
+
+    state = {("albert." + k): v for k, v in hf.state_dict().items()}
+    ours = keymap.from_hf(state, config)
+    return {k[len("albert."):]: v for k, v in ours.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+def memory_child(impl: str, preset: str, batch: int, seq: int, checkpointing: bool) -> None:
+    """Run in a fresh process: two training steps, then print the peak RSS in MB."""
+    torch.set_num_threads(2)
+    config = AlbertConfig.from_preset(preset)
+    b = pretraining_batch(config, batch, seq, 20)
+    hf_step, our_step = step_fns(config, b, checkpointing)
+    fn = hf_step if impl == "hf" else our_step
+    for _ in range(2):
+        fn()
+    print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def peak_mb(impl: str, preset: str, batch: int, seq: int, checkpointing: bool = False) -> float:
+    cmd = [sys.executable, __file__, "--memory-child", impl, preset, str(batch), str(seq), str(int(checkpointing))]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mb"]
+
+
+# ---------------------------------------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="albert-base-v2")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--texts", type=int, default=512)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and texts (a smoke run)")
+    parser.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        impl, preset, batch, seq, ckpt = args.memory_child
+        return memory_child(impl, preset, int(batch), int(seq), bool(int(ckpt)))
+    if args.quick:
+        args.repeats, args.texts = 2, 96
+    torch.set_num_threads(args.threads)
+    config = AlbertConfig.from_preset(args.preset)
+    B, L, P = 8, 128, 20
+
+    print(f"machine: {machine()}")
+    ceiling = matmul_ceiling()
+    print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s")
+
+    b = pretraining_batch(config, B, L, P)
+    hf_step, our_step = step_fns(config, b)
+    step = interleaved({"hf": hf_step, "ours": our_step}, 2, args.repeats)
+    flops = 3 * forward_flops(config, B, L, P)
+    mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
+    print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x")
+
+    inf = inference(config, args.texts, 32, L, args.repeats)
+    tp = inf["throughput"]
+    print(f"latency 1x{L}: HF {inf['latency']['hf'] * 1e3:.1f} ms, litebert {inf['latency']['ours'] * 1e3:.1f} ms")
+
+    mem = {
+        "hf": peak_mb("hf", args.preset, B, L), "ours": peak_mb("ours", args.preset, B, L),
+        "static_ours": peak_mb("ours", args.preset, 1, 8),
+        "ours32": peak_mb("ours", args.preset, 32, L), "ours32_ckpt": peak_mb("ours", args.preset, 32, L, True),
+    }
+    act = mem["ours32"] - mem["static_ours"]
+    act_ckpt = mem["ours32_ckpt"] - mem["static_ours"]
+
+    rows = [
+        ("Pretraining step, batch 8x128 (MLM+SOP+AdamW)", f"{step['hf']:.2f} s", f"{step['ours']:.2f} s",
+         f"{step['hf'] / step['ours']:.2f}x", "≥ 1.25x"),
+        ("  MFU vs measured matmul ceiling", f"{mfu['hf']:.0%}", f"{mfu['ours']:.0%}", "", "≥ 75% (litebert)"),
+        ("Inference latency, batch 1x128", f"{inf['latency']['hf'] * 1e3:.1f} ms",
+         f"{inf['latency']['ours'] * 1e3:.1f} ms", f"{inf['latency']['hf'] / inf['latency']['ours']:.2f}x", ""),
+        ("Throughput, real texts: litebert grouped+skip-padding vs HF fixed padding", f"{tp['hf_fixed']:.0f} tok/s",
+         f"{tp['ours_grouped']:.0f} tok/s", f"{tp['ours_grouped'] / tp['hf_fixed']:.2f}x", "≥ 2x"),
+        ("Throughput, same fixed-padding batches (litebert skips padding)", f"{tp['hf_fixed']:.0f} tok/s",
+         f"{tp['ours_skip_fixed']:.0f} tok/s", f"{tp['ours_skip_fixed'] / tp['hf_fixed']:.2f}x", "≥ 1.2x"),
+        ("Throughput, same length-grouped batches", f"{tp['hf_grouped']:.0f} tok/s", f"{tp['ours_grouped']:.0f} tok/s",
+         f"{tp['ours_grouped'] / tp['hf_grouped']:.2f}x", "≥ 1.2x"),
+        ("Throughput, same fixed padding, padding computed (parity mode)", f"{tp['hf_fixed']:.0f} tok/s",
+         f"{tp['ours_fixed']:.0f} tok/s", f"{tp['ours_fixed'] / tp['hf_fixed']:.2f}x", ""),
+        ("Peak training memory, batch 8x128 (RSS)", f"{mem['hf']:.0f} MB", f"{mem['ours']:.0f} MB",
+         f"{mem['ours'] / mem['hf']:.2f}x", "≤ 1x"),
+        ("Activation memory, batch 32x128: checkpointing on / off", "", f"{act_ckpt:.0f} / {act:.0f} MB",
+         f"{act_ckpt / act:.2f}x", "≤ 0.5x"),
+    ]
+    table = ["| measure | HF transformers | litebert | ratio | target |", "|---|---:|---:|---:|---|"]
+    table += [f"| {' | '.join(r)} |" for r in rows]
+    text = "\n".join([
+        "## Model: litebert vs HF transformers (`bench/bench_model.py`)", "",
+        f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads, median of {args.repeats} "
+        f"interleaved repeats after warm-up. Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
+        f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Texts: {inf['texts']} passages of the "
+        f"bundled corpus, mean {inf['mean_len']:.0f} tokens, batch 32, at most {L} tokens.", "",
+        *table, "",
+        "Throughput counts real (non-padding) tokens per second. Memory is the peak RSS of a fresh process running "
+        "two training steps; activation memory is that peak minus the peak of the same process at batch 1x8.",
+    ])
+    print("\n" + "\n".join(table))
+    write_section("model", text)
+
+
+if __name__ == "__main__":
+    main()
