@@ -189,6 +189,10 @@ def run(args: argparse.Namespace) -> int:
         sync(device)
         times.append(time.perf_counter() - start)
     t = statistics.median(times)
+    if max(times) > 1.5 * min(times):
+        # e.g. torch.compile still compiling kernels in background workers during the first timed steps
+        print(f"warning: step times vary from {min(times) * 1e3:.1f} to {max(times) * 1e3:.1f} ms; raise --warmup "
+              "(and --steps) until they settle", file=sys.stderr)
     flops = step_flops(args.config, args.batch, args.seq_len, args.predictions)
     tflops = flops / t / 1e12
     mfu = f"{tflops / peak:.1%}" if peak else "n/a (pass --peak-tflops)"
