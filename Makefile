@@ -16,8 +16,10 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# The main job: tokenizer, token store, ~10 min of MLM+SOP pretraining, then fine-tuning on the bundled sentiment task.
 demo: $(STAMP)
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py --out runs/demo
+	$(BIN)/python scripts/demo_finetune.py --model runs/demo/pretrain/model --out runs/demo/finetune
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
