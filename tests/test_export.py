@@ -159,3 +159,4 @@ def test_dynamo_exporter(folders, tmp_path):
                                 exporter="dynamo")
     assert result["opset"] == 18
     assert result["verified"]["max_abs_diff"]["logits"] <= ATOL
+    assert [p.name for p in tmp_path.iterdir()] == ["mc.onnx"]  # weights inside, no side file

@@ -208,7 +208,7 @@ def _dynamo_export(model, inputs, in_axes, names, tmp: Path, opset: int) -> None
         warnings.simplefilter("ignore")
         torch.onnx.export(_Graph(model), tuple(inputs.values()), str(tmp), dynamo=True, input_names=list(INPUT_NAMES),
                           output_names=[n for n, _ in names], dynamic_shapes=shapes, opset_version=opset,
-                          optimize=True, verbose=False)
+                          optimize=True, verbose=False, external_data=False)  # one self-contained file (< 2 GB)
 
 
 def verify_onnx(model: nn.Module, path: str | os.PathLike, *, atol: float = 1e-4,
