@@ -160,3 +160,21 @@ def test_dynamo_exporter(folders, tmp_path):
     assert result["opset"] == 18
     assert result["verified"]["max_abs_diff"]["logits"] <= ATOL
     assert [p.name for p in tmp_path.iterdir()] == ["mc.onnx"]  # weights inside, no side file
+
+
+@pytest.mark.parametrize("overrides", [{"sharing": "ffn"}, {"num_hidden_groups": 2, "inner_group_num": 2},
+                                       {"sharing": "none", "embedding_size": 32, "embedding_projection": False}])
+def test_sharing_schedules_export(tmp_path, overrides):
+    """Per-sub-block sharing (saved under litebert's own names), groups with inner groups, BERT-like: the schedule
+    unrolls into the graph and matches PyTorch on a padded batch."""
+    config = AlbertConfig.from_preset("tiny", **overrides)
+    torch.manual_seed(0)
+    heads.AlbertForTokenClassification(config).save_pretrained(tmp_path / "m")
+    path = tmp_path / "m.onnx"
+    export.export_onnx(export.load_for_export(tmp_path / "m"), path, verify=False)
+    reference = heads.AlbertForTokenClassification.from_pretrained(tmp_path / "m", strict=True)
+    feed = make_inputs(config, (3, 40), seed=3)
+    (got,) = export.onnx_session(path).run(None, feed)
+    with torch.no_grad():
+        want = reference(**{n: torch.from_numpy(v) for n, v in feed.items()}).logits.numpy()
+    assert np.abs(got - want).max() <= ATOL
