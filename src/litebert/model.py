@@ -93,7 +93,7 @@ class Attention(nn.Module):
             index, b, l = packing
             qkv = qkv.new_zeros(b * l, 3 * h).index_copy(0, index, qkv)  # unpack: [N, 3H] -> [B*L, 3H]
         # [B, L, 3H] -> 3 x [B, heads, L, H/heads]
-        q, k, v = qkv.view(b, l, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.view(b, l, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
         p = self.attention_dropout if self.training else 0.0
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, heads, L, H/heads]
         context = context.transpose(1, 2).reshape(b * l, h) if packing is not None else \
