@@ -121,6 +121,37 @@ def test_token_labels_on_first_piece_and_truncation(base):
     assert len(g["input_ids"]) <= 32 and g["input_ids"][-1] == tok.sep_token_id
 
 
+class WordTokenizer:
+    """One piece per whitespace word, id = the word's number: truncation results can be computed by hand."""
+
+    cls_token_id, sep_token_id = 2, 3
+
+    def encode_ids(self, text):
+        return [int(w) for w in text.split()]
+
+
+def test_multiple_choice_truncation_is_the_official_race_rule():
+    # official race_utils.convert_single_example: question+option keeps its LAST max_qa_length pieces, then only the
+    # end of the context is cut so that [CLS] ctx [SEP] qa [SEP] fits max_seq_length.
+    ctx = " ".join(str(i) for i in range(100, 140))  # 40 pieces
+    ex = R.MultipleChoiceExample("0", ctx, "10 11 _ 12", ["20 21", "30"], label=1)
+    (f,) = F.encode_multiple_choice(WordTokenizer(), [ex], max_length=16, max_qa_length=4)
+    # option 0: "10 11 20 21 12" -> last 4 = 11 20 21 12; context 16 - 3 - 4 = 9 pieces
+    assert f["input_ids"][0] == [2] + list(range(100, 109)) + [3, 11, 20, 21, 12, 3]
+    assert f["token_type_ids"][0] == [0] * 11 + [1] * 5
+    # option 1: "10 11 30 12" fits max_qa_length: kept whole, the option is never cut
+    assert f["input_ids"][1] == [2] + list(range(100, 109)) + [3, 10, 11, 30, 12, 3]
+    assert f["labels"] == 1
+    # no blank: question and option joined; a question+option longer than the room keeps its end + 1 context piece
+    ex = R.MultipleChoiceExample("1", ctx, "10 11 12 13 14 15 16 17 18 19", ["20"])
+    (f,) = F.encode_multiple_choice(WordTokenizer(), [ex], max_length=10, max_qa_length=128)
+    assert f["input_ids"][0] == [2, 100, 3, 15, 16, 17, 18, 19, 20, 3] and "labels" not in f
+    # no context: question and option trimmed longest-first (official _truncate_seq_pair)
+    ex = R.MultipleChoiceExample("2", "", "10 11 12 13 14 15", ["20 21"])
+    (f,) = F.encode_multiple_choice(WordTokenizer(), [ex], max_length=9)
+    assert f["input_ids"][0] == [2, 10, 11, 12, 13, 3, 20, 21, 3]
+
+
 def test_length_grouped_batches_cover_once_and_cut_padding():
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 200, 1000).tolist()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litebert.errors import ConfigError
 from litebert.finetune.readers import MultipleChoiceExample, TextExample, TokenExample
 
 IGNORE = -100  # label of positions the loss skips (HF / PyTorch convention)
@@ -37,9 +38,14 @@ def encode_multiple_choice(tok, examples: list[MultipleChoiceExample], max_lengt
                            max_qa_length: int = 128) -> list[dict]:
     """One [CLS] context [SEP] question+option [SEP] row per option, as the official ``race_utils``: the question's
     "_" blank is filled with the option (else question and option are joined), the question+option keeps its last
-    ``max_qa_length`` pieces, then the longer side is trimmed until the pair fits. An item with no context pairs
-    question and option directly."""
+    ``max_qa_length`` pieces, and only the *end of the context* is cut to fit -- the option, at the end of the second
+    segment, is what tells the rows apart. (Official ``convert_single_example``; where the question+option alone
+    leaves no room, which the official code does not handle, it keeps its last ``max_length - 4`` pieces and one
+    context piece.) An item with no context pairs question and option, trimmed longest-first."""
     cls, sep = tok.cls_token_id, tok.sep_token_id
+    budget = max_length - 3  # [CLS] A [SEP] B [SEP]
+    if budget < 2:
+        raise ConfigError(f"max_seq_length {max_length} leaves no room for a context and an option")
     feats = []
     for e in examples:
         rows_ids, rows_types = [], []
@@ -47,11 +53,12 @@ def encode_multiple_choice(tok, examples: list[MultipleChoiceExample], max_lengt
         for option in e.choices:
             if ctx is None:
                 a, b = tok.encode_ids(e.question), tok.encode_ids(option)
+                while len(a) + len(b) > budget:  # official _truncate_seq_pair: pop from the longer
+                    (a if len(a) > len(b) else b).pop()
             else:
                 qa = e.question.replace("_", option) if "_" in e.question else f"{e.question} {option}"
-                a, b = list(ctx), tok.encode_ids(qa)[-max_qa_length:]
-            while len(a) + len(b) > max_length - 3:  # official _truncate_seq_pair: pop from the longer
-                (a if len(a) > len(b) else b).pop()
+                b = tok.encode_ids(qa)[-min(max_qa_length, budget - 1):]
+                a = ctx[:budget - len(b)]
             rows_ids.append([cls] + a + [sep] + b + [sep])
             rows_types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
         f = {"input_ids": rows_ids, "token_type_ids": rows_types}
