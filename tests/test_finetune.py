@@ -227,6 +227,34 @@ def test_cli_reports_bad_input_without_traceback(base, tmp_path, capsys):
     assert code == 2 and "empty" in capsys.readouterr().err
 
 
+def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
+    from litebert.errors import CheckpointError
+    from litebert.heads import AlbertForQuestionAnswering
+
+    model, _ = base
+    # a question longer than max_seq_length allows: the error names the question and the fix
+    code = main(["finetune", "squad2", "--model", str(model), "--data", str(DATA / "squad"), "--out",
+                 str(tmp_path / "o"), "--max-seq-length", "8", "--max-train-examples", "4", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "leaves no room for context" in err and "--max-seq-length" in err and "Traceback" not in err
+    # a damaged finetune.json
+    folder = tmp_path / "ft"
+    folder.mkdir()
+    (folder / "finetune.json").write_text("{")
+    assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
+    assert "finetune.json: not valid JSON" in capsys.readouterr().err
+    (folder / "finetune.json").write_text('{"labels": []}')
+    assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
+    assert "no 'task' entry" in capsys.readouterr().err
+    # a truncated answerability head
+    S.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
+    head = folder / S.ANSWERABILITY_FILE
+    head.write_bytes(head.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=S.ANSWERABILITY_FILE):
+        S.SquadV2Model.from_pretrained(folder)
+    assert not list(folder.glob("*.tmp"))
+
+
 def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     model, _ = base
     out = tmp_path / "sq"

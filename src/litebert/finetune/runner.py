@@ -130,7 +130,13 @@ def load_finetuned(model_dir: str | Path):
     meta_path = model_dir / META_FILE
     if not meta_path.is_file():
         raise CheckpointError(f"{model_dir}: no {META_FILE}; is this a folder written by `litebert finetune`?")
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{meta_path}: not valid JSON ({e}); write the folder again with `litebert finetune`") \
+            from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("task"), str):
+        raise CheckpointError(f"{meta_path}: no 'task' entry; is this a file written by `litebert finetune`?")
     preset = get_preset(meta["task"])
     if meta.get("preset"):  # keep the run's own settings (e.g. squad version, max_qa_length)
         preset = TaskPreset(**{**asdict(preset), **{k: v for k, v in meta["preset"].items() if k != "labels"}})

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from litebert.errors import CheckpointError, ConfigError
 from litebert.finetune.readers import SquadExample
 
 ANSWERABILITY_FILE = "answerability.safetensors"
@@ -41,8 +42,9 @@ def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, d
         c_ids, c_spans = tok.encode_with_offsets(ex.context)
         budget = max_seq_length - len(q_ids) - 3
         if budget < 1:
-            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for context after a "
-                             f"{len(q_ids)}-piece question")
+            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for context after the "
+                              f"{len(q_ids)}-piece question of {ex.qas_id!r} ([CLS] question [SEP] context [SEP]); "
+                              f"raise --max-seq-length above {len(q_ids) + 3}")
         windows, start = [], 0
         while True:
             length = min(budget, len(c_ids) - start)
@@ -183,8 +185,11 @@ class SquadV2Model(nn.Module):
         path = Path(path)
         fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
         os.close(fd)
-        save_file({k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}, tmp)
-        os.replace(tmp, path / ANSWERABILITY_FILE)
+        try:
+            save_file({k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}, tmp)
+            os.replace(tmp, path / ANSWERABILITY_FILE)
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # no stray temp file if the write failed
 
     @classmethod
     def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
@@ -195,7 +200,11 @@ class SquadV2Model(nn.Module):
         model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
         file = Path(path) / ANSWERABILITY_FILE
         if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
-            model.answerability.load_state_dict(load_file(str(file)))
+            try:
+                model.answerability.load_state_dict(load_file(str(file)))
+            except Exception as e:  # safetensors' header errors, or torch's missing/unexpected key/shape report
+                raise CheckpointError(f"{file}: not the answerability head of this model ({e}); it may be truncated "
+                                      "or from another model -- fine-tune again") from None
         return model
 
 
