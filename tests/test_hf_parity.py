@@ -326,3 +326,18 @@ def test_skip_padding_matches_hf_on_real_tokens(tmp_path):
     hf_params = dict(hf.named_parameters())
     for key, grad in keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config).items():
         assert max_diff(grad, hf_params[key].grad) <= TOL, key
+
+
+def test_hidden_states_match_hf(tmp_path):
+    """One entry for the projected embeddings, then one per layer (after all its inner-group blocks), as HF."""
+    torch.manual_seed(18)
+    hf = transformers.AlbertModel(hf_config(num_hidden_layers=6, num_hidden_groups=3, inner_group_num=2)).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    ours = AlbertModel.from_pretrained(tmp_path / "hf")
+    ids, mask, types = batch(seed=19)
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True).hidden_states
+        out = ours(ids, mask, types, output_hidden_states=True).hidden_states
+    assert len(out) == len(ref) == 7
+    for a, b in zip(out, ref):
+        assert max_diff(a, b) <= TOL
