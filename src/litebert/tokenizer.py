@@ -9,9 +9,10 @@ What the released ALBERT models were trained on (google-research/albert ``tokeni
 3. ``encode_pieces``: a piece ending in a digit followed by a comma (``▁2010,``) is re-encoded without the comma and
    the comma becomes its own piece, so ``2010,`` and ``2010`` share their pieces.
 
-Offsets are character spans into the *original* text: :func:`normalize_with_spans` records, for every character of
-the normalized text, the span of original characters it came from, and SentencePiece reports each piece's span in the
-normalized text. See docs/tokenizer.md for where HF transformers 5 differs from the official behaviour.
+Offsets are character spans into the *original* text: ``normalize_with_spans`` (in `litebert.tokenizer_normalize`,
+beside ``preprocess_text``) records, for every character of the normalized text, the span of original characters it
+came from, and SentencePiece reports each piece's span in the normalized text. See docs/tokenizer.md for where HF
+transformers 5 differs from the official behaviour.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import hashlib
 import json
 import os
 import tempfile
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
 from litebert.errors import TokenizerError
+from litebert.io.protobuf import fields
+from litebert.tokenizer_normalize import normalize_with_spans, preprocess_text  # noqa: F401 (public API)
 
 SPIECE_UNDERLINE = "▁"
 # The official id layout: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (the README's spm_train flags).
@@ -38,73 +40,6 @@ _START_PUNCT = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
 CONFIG_NAME = "tokenizer_config.json"
 MODEL_NAME = "spiece.model"
-
-
-def preprocess_text(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False) -> str:
-    """The official normalization (tokenization.preprocess_text), plus the ``/'' quote mapping."""
-    if remove_space:
-        text = " ".join(text.strip().split())
-    text = text.replace("``", '"').replace("''", '"')
-    if not keep_accents:
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if not unicodedata.combining(c))
-    if lower:
-        text = text.lower()
-    return text
-
-
-def normalize_with_spans(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False):
-    """:func:`preprocess_text` that also returns, per output character, the span [start, end) of input characters it
-    came from. Returns ``(normalized, starts, ends)``; ``normalized == preprocess_text(text, ...)`` always."""
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    if remove_space:  # " ".join(text.strip().split()): one space per inner whitespace run, spanning the run
-        i, n = 0, len(text)
-        while i < n:
-            if text[i].isspace():
-                j = i
-                while j < n and text[j].isspace():
-                    j += 1
-                if chars and j < n:
-                    chars.append(" "), starts.append(i), ends.append(j)
-                i = j
-            else:
-                chars.append(text[i]), starts.append(i), ends.append(i + 1)
-                i += 1
-    else:
-        chars, starts, ends = list(text), list(range(len(text))), list(range(1, len(text) + 1))
-    for pair in ("``", "''"):  # str.replace: left to right, non-overlapping; '"' spans both quotes
-        i, out_c, out_s, out_e = 0, [], [], []
-        while i < len(chars):
-            if i + 1 < len(chars) and chars[i] == pair[0] and chars[i + 1] == pair[1]:
-                out_c.append('"'), out_s.append(starts[i]), out_e.append(ends[i + 1])
-                i += 2
-            else:
-                out_c.append(chars[i]), out_s.append(starts[i]), out_e.append(ends[i])
-                i += 1
-        chars, starts, ends = out_c, out_s, out_e
-    if not keep_accents:
-        # NFKD is a per-character decomposition followed by a reordering of combining marks only; as every combining
-        # mark is then dropped, decomposing character by character gives exactly the whole-string result.
-        out_c, out_s, out_e = [], [], []
-        for c, s, e in zip(chars, starts, ends):
-            for d in unicodedata.normalize("NFKD", c) if ord(c) > 127 else c:
-                if not unicodedata.combining(d):
-                    out_c.append(d), out_s.append(s), out_e.append(e)
-        chars, starts, ends = out_c, out_s, out_e
-    if lower:
-        # str.lower may lengthen a character ("İ" -> "i̇") and is context-sensitive only for the final sigma (same
-        # length either way): slice the whole-string result by per-character lengths.
-        whole = "".join(chars).lower()
-        out_c, out_s, out_e, k = [], [], [], 0
-        for c, s, e in zip(chars, starts, ends):
-            m = len(c.lower())
-            for d in whole[k:k + m]:
-                out_c.append(d), out_s.append(s), out_e.append(e)
-            k += m
-        chars, starts, ends = out_c, out_s, out_e
-    return "".join(chars), starts, ends
 
 
 def _check_specials(sp: spm.SentencePieceProcessor, where: str) -> dict[str, int]:
@@ -469,51 +404,16 @@ def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> t
     return n1 - second // 2, n2 - first - (second - second // 2)
 
 
-def _proto_fields(buf: bytes):
-    """(field number, value) of each field of a protobuf message: int for varints, bytes for length-delimited
-    fields, raw bytes for fixed32/64. Enough of the wire format to read a SentencePiece ModelProto without protobuf."""
-    i, n = 0, len(buf)
-    while i < n:
-        key, i = _varint(buf, i)
-        wire = key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire == 2:
-            length, i = _varint(buf, i)
-            value, i = buf[i:i + length], i + length
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value, i = buf[i:i + size], i + size
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        if i > n:
-            raise ValueError("truncated protobuf message")
-        yield key >> 3, value
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated protobuf varint")
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        i += 1
-        if b < 0x80:
-            return value, i
-        shift += 7
-
-
 def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
     """Piece types (ModelProto field 1 ``pieces``, their field 3 ``type``, default NORMAL) and the normalizer's
     precompiled charsmap (field 3 ``normalizer_spec``, its field 2). The sentencepiece Python API exposes neither
     is_user_defined() nor the charsmap, and this avoids a protobuf dependency."""
     types, charsmap = [], b""
-    for field, value in _proto_fields(model):
+    for field, value in fields(model):
         if field == 1:
-            types.append(next((v for f, v in _proto_fields(value) if f == 3), PIECE_NORMAL))
+            types.append(next((v for f, v in fields(value) if f == 3), PIECE_NORMAL))
         elif field == 3:
-            charsmap = next((bytes(v) for f, v in _proto_fields(value) if f == 2), b"")
+            charsmap = next((v for f, v in fields(value) if f == 2), b"")
     return types, charsmap
 
 

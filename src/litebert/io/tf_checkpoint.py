@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
+from litebert.io.protobuf import fields, int64, varint
 
 # ------------------------------------------------------------------------------------------------------------------
 # CRC32C (Castagnoli), vectorised with NumPy so multi-hundred-MB tensors check in seconds.
@@ -128,51 +129,8 @@ def unmask_crc(masked: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# Protobuf wire format (just what the bundle protos need)
+# Bundle protos (tensorflow/core/protobuf/tensor_bundle.proto), decoded with litebert.io.protobuf
 # ------------------------------------------------------------------------------------------------------------------
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _int64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
-    """Decode one protobuf message into [(field number, value)]: ints for varint/fixed, bytes for length-delimited."""
-    out, pos = [], 0
-    while pos < len(buf):
-        tag, pos = _varint(buf, pos)
-        num, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            value, pos = bytes(buf[pos : pos + length]), pos + length
-            if pos > len(buf):
-                raise ValueError("truncated length-delimited field")
-        elif wire == 5:
-            value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        out.append((num, value))
-    return out
-
 
 # tensorflow/core/framework/types.proto DataType -> (name, numpy dtype or None when we cannot read it)
 _DTYPES: dict[int, tuple[str, str | None]] = {
@@ -204,27 +162,27 @@ class TensorEntry:
 
 def _parse_entry(name: str, buf: bytes) -> TensorEntry:
     dtype, shape, shard, offset, size, crc, slices = 0, [], 0, 0, 0, None, []
-    for num, v in _fields(buf):
+    for num, v in fields(buf):
         if num == 1:
             dtype = v
         elif num == 2:  # TensorShapeProto: repeated Dim dim = 2 { int64 size = 1 }
-            for dnum, dim in _fields(v):
+            for dnum, dim in fields(v):
                 if dnum == 2:
-                    shape.append(_int64(dict(_fields(dim)).get(1, 0)))
+                    shape.append(int64(dict(fields(dim)).get(1, 0)))
         elif num == 3:
             shard = v
         elif num == 4:
-            offset = _int64(v)
+            offset = int64(v)
         elif num == 5:
-            size = _int64(v)
+            size = int64(v)
         elif num == 6:
             crc = v
         elif num == 7:  # TensorSliceProto: repeated Extent extent = 1 { int64 start = 1; int64 length = 2 }
             extents = []
-            for enum_, ext in _fields(v):
+            for enum_, ext in fields(v):
                 if enum_ == 1:
-                    e = dict(_fields(ext))
-                    extents.append((_int64(e.get(1, 0)), _int64(e[2]) if 2 in e else -1))
+                    e = dict(fields(ext))
+                    extents.append((int64(e.get(1, 0)), int64(e[2]) if 2 in e else -1))
             slices.append(tuple(extents))
     dname = _DTYPES.get(dtype, (f"dtype_{dtype}", None))[0]
     return TensorEntry(name, dname, tuple(shape), shard, offset, size, crc, tuple(slices))
@@ -259,9 +217,9 @@ def _block_entries(block: bytes) -> list[tuple[bytes, bytes]]:
     end = len(block) - 4 - 4 * num_restarts
     out, pos, key = [], 0, b""
     while pos < end:
-        shared, pos = _varint(block, pos)
-        non_shared, pos = _varint(block, pos)
-        vlen, pos = _varint(block, pos)
+        shared, pos = varint(block, pos)
+        non_shared, pos = varint(block, pos)
+        vlen, pos = varint(block, pos)
         key = key[:shared] + block[pos : pos + non_shared]
         pos += non_shared
         out.append((key, block[pos : pos + vlen]))
@@ -277,14 +235,14 @@ def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
     if struct.unpack_from("<Q", footer, 40)[0] != _TABLE_MAGIC:
         raise CheckpointError(f"{path}: not a TensorFlow checkpoint index (bad magic number; truncated or wrong file)")
     try:
-        _, pos = _varint(footer, 0)  # metaindex handle: unused by bundles
-        _, pos = _varint(footer, pos)
-        index_off, pos = _varint(footer, pos)
-        index_size, pos = _varint(footer, pos)
+        _, pos = varint(footer, 0)  # metaindex handle: unused by bundles
+        _, pos = varint(footer, pos)
+        index_off, pos = varint(footer, pos)
+        index_size, pos = varint(footer, pos)
         entries = []
         for _, handle in _block_entries(_read_block(raw, index_off, index_size, str(path))):
-            off, p = _varint(handle, 0)
-            size, _ = _varint(handle, p)
+            off, p = varint(handle, 0)
+            size, _ = varint(handle, p)
             entries += _block_entries(_read_block(raw, off, size, str(path)))
     except (ValueError, struct.error, IndexError) as e:
         raise CheckpointError(f"{path}: malformed checkpoint index ({e})") from None
@@ -342,7 +300,7 @@ class TFCheckpoint:
         self._slice_keys = 0
         for key, value in _read_table(index):
             if key == b"":  # BundleHeaderProto: int32 num_shards = 1; Endianness endianness = 2
-                header = dict(_fields(value))
+                header = dict(fields(value))
                 self.num_shards, self.big_endian = header.get(1, 1), header.get(2, 0) == 1
             elif key[:1] == b"\x00":  # slice of a partitioned variable (binary OrderedCode key)
                 self._slice_keys += 1

@@ -1,0 +1,79 @@
+"""The official ALBERT text normalization, and the same with a map back to the original characters (for offsets).
+
+``preprocess_text`` is google-research/albert ``tokenization.preprocess_text``: collapse whitespace runs
+(``str.split``) and strip the ends, NFKD-decompose and drop combining marks, lower-case -- plus, as XLNet's
+``prepro_utils`` and HF do, the LaTeX quotes ```` `` ```` and ``''`` read as ``"``. ``normalize_with_spans`` gives the
+same text and, per output character, the span of input characters it came from; `AlbertTokenizer.encode_with_offsets`
+composes it with SentencePiece's own offsets into the normalized text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def preprocess_text(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False) -> str:
+    """The official normalization (tokenization.preprocess_text), plus the ``/'' quote mapping."""
+    if remove_space:
+        text = " ".join(text.strip().split())
+    text = text.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
+    if lower:
+        text = text.lower()
+    return text
+
+
+def normalize_with_spans(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False):
+    """:func:`preprocess_text` that also returns, per output character, the span [start, end) of input characters it
+    came from. Returns ``(normalized, starts, ends)``; ``normalized == preprocess_text(text, ...)`` always."""
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    if remove_space:  # " ".join(text.strip().split()): one space per inner whitespace run, spanning the run
+        i, n = 0, len(text)
+        while i < n:
+            if text[i].isspace():
+                j = i
+                while j < n and text[j].isspace():
+                    j += 1
+                if chars and j < n:
+                    chars.append(" "), starts.append(i), ends.append(j)
+                i = j
+            else:
+                chars.append(text[i]), starts.append(i), ends.append(i + 1)
+                i += 1
+    else:
+        chars, starts, ends = list(text), list(range(len(text))), list(range(1, len(text) + 1))
+    for pair in ("``", "''"):  # str.replace: left to right, non-overlapping; '"' spans both quotes
+        i, out_c, out_s, out_e = 0, [], [], []
+        while i < len(chars):
+            if i + 1 < len(chars) and chars[i] == pair[0] and chars[i + 1] == pair[1]:
+                out_c.append('"'), out_s.append(starts[i]), out_e.append(ends[i + 1])
+                i += 2
+            else:
+                out_c.append(chars[i]), out_s.append(starts[i]), out_e.append(ends[i])
+                i += 1
+        chars, starts, ends = out_c, out_s, out_e
+    if not keep_accents:
+        # NFKD is a per-character decomposition followed by a reordering of combining marks only; as every combining
+        # mark is then dropped, decomposing character by character gives exactly the whole-string result.
+        out_c, out_s, out_e = [], [], []
+        for c, s, e in zip(chars, starts, ends):
+            for d in unicodedata.normalize("NFKD", c) if ord(c) > 127 else c:
+                if not unicodedata.combining(d):
+                    out_c.append(d), out_s.append(s), out_e.append(e)
+        chars, starts, ends = out_c, out_s, out_e
+    if lower:
+        # str.lower may lengthen a character ("İ" -> "i̇") and is context-sensitive only for the final sigma (same
+        # length either way): slice the whole-string result by per-character lengths.
+        whole = "".join(chars).lower()
+        out_c, out_s, out_e, k = [], [], [], 0
+        for c, s, e in zip(chars, starts, ends):
+            m = len(c.lower())
+            for d in whole[k:k + m]:
+                out_c.append(d), out_s.append(s), out_e.append(e)
+            k += m
+        chars, starts, ends = out_c, out_s, out_e
+    return "".join(chars), starts, ends
