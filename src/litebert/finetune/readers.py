@@ -82,6 +82,18 @@ def _read_tsv(path: Path) -> list[list[str]]:
     return rows
 
 
+def _read_json(path: Path):
+    """A whole JSON document; an empty file or bad JSON is a DataError naming the file (and line)."""
+    with open_text(path) as f:
+        text = f.read()
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+
+
 def _check_label(path, line: int, value: str, label_list: list[str] | None) -> str:
     if label_list is not None and value not in label_list:
         raise DataError(f"{path}:{line}: label {value!r} is not one of the task's labels {label_list}")
@@ -250,14 +262,7 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], dict]:
     ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
     """
     path = Path(path)
-    with open_text(path) as f:
-        text = f.read()
-    if not text.strip():
-        raise DataError(f"{path}: the file is empty")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    doc = _read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
     examples, bad, dropped, v2 = [], [], 0, False
@@ -326,14 +331,7 @@ def read_race(path: str | Path) -> list[MultipleChoiceExample]:
     elif _format_of(path) == "jsonl":
         objs = [(f"{path}:{n}", o) for n, o in _jsonl(path)]
     else:
-        with open_text(path) as f:
-            text = f.read()
-        if not text.strip():
-            raise DataError(f"{path}: the file is empty")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        doc = _read_json(path)
         objs = [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
     out = []
     for where, o in objs:
