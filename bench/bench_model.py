@@ -5,8 +5,9 @@ the two implementations interleaved so that drift in machine load hits both alik
 
 - the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step), its MFU against
   this machine's measured fp32 matmul ceiling;
-- inference latency (batch 1 x 128) and throughput on real variable-length texts (the bundled corpus): HF with fixed
-  padding to 128 (the common recipe), HF and litebert on the same length-grouped batches, litebert skipping padding;
+- inference latency (batch 1 x 128) and throughput on real variable-length texts (movie-review snippets and corpus
+  passages): HF with fixed padding to 128 (the common recipe), HF and litebert on the same batches, litebert
+  grouping by length and skipping padding;
 - peak training memory (fresh subprocesses, peak RSS), and activation memory with and without checkpointing at
   batch 32 x 128.
 
@@ -97,29 +98,27 @@ def pretraining_batch(config: AlbertConfig, batch: int, seq: int, predictions: i
     return dict(ids=ids, mask=mask, types=types, positions=positions, targets=targets, labels=labels, sop=sop)
 
 
-def step_fns(config: AlbertConfig, b: dict, checkpointing: bool = False):
-    """One training step (forward, backward, AdamW) for each implementation, on the same batch."""
+def step_fn(impl: str, config: AlbertConfig, b: dict, checkpointing: bool = False):
+    """One training step (forward, backward, AdamW) of one implementation on batch ``b``."""
     torch.manual_seed(0)
-    hf = hf_model(config).train()
-    ours = our_model(config).train()
+    model = (hf_model(config) if impl == "hf" else our_model(config)).train()
     if checkpointing:
-        ours.set_gradient_checkpointing(True)
-    hf_opt = torch.optim.AdamW(hf.parameters(), lr=1e-4)
-    our_opt = torch.optim.AdamW(ours.parameters(), lr=1e-4)
+        model.set_gradient_checkpointing(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def hf_step():
-        hf_opt.zero_grad(set_to_none=True)
-        hf(input_ids=b["ids"], attention_mask=b["mask"], token_type_ids=b["types"], labels=b["labels"],
-           sentence_order_label=b["sop"]).loss.backward()
-        hf_opt.step()
+        opt.zero_grad(set_to_none=True)
+        model(input_ids=b["ids"], attention_mask=b["mask"], token_type_ids=b["types"], labels=b["labels"],
+              sentence_order_label=b["sop"]).loss.backward()
+        opt.step()
 
     def our_step():
-        our_opt.zero_grad(set_to_none=True)
-        ours(b["ids"], b["mask"], b["types"], mlm_positions=b["positions"], mlm_ids=b["targets"],
-             sentence_order_label=b["sop"]).loss.backward()
-        our_opt.step()
+        opt.zero_grad(set_to_none=True)
+        model(b["ids"], b["mask"], b["types"], mlm_positions=b["positions"], mlm_ids=b["targets"],
+              sentence_order_label=b["sop"]).loss.backward()
+        opt.step()
 
-    return hf_step, our_step
+    return hf_step if impl == "hf" else our_step
 
 
 def interleaved(fns: dict, warmup: int, repeats: int) -> dict[str, float]:
@@ -146,6 +145,18 @@ def corpus_texts(n: int, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, len(sentences) - 8, n)
     return [" ".join(sentences[s:s + int(rng.integers(1, 9))]) for s in starts]
+
+
+def review_texts(n: int, seed: int = 0) -> list[str]:
+    """n movie-review snippets (the bundled Rotten Tomatoes sentiment data): short real texts, as classified online."""
+    import gzip
+
+    lines = []
+    for split in ("dev", "test"):
+        with gzip.open(REPO / "data" / "finetune" / "sentiment" / f"{split}.tsv.gz", "rt", encoding="utf-8") as f:
+            lines += [line.split("\t", 1)[0] for line in list(f)[1:]]
+    rng = np.random.default_rng(seed)
+    return [lines[i] for i in rng.permutation(len(lines))[:n]]
 
 
 def tokenize(texts: list[str], seq: int) -> list[list[int]]:
@@ -181,7 +192,7 @@ def batches(ids: list[list[int]], batch: int, pad_to: int | None, grouped: bool)
     return out
 
 
-def inference(config: AlbertConfig, texts: int, batch: int, seq: int, repeats: int) -> dict:
+def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repeats: int) -> dict:
     torch.manual_seed(0)
     hf = hf_model(config, "AlbertModel").eval()
     ours = our_model(config, "AlbertModel").eval()
@@ -194,7 +205,7 @@ def inference(config: AlbertConfig, texts: int, batch: int, seq: int, repeats: i
     with torch.inference_mode():
         latency = interleaved({"hf": lambda: hf(input_ids=one), "ours": lambda: ours(one)}, 3, repeats * 4)
 
-    ids = tokenize(corpus_texts(texts), seq)
+    ids = tokenize(texts, seq)
     fixed = batches(ids, batch, seq, grouped=False)
     grouped = batches(ids, batch, None, grouped=True)
     real_tokens = sum(map(len, ids))
@@ -234,11 +245,22 @@ def memory_child(impl: str, preset: str, batch: int, seq: int, checkpointing: bo
     torch.set_num_threads(2)
     config = AlbertConfig.from_preset(preset)
     b = pretraining_batch(config, batch, seq, 20)
-    hf_step, our_step = step_fns(config, b, checkpointing)
-    fn = hf_step if impl == "hf" else our_step
+    fn = step_fn(impl, config, b, checkpointing)
     for _ in range(2):
         fn()
-    print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"peak_mb": peak_rss_mb()}))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. VmHWM, not ru_maxrss: the latter survives fork + exec, so a child would
+    report its parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def peak_mb(impl: str, preset: str, batch: int, seq: int, checkpointing: bool = False) -> float:
@@ -271,14 +293,15 @@ def main() -> None:
     print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s")
 
     b = pretraining_batch(config, B, L, P)
-    hf_step, our_step = step_fns(config, b)
-    step = interleaved({"hf": hf_step, "ours": our_step}, 2, args.repeats)
+    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, args.repeats)
     flops = 3 * forward_flops(config, B, L, P)
     mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
     print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x")
 
-    inf = inference(config, args.texts, 32, L, args.repeats)
+    inf = inference(config, review_texts(args.texts), 32, L, args.repeats)
     tp = inf["throughput"]
+    passages = inference(config, corpus_texts(args.texts // 2), 32, L, args.repeats)
+    tp2 = passages["throughput"]
     print(f"latency 1x{L}: HF {inf['latency']['hf'] * 1e3:.1f} ms, litebert {inf['latency']['ours'] * 1e3:.1f} ms")
 
     mem = {
@@ -303,6 +326,11 @@ def main() -> None:
          f"{tp['ours_grouped'] / tp['hf_grouped']:.2f}x", "≥ 1.2x"),
         ("Throughput, same fixed padding, padding computed (parity mode)", f"{tp['hf_fixed']:.0f} tok/s",
          f"{tp['ours_fixed']:.0f} tok/s", f"{tp['ours_fixed'] / tp['hf_fixed']:.2f}x", ""),
+        (f"Long passages (mean {passages['mean_len']:.0f} tokens): grouped+skip vs HF fixed padding",
+         f"{tp2['hf_fixed']:.0f} tok/s", f"{tp2['ours_grouped']:.0f} tok/s",
+         f"{tp2['ours_grouped'] / tp2['hf_fixed']:.2f}x", ""),
+        ("Long passages: same fixed-padding batches", f"{tp2['hf_fixed']:.0f} tok/s",
+         f"{tp2['ours_skip_fixed']:.0f} tok/s", f"{tp2['ours_skip_fixed'] / tp2['hf_fixed']:.2f}x", ""),
         ("Peak training memory, batch 8x128 (RSS)", f"{mem['hf']:.0f} MB", f"{mem['ours']:.0f} MB",
          f"{mem['ours'] / mem['hf']:.2f}x", "≤ 1x"),
         ("Activation memory, batch 32x128: checkpointing on / off", "", f"{act_ckpt:.0f} / {act:.0f} MB",
@@ -314,8 +342,11 @@ def main() -> None:
         "## Model: litebert vs HF transformers (`bench/bench_model.py`)", "",
         f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads, median of {args.repeats} "
         f"interleaved repeats after warm-up. Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
-        f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Texts: {inf['texts']} passages of the "
-        f"bundled corpus, mean {inf['mean_len']:.0f} tokens, batch 32, at most {L} tokens.", "",
+        f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Throughput texts: {inf['texts']} movie-review "
+        f"snippets (bundled sentiment data; mean {inf['mean_len']:.0f} tokens) and {passages['texts']} passages of "
+        f"1-8 sentences of the bundled corpus, batch 32, at most {L} tokens. Fixed padding = every batch padded "
+        "to 128 in the texts' order (the common HF recipe); grouped = batches of similar length, padded to their "
+        "longest.", "",
         *table, "",
         "Throughput counts real (non-padding) tokens per second. Memory is the peak RSS of a fresh process running "
         "two training steps; activation memory is that peak minus the peak of the same process at batch 1x8.",
