@@ -48,7 +48,7 @@ def test_sigkill_then_resume_gives_identical_losses(tmp_path):
     a, b = read_metrics(ref_out), read_metrics(out)
     assert [r["step"] for r in b] == list(range(1, 41))
     assert [r["loss"] for r in b] == [r["loss"] for r in a]  # identical, bit for bit
-    assert a[-1]["loss"] < a[0]["loss"] - 0.5  # and it did learn something
+    assert a[-1]["loss"] < a[0]["loss"] - 0.2  # and it did learn something (the weights moved)
     wa, wb = load_file(ref_out / "model" / "model.safetensors"), load_file(out / "model" / "model.safetensors")
     assert wa.keys() == wb.keys() and all((wa[k] == wb[k]).all() for k in wa)
     assert [r for r in read_metrics(out, "eval")] == [r for r in read_metrics(ref_out, "eval")]
