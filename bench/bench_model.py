@@ -34,25 +34,10 @@ sys.path.insert(0, str(REPO))
 from bench.report import machine, write_section  # noqa: E402
 
 from litebert.config import AlbertConfig  # noqa: E402
+from litebert.train.metrics import flops_per_sequence  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------- FLOPs
-def forward_flops(config: AlbertConfig, batch: int, seq: int, predictions: int) -> float:
-    """Useful forward FLOPs of one pretraining batch (multiply-add = 2): the work any implementation must do.
-
-    Per token and step of depth: QKV + output projection 8H^2, FFN 4HF, attention scores and context 4LH; the E->H
-    projection 2EH per token; the MLM head only at the masked positions (2HE + 2EV each); pooler + SOP per sequence.
-    """
-    h, e, f, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
-    steps = config.num_hidden_layers * config.inner_group_num
-    tokens = batch * seq
-    encoder = tokens * steps * (8 * h * h + 4 * h * f + 4 * seq * h)
-    projection = tokens * 2 * e * h if config.embedding_projection else 0
-    mlm = batch * predictions * (2 * h * e + 2 * e * v)
-    pooler = batch * (2 * h * h + 4 * h)
-    return float(encoder + projection + mlm + pooler)
-
-
 def matmul_ceiling(repeats: int = 5) -> float:
     """Best fp32 GEMM throughput (GFLOP/s) over shapes the model runs, at the current thread count."""
     best = 0.0
@@ -294,7 +279,7 @@ def main() -> None:
 
     b = pretraining_batch(config, B, L, P)
     step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, args.repeats)
-    flops = 3 * forward_flops(config, B, L, P)
+    flops = B * flops_per_sequence(config, L, P)  # training FLOPs: the count `litebert pretrain` reports MFU with
     mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
     print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x")
 

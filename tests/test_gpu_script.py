@@ -4,6 +4,7 @@ run on the real training step, its argument checks, and its no-GPU exit."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,6 @@ def test_flops_equal_torch_flop_counter(overrides):
     assert gpu_mfu.step_flops(config, 3, 24, 5) == counted_step_flops(config, 3, 24, 5)
 
 
-@pytest.mark.xfail(strict=True, reason="litebert.train.metrics.flops_per_sequence multiplies by num_hidden_layers, "
-                   "not by the depth steps num_hidden_layers * inner_group_num (fix asked of the lead)")
 def test_flops_count_inner_groups():
     config = AlbertConfig.from_preset("tiny", inner_group_num=2)
     assert gpu_mfu.step_flops(config, 2, 10, 3) == counted_step_flops(config, 2, 10, 3)
@@ -110,7 +109,7 @@ def test_step_runs_on_cpu(dtype, attention, capsys):
             "--warmup", "1", "--steps", "1", "--dtype", dtype, "--attention", attention, "--peak-tflops", "1"]
     assert gpu_mfu.main(argv) == 0
     out = capsys.readouterr().out
-    assert "tokens/s" in out and "TFLOP/s; MFU 0.0" in out
+    assert "tokens/s" in out and re.search(r"TFLOP/s; MFU \d+(\.\d+)?%", out)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the exit on machines without a GPU")

@@ -99,15 +99,17 @@ class MLMHead(nn.Module):
 
 
 class SOPHead(nn.Module):
-    """Sentence-order (or next-sentence) prediction on the pooled output: dropout, then H -> 2."""
+    """Sentence-order (or next-sentence) prediction on the pooled output: H -> 2.
+
+    No dropout, as the official `get_sentence_order_output` (HF applies classifier_dropout_prob here; in eval mode,
+    or with that probability at 0, the two agree)."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.dropout = maybe_dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, 2)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(pooled))
+        return self.classifier(pooled)
 
 
 def masked_lm(head: MLMHead, encoder: _model.AlbertModel, hidden: torch.Tensor,

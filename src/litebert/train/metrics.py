@@ -112,8 +112,8 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
     ``predictions`` gathered positions (official ``gather_indexes``); the pooler/SOP head. Embedding lookups,
     LayerNorm, softmax and activations are ignored (standard MFU practice, PaLM Appendix B).
     """
-    h, e, i, v, n = (config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size,
-                     config.num_hidden_layers)
+    h, e, i, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
+    n = config.num_hidden_layers * config.inner_group_num  # depth steps: each layer runs its inner-group blocks
     per_token_layer = 4 * h * h + 2 * h * i  # q, k, v, o projections; FFN in and out
     forward = seq_len * (n * per_token_layer + (e * h if config.embedding_projection else 0))
     forward += n * 2 * seq_len * seq_len * h  # QK^T and AV
@@ -124,7 +124,7 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
 
 # Dense peak TFLOP/s of common accelerators for the MFU estimate (vendor data sheets; bf16/fp16 tensor cores, no
 # sparsity). Anything else: pass --peak-tflops.
-PEAK_TFLOPS = {"H100": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
 
 
 def peak_tflops_of(device_name: str) -> float | None:
