@@ -147,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
                     _copy_tokenizer(args.tokenizer, args.out / "model")
                 print(json.dumps({k: v for k, v in summary.items() if k != "signal"}, indent=2))
                 print(f"final model (HF format): {args.out / 'model'}", file=sys.stderr)
+        # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
+        # another still talks to it: gloo aborts a peer whose connection closes mid-operation.
+        D.barrier(dist)
         return 130 if summary["interrupted"] else 0
     finally:
         D.shutdown(dist)
