@@ -44,6 +44,8 @@ class Lamb(torch.optim.Optimizer):
     LayerNorm/bias in the official setup), ``bias_correction``.
     """
 
+    layer_adaptation = True
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = False):
         _check(lr, betas, eps, weight_decay)
@@ -67,41 +69,25 @@ class Lamb(torch.optim.Optimizer):
                 update = _adam_direction(self.state[p], p, group, beta1, beta2)
                 if group["weight_decay"] != 0.0:
                     update.add_(p.to(update.dtype), alpha=group["weight_decay"])
-                if group["adapt"]:
+                if self.layer_adaptation and group["adapt"]:
                     update.mul_(_trust_ratio(p, update))
                 p.add_(update.to(p.dtype), alpha=-group["lr"])
         return loss
 
 
-class AdamW(torch.optim.Optimizer):
+class AdamW(Lamb):
     """The official ``AdamWeightDecayOptimizer``: the LAMB update without the trust ratio.
 
     Differs from ``torch.optim.AdamW`` in two official details: no bias correction by default, and ε added to
     sqrt(v) of the uncorrected moment. Fine-tuning in the official code uses this optimizer.
     """
 
+    layer_adaptation = False  # whatever a param group's "adapt" says
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.01, bias_correction: bool = False):
-        _check(lr, betas, eps, weight_decay)
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
-        super().__init__(params, defaults)
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                update = _adam_direction(self.state[p], p, group, beta1, beta2)
-                if group["weight_decay"] != 0.0:
-                    update.add_(p.to(update.dtype), alpha=group["weight_decay"])
-                p.add_(update.to(p.dtype), alpha=-group["lr"])
-        return loss
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=False,
+                         bias_correction=bias_correction)
 
 
 def _adam_direction(state: dict, p: torch.Tensor, group: dict, beta1: float, beta2: float) -> torch.Tensor:
