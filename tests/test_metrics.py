@@ -77,7 +77,8 @@ def test_squad_v2_splits_and_best_threshold():
 
 
 def test_squad_missing_predictions_are_left_out():
-    r = M.squad_evaluate({"a": ["x"], "b": ["y"]}, {"a": "x"})
+    with pytest.warns(UserWarning, match="no prediction"):
+        r = M.squad_evaluate({"a": ["x"], "b": ["y"]}, {"a": "x"})
     assert r["total"] == 1 and r["exact"] == 100.0
 
 
@@ -102,3 +103,13 @@ def test_entity_f1_hand_case():
     assert r["f1"] == pytest.approx(4 / 7)
     # partial span overlap is no match
     assert M.entity_f1([["B-PER", "O"]], [["B-PER", "I-PER"]])["f1"] == 0.0
+
+
+def test_squad_missing_predictions_warn_and_are_left_out():
+    gold = {"q1": ["Denver Broncos"], "q2": [], "q3": ["1990"]}
+    with pytest.warns(UserWarning, match="1 of 3 questions have no prediction"):
+        r = M.squad_evaluate(gold, {"q1": "Broncos", "q2": ""})
+    # q1: EM 0 (extra word missing), F1 2/3; q2: correct no-answer; q3 left out of the totals.
+    assert r["total"] == 2
+    assert r["exact"] == pytest.approx(50.0)
+    assert r["f1"] == pytest.approx(100 * (2 / 3 + 1) / 2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import re
 import string
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -113,8 +114,15 @@ def squad_evaluate(gold: dict[str, list[str]], predictions: dict[str, str],
     -> predicted text ("" = no answer). With ``na_probs`` (question id -> no-answer score), a prediction whose score
     exceeds ``na_prob_thresh`` counts as "no answer", and ``best_exact``/``best_f1`` with their thresholds report the
     best threshold on this data, as the official script does. Questions missing from ``predictions`` are left out
-    (the official v2.0 script skips them too, with a message).
+    with a warning (the official v2.0 script skips them too, with a message). One deliberate difference then: the
+    best-threshold sweep here starts from the NoAns questions *that have predictions*, consistent with its
+    denominator; the official script starts from all NoAns questions of the file, which inflates ``best_*`` when
+    predictions are missing. With a prediction for every question (what ``litebert evaluate`` writes) both agree.
     """
+    missing = [q for q in gold if q not in predictions]
+    if missing:
+        warnings.warn(f"{len(missing)} of {len(gold)} questions have no prediction and are left out of the scores "
+                      f"(first: {missing[0]!r})", stacklevel=2)
     exact, f1s, has_ans = {}, {}, {}
     for qid, answers in gold.items():
         if qid not in predictions:
