@@ -341,3 +341,67 @@ def test_hidden_states_match_hf(tmp_path):
     assert len(out) == len(ref) == 7
     for a, b in zip(out, ref):
         assert max_diff(a, b) <= TOL
+
+
+@pytest.mark.parametrize("name,checkpointing,skip_padding", [
+    ("all-shared", False, False), ("all-shared", True, True), ("groups-and-inner", False, True),
+    ("groups-and-inner", True, False), ("not-shared", False, False)])
+def test_official_mlm_path_loss_and_gradients_match_hf(name, checkpointing, skip_padding, tmp_path):
+    """Pretraining with mlm_positions runs the last layer only at the masked positions and [CLS]; the loss and every
+    gradient must still equal HF's full computation. Positions include a repeat and the padded-prediction 0."""
+    torch.manual_seed(11)
+    hf = transformers.AlbertForPreTraining(hf_config(**CONFIGS[name])).train()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
+    ours.set_gradient_checkpointing(checkpointing)
+    ours.albert.set_skip_padding(skip_padding)
+    ids, mask, types = batch(seed=12)
+    positions = torch.tensor([[1, 5, 11, 12], [2, 3, 8, 0], [4, 4, 1, 0]])  # row 1 ends at 9, row 2 at 5
+    weights = torch.tensor([[1.0, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 0]])  # trailing 0s: padded predictions
+    targets = torch.gather(ids, 1, positions)
+    sop = torch.tensor([1, 0, 1])
+    ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    # HF's loss is a mean over distinct labelled positions; ours counts the repeated position twice: build the
+    # reference from HF's logits the official way (weighted mean over the P predictions).
+    at = torch.gather(ref.prediction_logits, 1, positions[..., None].expand(-1, -1, 101))  # [B, P, V]
+    nll = -torch.gather(torch.log_softmax(at, -1), 2, targets.unsqueeze(-1)).squeeze(-1)  # [B, P]
+    ref_loss = (weights * nll).sum() / (weights.sum() + 1e-5) + torch.nn.functional.cross_entropy(ref.sop_logits, sop)
+    ref_loss.backward()
+    out = ours(ids, mask, types, mlm_positions=positions, mlm_ids=targets, mlm_weights=weights,
+               sentence_order_label=sop)
+    out.loss.backward()
+    assert abs(out.loss.item() - ref_loss.item()) <= TOL
+    assert out.prediction_logits.shape == (3, 4, 101)
+    assert max_diff(out.prediction_logits, torch.gather(ref.prediction_logits.detach(), 1,
+                                                        positions[..., None].expand(-1, -1, 101))) <= TOL
+    assert max_diff(out.sop_logits, ref.sop_logits.detach()) <= TOL
+    hf_params = dict(hf.named_parameters())
+    compared = 0
+    for key, grad in keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config).items():
+        assert max_diff(grad, hf_params[key].grad) <= TOL, key
+        compared += 1
+    assert compared == len(list(ours.parameters()))
+
+
+def test_output_positions_on_the_bare_model(tmp_path):
+    torch.manual_seed(13)
+    hf = transformers.AlbertModel(hf_config(**CONFIGS["groups"])).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    ours = AlbertModel.from_pretrained(tmp_path / "hf").eval()
+    ids, mask, types = batch(seed=14)
+    positions = torch.tensor([[0, 12], [8, 3], [4, 0]])
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        want = torch.gather(ref.last_hidden_state, 1, positions[..., None].expand(-1, -1, 32))
+        for skip in (False, True):
+            ours.set_skip_padding(skip)
+            out = ours(ids, mask, types, output_positions=positions)
+            assert out.last_hidden_state.shape == (3, 2, 32)
+            assert max_diff(out.last_hidden_state, want) <= TOL
+            assert max_diff(out.pooler_output, ref.pooler_output) <= TOL
+        with pytest.raises(ValueError, match="padding"):
+            ours(ids, mask, types, output_positions=torch.tensor([[1, 2], [1, 10], [1, 2]]))  # row 1 ends at 9
+        ours.set_skip_padding(False)
+        with pytest.raises(ValueError, match=r"\[0, 13\)"):
+            ours(ids, mask, types, output_positions=torch.tensor([[1, 13], [1, 2], [1, 2]]))
+        full = ours(ids, mask, types, output_hidden_states=True, output_positions=positions)  # computes everything
+        assert max_diff(full.last_hidden_state, want) <= TOL and len(full.hidden_states) == 5

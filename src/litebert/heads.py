@@ -116,8 +116,9 @@ def masked_lm(head: MLMHead, encoder: _model.AlbertModel, hidden: torch.Tensor,
               labels: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor], mlm_ids: Optional[torch.Tensor],
               mlm_weights: Optional[torch.Tensor]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """MLM logits and loss, either HF-style (``labels`` [B, L], -100 ignored; logits at every position) or
-    official-style (``mlm_positions``/``mlm_ids``/``mlm_weights`` [B, P]; the head runs only on the P gathered
-    positions, which is ~P/L of the cost: 20/512 in the paper's setting)."""
+    official-style (``mlm_positions``/``mlm_ids``/``mlm_weights`` [B, P]; the head runs only on the P positions,
+    which is ~P/L of the cost: 20/512 in the paper's setting). In the official style ``hidden`` is already the
+    encoder's output at those positions ([B, P, H], see ``AlbertModel.forward(output_positions=...)``)."""
     embeddings = encoder.embeddings.word_embeddings.weight
     if mlm_positions is None:
         logits = head(hidden, embeddings)  # [B, L, V]
@@ -125,8 +126,7 @@ def masked_lm(head: MLMHead, encoder: _model.AlbertModel, hidden: torch.Tensor,
         if labels is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
         return logits, loss
-    index = mlm_positions.long().unsqueeze(-1).expand(-1, -1, hidden.shape[-1])  # [B, P, H]
-    logits = head(torch.gather(hidden, 1, index), embeddings)  # [B, P, V]
+    logits = head(hidden, embeddings)  # [B, P, V]
     loss = None
     if mlm_ids is not None:
         nll = F.cross_entropy(logits.flatten(0, 1), mlm_ids.flatten().long(), reduction="none")  # [B*P]
@@ -153,7 +153,8 @@ class AlbertForPreTraining(PretrainedMixin, nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                 labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None, sentence_order_label=None,
                 output_hidden_states: bool = False) -> PreTrainingOutput:
-        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_positions=mlm_positions)
         logits, mlm_loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions,
                                      mlm_ids, mlm_weights)
         sop_logits = self.sop_classifier(out.pooler_output)
@@ -178,7 +179,8 @@ class AlbertForMaskedLM(PretrainedMixin, nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                 labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None,
                 output_hidden_states: bool = False) -> TaskOutput:
-        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          output_positions=mlm_positions)
         logits, loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions, mlm_ids,
                                  mlm_weights)
         return TaskOutput(loss, logits, out.hidden_states)
