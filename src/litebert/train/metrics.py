@@ -110,13 +110,17 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
     Counts the matmuls: shared layers cost their compute at every depth step (sharing saves parameters, not FLOPs);
     the E->H projection; attention scores and weighted values (2·L²·H per layer); the MLM head only at the
     ``predictions`` gathered positions (official ``gather_indexes``); the pooler/SOP head. Embedding lookups,
-    LayerNorm, softmax and activations are ignored (standard MFU practice, PaLM Appendix B).
+    LayerNorm, softmax and activations are ignored (standard MFU practice, PaLM Appendix B). Only the FLOPs the
+    losses need are counted: the last depth step needs keys and values at every token but the rest only at the
+    ``predictions`` positions and [CLS] (what ``AlbertForPreTraining`` computes given ``mlm_positions``).
     """
     h, e, i, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
     n = config.num_hidden_layers * config.inner_group_num  # depth steps: each layer runs its inner-group blocks
     per_token_layer = 4 * h * h + 2 * h * i  # q, k, v, o projections; FFN in and out
-    forward = seq_len * (n * per_token_layer + (e * h if config.embedding_projection else 0))
-    forward += n * 2 * seq_len * seq_len * h  # QK^T and AV
+    wanted = min(seq_len, predictions + 1)  # rows the last step computes beyond keys and values
+    forward = seq_len * ((n - 1) * per_token_layer + (e * h if config.embedding_projection else 0))
+    forward += seq_len * 2 * h * h + wanted * (2 * h * h + 2 * h * i)  # last step: K, V everywhere; Q, O, FFN
+    forward += (n - 1) * 2 * seq_len * seq_len * h + 2 * wanted * seq_len * h  # QK^T and AV
     forward += predictions * (h * e + e * v)  # MLM head: dense H->E, tied decoder E->V
     forward += h * h + 2 * h  # pooler + SOP classifier
     return 3 * 2 * forward
