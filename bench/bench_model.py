@@ -83,13 +83,16 @@ def pretraining_batch(config: AlbertConfig, batch: int, seq: int, predictions: i
     return dict(ids=ids, mask=mask, types=types, positions=positions, targets=targets, labels=labels, sop=sop)
 
 
-def step_fn(impl: str, config: AlbertConfig, b: dict, checkpointing: bool = False):
-    """One training step (forward, backward, AdamW) of one implementation on batch ``b``."""
+def step_fn(impl: str, config: AlbertConfig, b: dict, checkpointing: bool = False, compiled: bool = False):
+    """One training step (forward, backward, AdamW) of one implementation on batch ``b``; ``compiled``: the model
+    wrapped in ``torch.compile`` (inductor), the optimizer step left eager."""
     torch.manual_seed(0)
     model = (hf_model(config) if impl == "hf" else our_model(config)).train()
     if checkpointing:
         model.set_gradient_checkpointing(True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if compiled:
+        model = torch.compile(model)
 
     def hf_step():
         opt.zero_grad(set_to_none=True)
@@ -106,8 +109,8 @@ def step_fn(impl: str, config: AlbertConfig, b: dict, checkpointing: bool = Fals
     return hf_step if impl == "hf" else our_step
 
 
-def interleaved(fns: dict, warmup: int, repeats: int) -> dict[str, float]:
-    """Median seconds per call of each function, measured in alternation."""
+def interleaved(fns: dict, warmup: int, repeats: int, raw: dict | None = None) -> dict[str, float]:
+    """Median seconds per call of each function, measured in alternation (``raw``, if given, receives every time)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -117,6 +120,8 @@ def interleaved(fns: dict, warmup: int, repeats: int) -> dict[str, float]:
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
+    if raw is not None:
+        raw.update(times)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -177,7 +182,24 @@ def batches(ids: list[list[int]], batch: int, pad_to: int | None, grouped: bool)
     return out
 
 
-def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repeats: int) -> dict:
+def onnx_runner(model):
+    """``litebert export onnx`` of ``model`` (verified against PyTorch), run by onnxruntime with the same threads."""
+    import tempfile
+
+    from litebert.io.export import export_onnx, onnx_session
+
+    path = Path(tempfile.mkdtemp()) / "encoder.onnx"
+    export_onnx(model, path)
+    session = onnx_session(path)
+
+    def run(x, m):
+        feed = {"input_ids": x.numpy(), "attention_mask": m.numpy(), "token_type_ids": np.zeros_like(x.numpy())}
+        return session.run(None, feed)
+    return run
+
+
+def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repeats: int,
+              with_onnx: bool = True) -> dict:
     torch.manual_seed(0)
     hf = hf_model(config, "AlbertModel").eval()
     ours = our_model(config, "AlbertModel").eval()
@@ -187,8 +209,12 @@ def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repe
     skip.set_skip_padding(True)
 
     one = torch.randint(5, config.vocab_size, (1, seq))
+    ort = onnx_runner(ours) if with_onnx else None
     with torch.inference_mode():
-        latency = interleaved({"hf": lambda: hf(input_ids=one), "ours": lambda: ours(one)}, 3, repeats * 4)
+        fns = {"hf": lambda: hf(input_ids=one), "ours": lambda: ours(one)}
+        if ort:
+            fns["ort"] = lambda: ort(one, torch.ones_like(one))
+        latency = interleaved(fns, 3, repeats * 4)
 
     ids = tokenize(texts, seq)
     fixed = batches(ids, batch, seq, grouped=False)
@@ -201,6 +227,12 @@ def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repe
                 model(input_ids=x, attention_mask=m) if hf_style else model(x, m)
         return go
 
+    fns = {"hf_fixed": run(hf, fixed, True), "ours_fixed": run(ours, fixed, False),
+           "ours_skip_fixed": run(skip, fixed, False), "hf_grouped": run(hf, grouped, True),
+           "ours_grouped": run(skip, grouped, False)}
+    if ort:
+        fns["ort_fixed"], fns["ort_grouped"] = run(ort, fixed, False), run(ort, grouped, False)
+
     with torch.inference_mode():
         # sanity: the implementations agree on real tokens before we time them
         x, m = grouped[len(grouped) // 2]
@@ -208,10 +240,7 @@ def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repe
         for model in (ours, skip):
             diff = (model(x, m).last_hidden_state - ref)[m.bool()].abs().max().item()
             assert diff < 1e-4, f"implementations disagree ({diff})"
-        times = interleaved({
-            "hf_fixed": run(hf, fixed, True), "ours_fixed": run(ours, fixed, False),
-            "ours_skip_fixed": run(skip, fixed, False), "hf_grouped": run(hf, grouped, True),
-            "ours_grouped": run(skip, grouped, False)}, 1, repeats)
+        times = interleaved(fns, 1, repeats)
     return dict(latency=latency, throughput={k: real_tokens / v for k, v in times.items()}, texts=len(ids),
                 mean_len=real_tokens / len(ids))
 
@@ -262,6 +291,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and texts (a smoke run)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows (compiling takes minutes)")
+    parser.add_argument("--no-onnx", action="store_true", help="skip the onnxruntime rows")
     parser.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -278,14 +309,27 @@ def main() -> None:
     print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s")
 
     b = pretraining_batch(config, B, L, P)
-    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, args.repeats)
+    raw: dict = {}
+    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, 2 * args.repeats,
+                       raw)
+    pair_ratios = sorted(h / o for h, o in zip(raw["hf"], raw["ours"]))  # each repeat: HF then litebert, back to back
     flops = B * flops_per_sequence(config, L, P)  # training FLOPs: the count `litebert pretrain` reports MFU with
     mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
     print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x")
+    compiled = None
+    if not args.no_compile:
+        t = time.perf_counter()
+        fns = {"hf": step_fn("hf", config, b, compiled=True), "ours": step_fn("ours", config, b, compiled=True)}
+        for fn in fns.values():
+            fn()  # the compilation itself
+        compile_s = time.perf_counter() - t
+        compiled = interleaved(fns, 1, args.repeats)
+        print(f"compiled step: HF {compiled['hf']:.3f} s, litebert {compiled['ours']:.3f} s "
+              f"({compile_s:.0f} s to compile both)")
 
-    inf = inference(config, review_texts(args.texts), 32, L, args.repeats)
+    inf = inference(config, review_texts(args.texts), 32, L, args.repeats, with_onnx=not args.no_onnx)
     tp = inf["throughput"]
-    passages = inference(config, corpus_texts(args.texts // 2), 32, L, args.repeats)
+    passages = inference(config, corpus_texts(args.texts // 2), 32, L, args.repeats, with_onnx=False)
     tp2 = passages["throughput"]
     print(f"latency 1x{L}: HF {inf['latency']['hf'] * 1e3:.1f} ms, litebert {inf['latency']['ours'] * 1e3:.1f} ms")
 
@@ -300,7 +344,18 @@ def main() -> None:
     rows = [
         ("Pretraining step, batch 8x128 (MLM+SOP+AdamW)", f"{step['hf']:.2f} s", f"{step['ours']:.2f} s",
          f"{step['hf'] / step['ours']:.2f}x", "≥ 1.25x"),
+        (f"  ratio in each of the {len(pair_ratios)} back-to-back pairs: min / median / max", "", "",
+         f"{pair_ratios[0]:.2f} / {statistics.median(pair_ratios):.2f} / {pair_ratios[-1]:.2f}", ""),
         ("  MFU vs measured matmul ceiling", f"{mfu['hf']:.0%}", f"{mfu['ours']:.0%}", "", "≥ 75% (litebert)"),
+    ]
+    if compiled:
+        rows += [
+            ("Pretraining step, both models under `torch.compile`", f"{compiled['hf']:.2f} s",
+             f"{compiled['ours']:.2f} s", f"{compiled['hf'] / compiled['ours']:.2f}x", ""),
+            ("  litebert compiled vs HF eager", f"{step['hf']:.2f} s", f"{compiled['ours']:.2f} s",
+             f"{step['hf'] / compiled['ours']:.2f}x", ""),
+        ]
+    rows += [
         ("Inference latency, batch 1x128", f"{inf['latency']['hf'] * 1e3:.1f} ms",
          f"{inf['latency']['ours'] * 1e3:.1f} ms", f"{inf['latency']['hf'] / inf['latency']['ours']:.2f}x", ""),
         ("Throughput, real texts: litebert grouped+skip-padding vs HF fixed padding", f"{tp['hf_fixed']:.0f} tok/s",
@@ -311,6 +366,17 @@ def main() -> None:
          f"{tp['ours_grouped'] / tp['hf_grouped']:.2f}x", "≥ 1.2x"),
         ("Throughput, same fixed padding, padding computed (parity mode)", f"{tp['hf_fixed']:.0f} tok/s",
          f"{tp['ours_fixed']:.0f} tok/s", f"{tp['ours_fixed'] / tp['hf_fixed']:.2f}x", ""),
+    ]
+    if "ort" in inf["latency"]:
+        rows += [
+            ("ONNX Runtime (`litebert export onnx`): latency, batch 1x128", f"{inf['latency']['hf'] * 1e3:.1f} ms",
+             f"{inf['latency']['ort'] * 1e3:.1f} ms", f"{inf['latency']['hf'] / inf['latency']['ort']:.2f}x", ""),
+            ("ONNX Runtime: throughput, same length-grouped batches", f"{tp['hf_grouped']:.0f} tok/s",
+             f"{tp['ort_grouped']:.0f} tok/s", f"{tp['ort_grouped'] / tp['hf_grouped']:.2f}x", ""),
+            ("ONNX Runtime: throughput, same fixed-padding batches", f"{tp['hf_fixed']:.0f} tok/s",
+             f"{tp['ort_fixed']:.0f} tok/s", f"{tp['ort_fixed'] / tp['hf_fixed']:.2f}x", ""),
+        ]
+    rows += [
         (f"Long passages (mean {passages['mean_len']:.0f} tokens): grouped+skip vs HF fixed padding",
          f"{tp2['hf_fixed']:.0f} tok/s", f"{tp2['ours_grouped']:.0f} tok/s",
          f"{tp2['ours_grouped'] / tp2['hf_fixed']:.2f}x", ""),
@@ -326,7 +392,7 @@ def main() -> None:
     text = "\n".join([
         "## Model: litebert vs HF transformers (`bench/bench_model.py`)", "",
         f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads, median of {args.repeats} "
-        f"interleaved repeats after warm-up. Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
+        f"interleaved repeats after warm-up (the training step: {2 * args.repeats}). Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
         f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Throughput texts: {inf['texts']} movie-review "
         f"snippets (bundled sentiment data; mean {inf['mean_len']:.0f} tokens) and {passages['texts']} passages of "
         f"1-8 sentences of the bundled corpus, batch 32, at most {L} tokens. Fixed padding = every batch padded "

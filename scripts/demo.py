@@ -124,7 +124,7 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
         # Budget: the steps, plus 6 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost).
         eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / probe.global_batch
         settings["max_steps"] = max(20, int((args.minutes * 60 - eval_share) / (per_step * 1.05)))
-        settings["warmup_steps"] = max(1, settings["max_steps"] // 20)
+        settings["warmup_steps"] = max(1, settings["max_steps"] // 11)
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 5)
         run.mkdir(parents=True, exist_ok=True)
