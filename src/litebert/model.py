@@ -234,7 +234,7 @@ class AlbertModel(nn.Module):
             x = x.flatten(0, 1).index_select(0, index)  # [N, E]
         select = None
         if output_positions is not None and not output_hidden_states:
-            select = self._rows(output_positions, attention_mask, packing, b, l)
+            select = self._rows(output_positions, packing, b, l)
         x, hidden_states = self.encoder(x, mask, output_hidden_states, packing, select)
         if packing is not None and select is None:
             x, hidden_states = _unpack(x, packing), hidden_states and [_unpack(t, packing) for t in hidden_states]
@@ -246,7 +246,7 @@ class AlbertModel(nn.Module):
         pooled = torch.tanh(self.pooler(cls)) if self.pooler is not None else None
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None)
 
-    def _rows(self, positions: torch.Tensor, attention_mask: Optional[torch.Tensor], packing, b: int, l: int):
+    def _rows(self, positions: torch.Tensor, packing, b: int, l: int):
         """[B, P] positions -> [B, P(+1)] row indices into the encoder's flattened activations ([CLS] first when the
         pooler needs it)."""
         positions = positions.long()
