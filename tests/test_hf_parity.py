@@ -5,6 +5,7 @@ and gradients are compared in fp32 (max abs difference <= 1e-5).
 """
 
 import dataclasses
+import shutil
 
 import pytest
 import torch
@@ -405,3 +406,87 @@ def test_output_positions_on_the_bare_model(tmp_path):
             ours(ids, mask, types, output_positions=torch.tensor([[1, 13], [1, 2], [1, 2]]))
         full = ours(ids, mask, types, output_hidden_states=True, output_positions=positions)  # computes everything
         assert max_diff(full.last_hidden_state, want) <= TOL and len(full.hidden_states) == 5
+
+
+@pytest.mark.parametrize("name,checkpointing,skip_padding", [
+    ("all-shared", False, False), ("all-shared", True, True), ("groups-and-inner", False, True)])
+@pytest.mark.parametrize("task", ["sequence", "choice"])
+def test_pooled_heads_loss_and_gradients_match_hf(task, name, checkpointing, skip_padding, tmp_path):
+    """A pooled head runs the last layer only at [CLS]; logits, loss and every gradient must equal HF's full pass."""
+    hf_cls, our_cls = ((transformers.AlbertForSequenceClassification, AlbertForSequenceClassification)
+                       if task == "sequence" else (transformers.AlbertForMultipleChoice, AlbertForMultipleChoice))
+    torch.manual_seed(17)
+    hf = hf_cls(hf_config(**CONFIGS[name], num_labels=3)).train()
+    ours = hf_roundtrip(hf, tmp_path, our_cls).train()
+    ours.set_gradient_checkpointing(checkpointing)
+    ours.albert.set_skip_padding(skip_padding)
+    ids, mask, types = batch(seed=18, b=4)
+    if task == "sequence":
+        labels = torch.tensor([0, 2, 1, 2])
+    else:
+        ids, mask, types = ids.view(2, 2, -1), mask.view(2, 2, -1), types.view(2, 2, -1)
+        labels = torch.tensor([1, 0])
+    ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
+    ref.loss.backward()
+    out = ours(ids, mask, types, labels=labels)
+    out.loss.backward()
+    assert abs(out.loss.item() - ref.loss.item()) <= TOL
+    assert max_diff(out.logits, ref.logits.detach()) <= TOL
+    hf_params = dict(hf.named_parameters())
+    grads = keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config)
+    assert len(grads) == len(list(ours.parameters()))
+    for key, grad in grads.items():
+        assert max_diff(grad, hf_params[key].grad) <= TOL, key
+    if task == "sequence" and not checkpointing:  # and the pruning is real: fewer FLOPs than a full last layer
+        from torch.utils.flop_counter import FlopCounterMode
+
+        def flops(fn):
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                fn()
+            return counter.get_total_flops()
+
+        pooled = flops(lambda: ours(ids, mask, types))
+        full = flops(lambda: ours.albert(ids, mask, types))
+        assert pooled < full - 0.5 * full / len(ours.albert.encoder.schedule)  # most of one depth step saved
+
+
+def test_gelu_inference_path_matches_hf_gelu_new():
+    """Inference on CPU fp32 uses the sigmoid form of the tanh-approximated gelu; compare with HF's gelu_new in
+    float64 over a wide range, and check that training (autograd) gets the right gradient."""
+    from transformers.activations import NewGELUActivation
+
+    from litebert.model import gelu_tanh
+
+    x = torch.cat([torch.linspace(-12, 12, 4001), torch.randn(20000, generator=torch.Generator().manual_seed(0)) * 3])
+    ref = NewGELUActivation()(x.double())
+    with torch.no_grad():
+        fast = gelu_tanh(x)
+    assert fast.dtype == torch.float32
+    assert ((fast.double() - ref).abs() / ref.abs().clamp(min=1)).max().item() <= 1e-6
+    leaf = x.clone().requires_grad_(True)
+    y = gelu_tanh(leaf)
+    assert (y.double() - ref).abs().max().item() <= 1e-5
+    y.sum().backward()
+    xd = x.double().requires_grad_(True)
+    NewGELUActivation()(xd).sum().backward()
+    assert (leaf.grad.double() - xd.grad).abs().max().item() <= 1e-5
+
+
+def test_gelu_under_torch_compile_matches_hf_gelu_new():
+    """Under torch.compile the gelu is written in its sigmoid form (inductor fuses it into one fast loop); forward and
+    gradient must still be HF's gelu_new."""
+    from transformers.activations import NewGELUActivation
+
+    from litebert.model import gelu_tanh
+
+    x = torch.cat([torch.linspace(-12, 12, 4001), torch.randn(20000, generator=torch.Generator().manual_seed(1)) * 3])
+    if not (shutil.which("g++") or shutil.which("c++")):
+        pytest.skip("inductor needs a C++ compiler")
+    leaf = x.clone().requires_grad_(True)
+    y = torch.compile(gelu_tanh, fullgraph=True)(leaf)
+    (y * torch.linspace(-1, 1, x.numel())).sum().backward()
+    xd = x.double().requires_grad_(True)
+    ref = NewGELUActivation()(xd)
+    (ref * torch.linspace(-1, 1, x.numel()).double()).sum().backward()
+    assert (y.double() - ref).abs().max().item() <= 1e-5
+    assert (leaf.grad.double() - xd.grad).abs().max().item() <= 1e-5

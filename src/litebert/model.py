@@ -14,6 +14,7 @@ full_layer_layer_norm), so the checkpoint key map (`litebert.io.keymap`) is a sh
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -24,8 +25,32 @@ from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
 
+# 0.5 x (1 + tanh(z)) = x sigmoid(2z), with z = sqrt(2/pi) (x + 0.044715 x^3): the same function, but on CPU sigmoid
+# is ~3.5x faster than tanh (torch's vectorized tanh is the slow 1-ulp SLEEF one).
+_GELU_C1 = 2 * math.sqrt(2 / math.pi)
+_GELU_C3 = _GELU_C1 * 0.044715
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """The official BERT/ALBERT gelu (tanh approximation, HF's ``gelu_new``).
+
+    Without autograd on a CPU fp32 tensor (inference), computed as x * sigmoid(x (c1 + c3 x^2)) in four in-place
+    passes: 1.5x faster than ``F.gelu(approximate="tanh")`` on this CPU and equal to it within 1e-6. Under
+    ``torch.compile`` the same sigmoid form, which inductor fuses into one loop forward and one backward (2.3x faster
+    than the tanh form, which it cannot speed up). Everywhere else (eager training, GPUs, other dtypes, ONNX export)
+    it is ``F.gelu``: its one-pass backward beats any eager composition of the sigmoid form.
+    """
+    if torch.compiler.is_compiling():  # inductor fuses the sigmoid form (forward and backward) into one fast loop
+        return x * torch.sigmoid(x * (_GELU_C1 + _GELU_C3 * x * x))
+    if (x.device.type != "cpu" or x.dtype != torch.float32 or (x.requires_grad and torch.is_grad_enabled())
+            or _tracing()):
+        return F.gelu(x, approximate="tanh")
+    y = torch.addcmul(x.new_full((), _GELU_C1), x, x, value=_GELU_C3)  # c1 + c3 x^2
+    return y.mul_(x).sigmoid_().mul_(x)
+
+
 ACT = {
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # the official BERT/ALBERT gelu (tanh approximation)
+    "gelu_new": gelu_tanh,
     "gelu": F.gelu,
     "relu": F.relu,
     "silu": F.silu,
