@@ -201,7 +201,7 @@ class _Classifier(PretrainedMixin, nn.Module):
 
     def encode(self, input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states):
         # A pooled head reads [CLS] alone: no output positions, so the last layer runs only at [CLS] (keys and values
-        # still at every token) - same logits and gradients, 1/L of the layers' queries-to-FFN work saved.
+        # still at every token): the same logits and gradients, most of one layer's work saved.
         positions = input_ids.new_zeros(input_ids.shape[0], 0) if self.pooled else None
         out: EncoderOutput = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
                                          output_positions=positions)
