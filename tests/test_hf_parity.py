@@ -490,3 +490,99 @@ def test_gelu_under_torch_compile_matches_hf_gelu_new():
     (ref * torch.linspace(-1, 1, x.numel()).double()).sum().backward()
     assert (y.double() - ref).abs().max().item() <= 1e-5
     assert (leaf.grad.double() - xd.grad).abs().max().item() <= 1e-5
+
+
+def test_fused_mlp_equals_linear_gelu_linear_in_float64():
+    """`GeluMLP` (eager CPU training of the FFN: sigmoid-form gelu forward, in-place gelu_backward) against the plain
+    composition with HF's gelu_new, values and all five gradients."""
+    from transformers.activations import NewGELUActivation
+
+    from litebert.model import GeluMLP
+
+    g = torch.Generator().manual_seed(0)
+    x, w1, b1 = torch.randn(40, 16, generator=g) * 3, torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
+    w2, b2 = torch.randn(16, 24, generator=g), torch.randn(16, generator=g)
+    leaves = [t.double().requires_grad_(True) for t in (x, w1, b1, w2, b2)]
+    refs = [t.double().requires_grad_(True) for t in (x, w1, b1, w2, b2)]
+    upstream = torch.randn(40, 16, generator=g).double()
+    y = GeluMLP.apply(*leaves)
+    ref = torch.nn.functional.linear(NewGELUActivation()(torch.nn.functional.linear(refs[0], refs[1], refs[2])),
+                                     refs[3], refs[4])
+    (y * upstream).sum().backward()
+    (ref * upstream).sum().backward()
+    assert max_diff(y, ref) <= 1e-10
+    for ours, theirs in zip(leaves, refs):
+        assert max_diff(ours.grad, theirs.grad) <= 1e-10 * max(1.0, theirs.grad.abs().max().item())
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_explicit_attention_equals_sdpa(masked):
+    """Training at short lengths computes attention explicitly; it must equal SDPA, values and gradients."""
+    from litebert.model import attend, attention_bias
+
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 9, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = None
+    if masked:
+        keep = torch.ones(2, 9, dtype=torch.long)
+        keep[1, 4:] = 0
+        mask = attention_bias(keep, torch.float64)
+    ours = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    out = attend(*ours, mask, 0.0)
+    ref = torch.nn.functional.scaled_dot_product_attention(*refs, attn_mask=mask)
+    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out * upstream).sum().backward()
+    (ref * upstream).sum().backward()
+    assert max_diff(out, ref) <= 1e-12
+    for a, b in zip(ours, refs):
+        assert max_diff(a.grad, b.grad) <= 1e-12
+
+
+def test_training_and_inference_take_their_fast_paths(monkeypatch):
+    """The dispatch itself: CPU fp32 training runs the FFN through GeluMLP and attention explicitly at length <= 128
+    (SDPA from 256 on); inference runs SDPA and writes the FFN intermediates into one reused workspace buffer."""
+    import litebert.model as model
+
+    calls = {"mlp": 0, "sdpa": 0, "workspace": 0}
+    apply, sdpa, get = model.GeluMLP.apply, torch.nn.functional.scaled_dot_product_attention, model.Workspace.get
+
+    def count(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+    monkeypatch.setattr(model.GeluMLP, "apply", count("mlp", apply))
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", count("sdpa", sdpa))
+    monkeypatch.setattr(model.Workspace, "get", count("workspace", get))
+    config = AlbertConfig.from_preset("tiny", max_position_embeddings=300)
+    ours = AlbertModel(config).train()
+    steps = len(ours.encoder.schedule)
+    ours(torch.randint(5, 100, (2, 16))).last_hidden_state.sum().backward()
+    assert calls == {"mlp": steps, "sdpa": 0, "workspace": 0}
+    ours(torch.randint(5, 100, (1, 256))).last_hidden_state.sum().backward()
+    assert calls == {"mlp": 2 * steps, "sdpa": steps, "workspace": 0}
+    with torch.no_grad():
+        ours.eval()(torch.randint(5, 100, (2, 16)))
+    assert calls["mlp"] == 2 * steps and calls["sdpa"] == 2 * steps
+    assert calls["workspace"] == 3 * steps  # Q/K/V, FFN and activation buffers at every step
+
+
+@pytest.mark.parametrize("skip_padding", [False, True])
+def test_inference_outputs_never_alias_the_workspace(skip_padding):
+    """Inference reuses scratch buffers across depth steps; nothing it returns may share them, so a second call must
+    leave the first call's outputs untouched (and both equal to a fresh, independent model's)."""
+    torch.manual_seed(2)
+    config = AlbertConfig.from_preset("tiny")
+    ours = AlbertModel(config).eval()
+    ours.set_skip_padding(skip_padding)
+    ids, mask, _ = batch(seed=3, vocab=config.vocab_size)
+    with torch.no_grad():
+        first = ours(ids, mask, output_hidden_states=True)
+        kept = [first.last_hidden_state.clone(), first.pooler_output.clone()] + [h.clone() for h in first.hidden_states]
+        ours(ids.flip(0), mask.flip(0), output_hidden_states=True)
+        again = ours(ids, mask, output_hidden_states=True)
+    now = [first.last_hidden_state, first.pooler_output, *first.hidden_states]
+    assert all(torch.equal(a, b) for a, b in zip(kept, now))
+    assert all(torch.equal(a, b) for a, b in zip(kept, [again.last_hidden_state, again.pooler_output,
+                                                        *again.hidden_states]))
