@@ -65,6 +65,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--gradient-checkpointing", action="store_true", default=None,
                         help="recompute activations in the backward pass (less memory, ~30%% more compute)")
+    parser.add_argument("--compile", action="store_true", default=None,
+                        help="torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster "
+                             "steps where it fuses the elementwise work (measured in docs/BENCHMARKS.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     for flag, field, type_, help_ in _FLAGS:
         parser.add_argument(flag, dest=field, type=type_, default=None, help=help_)
@@ -84,6 +87,8 @@ def build_train_config(args: argparse.Namespace) -> tuple[TrainConfig, str | Non
             settings[field] = getattr(args, field)
     if getattr(args, "gradient_checkpointing", None):
         settings["gradient_checkpointing"] = True
+    if getattr(args, "compile", None):
+        settings["compile"] = True
     return TrainConfig.from_dict(settings, source=str(args.config or "settings")), (args.preset or preset)
 
 

@@ -40,6 +40,7 @@ class TrainConfig:
     # machinery
     precision: str = "auto"          # auto (fp32 on CPU, bf16 or fp16 on GPU) | fp32 | bf16 | fp16
     gradient_checkpointing: bool = False
+    compile: bool = False            # torch.compile the model (inductor; needs a C++ compiler on CPU)
     eval_every: int = 0              # 0: evaluate only at the start and the end
     eval_examples: int = 1024
     save_every: int = 1000

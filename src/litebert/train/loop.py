@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from litebert.errors import CheckpointError, LitebertError
+from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.optim import build_optimizer, lr_at
 from litebert.train import distributed as D
 from litebert.train.checkpoint import check_compatible, latest_valid, load_checkpoint, save_checkpoint, checkpoint_path
@@ -66,6 +66,15 @@ def _precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
     if cfg.precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+
+
+def _check_compilable(device: torch.device) -> None:
+    """torch.compile on CPU generates C++: fail at the start with a clear message, not at the first step."""
+    import shutil
+
+    if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        raise ConfigError("TrainConfig.compile: torch.compile on the CPU needs a C++ compiler (g++ or clang++) on "
+                          "PATH; install one or train without --compile")
 
 
 def _to(batch: dict, device: torch.device) -> dict:
@@ -137,6 +146,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     model.to(d.device)
     if cfg.gradient_checkpointing:
         model.set_gradient_checkpointing(True)
+    if cfg.compile:
+        _check_compilable(d.device)
+        model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 bias_correction=cfg.bias_correction)
     scaler = torch.amp.GradScaler(d.device.type, enabled=amp is torch.float16)
