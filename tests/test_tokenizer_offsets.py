@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess_text
+from litebert.tokenizer_normalize import _normalize_chars
 from litebert.tokenizer_train import train_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,6 +26,9 @@ ATOMS = ["The", "cat", "Café", "naïve", "ΣΟΦΟΣ", "İ", "ß", "ﬁ", "½",
          "\x00", "\x07", " ", "  ", "\t", "\n", "\u00a0", "\u3000", "\x1c", "\x85", "x"]
 mixed_text = st.lists(st.sampled_from(ATOMS), max_size=30).map("".join)
 any_text = st.text(max_size=60)
+# printable ASCII with whitespace runs and the LaTeX quotes: the texts the fast offset paths take
+ascii_text = st.lists(st.sampled_from(["The", "cat", "2010,", "1,000", "(x)", "``", "''", "'", "`", "~", "#", "A.B",
+                                       " ", "  ", "\t", "\n", "\x1c", "e", "-", '"']), max_size=30).map("".join)
 
 
 def _tiny_tokenizer(tmp: Path) -> AlbertTokenizer:
@@ -59,6 +63,37 @@ def test_normalize_with_spans_equals_official(text, lower, keep_accents, remove_
     assert len(starts) == len(ends) == len(norm)
     assert all(0 <= s < e <= len(text) for s, e in zip(starts, ends))
     assert starts == sorted(starts) and ends == sorted(ends)
+
+
+@SETTINGS
+@given(text=st.one_of(any_text, mixed_text, ascii_text), lower=st.booleans(), keep_accents=st.booleans())
+def test_wordwise_normalization_equals_per_character(text, lower, keep_accents):
+    # The word-wise path (ASCII words in bulk, the rest per character) against the per-character reference.
+    assert normalize_with_spans(text, lower=lower, keep_accents=keep_accents) == _normalize_chars(
+        text, remove_space=True, lower=lower, keep_accents=keep_accents)
+
+
+@SETTINGS
+@given(text=st.one_of(ascii_text, st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=60)))
+def test_piece_offsets_equal_sentencepiece(tok, text):
+    # Offsets from the pieces' lengths (printable ASCII) against SentencePiece's own offset mapping.
+    norm = tok.normalize(text)
+    enc = tok.sp.encode(norm, out_type="offset_mapping")
+    offsets = tok._piece_offsets(enc["ids"], len(norm))
+    if tok.unk_token_id not in enc["ids"]:
+        assert offsets is not None
+    if offsets is not None:
+        assert offsets == enc["offsets"]
+
+
+def test_batch_offsets_fast_path_equals_sentencepiece_spans(tok, monkeypatch):
+    texts = ["Kalo mine tura, po", "Hello, my dog is cute", "In 2010, the U.S. economy grew 1,000 times.", "``quoted'' text", "",
+             "  leading and trailing  ", "(parenthesis first", "Café naïve", "tab\tsep\nline", "a ~ b # c"]
+    fast = tok.encode_batch_with_offsets(texts)
+    assert tok.unk_token_id not in fast[0][0]  # both vocabularies know these syllables: the fast path is taken
+    assert tok._piece_offsets(fast[0][0], len(tok.normalize(texts[0]))) is not None
+    monkeypatch.setattr(tok, "_piece_offsets", lambda ids, n: None)  # every text through SentencePiece's spans
+    assert fast == tok.encode_batch_with_offsets(texts) == [tok.encode_with_offsets(t) for t in texts]
 
 
 def _check_offsets(tok: AlbertTokenizer, text: str) -> None:

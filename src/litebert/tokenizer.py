@@ -236,9 +236,47 @@ class AlbertTokenizer:
         """Piece ids and, for each, its [start, end) character span in the original ``text`` (leading whitespace
         excluded, as in HF's offsets). The dummy-prefix ``▁`` that SentencePiece puts before a text starting with a
         piece of its own (``(``, an unknown character) stands for no character and gets an empty span."""
-        norm, starts, ends = normalize_with_spans(text, remove_space=self.remove_space, lower=self.do_lower_case,
-                                                  keep_accents=self.keep_accents)
-        enc = self.sp.encode(norm, out_type="offset_mapping")  # offsets: char spans into `norm`
+        return self.encode_batch_with_offsets([text])[0]
+
+    def encode_batch_with_offsets(self, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        """:meth:`encode_with_offsets` of many texts, segmented by SentencePiece's multi-threaded batch encoder."""
+        normalized = [normalize_with_spans(t, remove_space=self.remove_space, lower=self.do_lower_case,
+                                           keep_accents=self.keep_accents) for t in texts]
+        norms = [n for n, _, _ in normalized]
+        out: list = [None] * len(texts)
+        # Printable-ASCII text, which SentencePiece's normalizer leaves as it is: plain ids from the fast encoder, and
+        # the offsets from the pieces' lengths. Anything else (or a sum that does not add up): SentencePiece's spans.
+        plain = [k for k, n in enumerate(norms) if n.isascii() and n.isprintable()] if self._fast_ids else []
+        rest = sorted(set(range(len(texts))) - set(plain))
+        for k, ids in zip(plain, self.sp.encode([norms[k] for k in plain], out_type=int, num_threads=self.num_threads)):
+            offsets = self._piece_offsets(ids, len(norms[k]))
+            if offsets is None:
+                rest.append(k)
+            else:
+                out[k] = self._original_offsets(texts[k], *normalized[k], ids, [self._pieces[i] for i in ids], offsets)
+        encoded = self.sp.encode([norms[k] for k in rest], out_type="offset_mapping", num_threads=self.num_threads)
+        for k, enc in zip(rest, encoded):  # offsets: char spans into each normalized text
+            out[k] = self._original_offsets(texts[k], *normalized[k], enc["ids"], enc["pieces"], enc["offsets"])
+        return out
+
+    def _piece_offsets(self, ids: list[int], n: int) -> list[tuple[int, int]] | None:
+        """[start, end) of each piece in a normalized text of ``n`` characters that SentencePiece did not rewrite: the
+        pieces tile it in order, "▁" standing for the space before a word, except the first piece's (the dummy prefix,
+        no character). None if an unknown piece (whose length the id does not tell) or the total says otherwise."""
+        pieces, unk = self._pieces, self.unk_token_id
+        offsets, pos = [], 0
+        for k, i in enumerate(ids):
+            if i == unk:
+                return None
+            end = pos + len(pieces[i]) - (k == 0 and pieces[i][0] == SPIECE_UNDERLINE)
+            offsets.append((pos, end))
+            pos = end
+        return offsets if pos == n else None
+
+    def _original_offsets(self, text: str, norm: str, starts: list[int], ends: list[int], piece_ids: list[int],
+                          pieces: list[str], offsets: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ``pieces`` of ``norm`` and their ``offsets`` in it, mapped back to spans of ``text`` (and the
+        digit-comma re-split)."""
         ids, spans = [], []
         n = len(norm)
 
@@ -260,9 +298,17 @@ class AlbertTokenizer:
                 s += 1
             return s, e
 
-        for k, (i, piece, (a, b)) in enumerate(zip(enc["ids"], enc["pieces"], enc["offsets"])):
-            if not _ends_digit_comma(piece):
-                ids.append(i), spans.append(to_original(a, b, piece, first=k == 0))
+        # With "," a piece, only vocabulary pieces end in digit + comma (see __init__): test the id, not the string.
+        resplit = self._resplit if self._fast_ids else None
+        for k, (i, piece, (a, b)) in enumerate(zip(piece_ids, pieces, offsets)):
+            if (i not in resplit) if resplit is not None else not _ends_digit_comma(piece):
+                if a < b and not norm[b - 1].isspace():  # the usual piece: inline `to_original`
+                    s, e = starts[a], ends[b - 1]
+                    while s < e - 1 and text[s].isspace():
+                        s += 1
+                    ids.append(i), spans.append((s, e))
+                else:
+                    ids.append(i), spans.append(to_original(a, b, piece, first=k == 0))
                 continue
             sub = self._resplit_piece(piece)
             body = piece.lstrip(SPIECE_UNDERLINE)
@@ -306,7 +352,7 @@ class AlbertTokenizer:
 
         def encode_all(strings):
             if return_offsets:
-                return [self.encode_with_offsets(s) for s in strings]
+                return self.encode_batch_with_offsets(strings)
             return [(ids, None) for ids in self.encode_batch_ids(strings)]
 
         enc_a = encode_all(texts)

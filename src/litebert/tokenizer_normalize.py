@@ -9,7 +9,10 @@ composes it with SentencePiece's own offsets into the normalized text.
 
 from __future__ import annotations
 
+import re
 import unicodedata
+
+_WORD = re.compile(r"\S+")  # re's \s is str.isspace's (and str.split's) whitespace
 
 
 def preprocess_text(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False) -> str:
@@ -27,7 +30,49 @@ def preprocess_text(text: str, *, remove_space: bool = True, lower: bool = True,
 
 def normalize_with_spans(text: str, *, remove_space: bool = True, lower: bool = True, keep_accents: bool = False):
     """:func:`preprocess_text` that also returns, per output character, the span [start, end) of input characters it
-    came from. Returns ``(normalized, starts, ends)``; ``normalized == preprocess_text(text, ...)`` always."""
+    came from. Returns ``(normalized, starts, ends)``; ``normalized == preprocess_text(text, ...)`` always.
+
+    With ``remove_space`` (the default) it works word by word: whitespace runs become one space spanning the run, and
+    a plain-ASCII word without LaTeX quotes maps character for character (``lower`` keeps ASCII lengths), so only the
+    other words go through the per-character path. Every later step of the normalization acts within a word: the
+    quote pairs and NFKD never span whitespace, and ``str.lower``'s one context rule (final sigma) stops at it.
+    """
+    if not remove_space:
+        return _normalize_chars(text, remove_space=False, lower=lower, keep_accents=keep_accents)
+    starts: list[int] = []
+    ends: list[int] = []
+    prev = -1
+    if text.isascii() and "``" not in text and "''" not in text:  # every word maps character for character
+        for m in _WORD.finditer(text):
+            a, b = m.span()
+            if prev >= 0:
+                starts.append(prev), ends.append(a)
+            starts.extend(range(a, b))
+            ends.extend(range(a + 1, b + 1))
+            prev = b
+        norm = " ".join(text.split())
+        return (norm.lower() if lower else norm), starts, ends
+    parts: list[str] = []
+    for m in _WORD.finditer(text):
+        a, b = m.span()
+        word = m.group()
+        if prev >= 0:  # one space for the whitespace run between two words
+            parts.append(" "), starts.append(prev), ends.append(a)
+        if word.isascii() and "``" not in word and "''" not in word:
+            parts.append(word.lower() if lower else word)
+            starts.extend(range(a, b))
+            ends.extend(range(a + 1, b + 1))
+        else:
+            w, ws, we = _normalize_chars(word, remove_space=False, lower=lower, keep_accents=keep_accents)
+            parts.append(w)
+            starts.extend([s + a for s in ws])
+            ends.extend([e + a for e in we])
+        prev = b
+    return "".join(parts), starts, ends
+
+
+def _normalize_chars(text: str, *, remove_space: bool, lower: bool, keep_accents: bool):
+    """:func:`normalize_with_spans` character by character (the reference the word-wise path is tested against)."""
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
