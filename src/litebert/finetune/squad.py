@@ -37,9 +37,13 @@ def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, d
     answer), ``is_impossible`` (window-level), and for decoding ``example_index``, ``context_offset`` (input position
     of the first context piece), ``spans`` (original-context char span of each window piece) and ``max_context``."""
     feats = []
+    # One batch encode of the questions and one of the distinct contexts (SQuAD asks several questions per context).
+    questions = tok.encode_batch_ids([ex.question for ex in examples])
+    contexts = list(dict.fromkeys(ex.context for ex in examples))
+    encoded = dict(zip(contexts, tok.encode_batch_with_offsets(contexts)))
     for ei, ex in enumerate(examples):
-        q_ids = tok.encode_ids(ex.question)[:max_query_length]
-        c_ids, c_spans = tok.encode_with_offsets(ex.context)
+        q_ids = questions[ei][:max_query_length]
+        c_ids, c_spans = encoded[ex.context]
         budget = max_seq_length - len(q_ids) - 3
         if budget < 1:
             raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for context after the "
