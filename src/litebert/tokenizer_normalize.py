@@ -41,34 +41,28 @@ def normalize_with_spans(text: str, *, remove_space: bool = True, lower: bool = 
         return _normalize_chars(text, remove_space=False, lower=lower, keep_accents=keep_accents)
     starts: list[int] = []
     ends: list[int] = []
+    words: list[str] = []  # normalized, when not `plain`
+    plain = text.isascii() and "``" not in text and "''" not in text  # every word maps character for character
     prev = -1
-    if text.isascii() and "``" not in text and "''" not in text:  # every word maps character for character
-        for m in _WORD.finditer(text):
-            a, b = m.span()
-            if prev >= 0:
-                starts.append(prev), ends.append(a)
-            starts.extend(range(a, b))
-            ends.extend(range(a + 1, b + 1))
-            prev = b
-        norm = " ".join(text.split())
-        return (norm.lower() if lower else norm), starts, ends
-    parts: list[str] = []
     for m in _WORD.finditer(text):
         a, b = m.span()
-        word = m.group()
         if prev >= 0:  # one space for the whitespace run between two words
-            parts.append(" "), starts.append(prev), ends.append(a)
-        if word.isascii() and "``" not in word and "''" not in word:
-            parts.append(word.lower() if lower else word)
+            starts.append(prev), ends.append(a)
+        prev = b
+        word = "" if plain else m.group()
+        if plain or (word.isascii() and "``" not in word and "''" not in word):
             starts.extend(range(a, b))
             ends.extend(range(a + 1, b + 1))
+            words.append(word.lower() if lower else word)
         else:
             w, ws, we = _normalize_chars(word, remove_space=False, lower=lower, keep_accents=keep_accents)
-            parts.append(w)
+            words.append(w)
             starts.extend([s + a for s in ws])
             ends.extend([e + a for e in we])
-        prev = b
-    return "".join(parts), starts, ends
+    if plain:
+        norm = " ".join(text.split())
+        return (norm.lower() if lower else norm), starts, ends
+    return " ".join(words), starts, ends
 
 
 def _normalize_chars(text: str, *, remove_space: bool, lower: bool, keep_accents: bool):
