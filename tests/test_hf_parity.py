@@ -541,11 +541,13 @@ def test_explicit_attention_equals_sdpa(masked):
 
 def test_training_and_inference_take_their_fast_paths(monkeypatch):
     """The dispatch itself: CPU fp32 training runs the FFN through GeluMLP and attention explicitly at length <= 128
-    (SDPA from 256 on); inference runs SDPA and writes the FFN intermediates into one reused workspace buffer."""
+    (SDPA from 256 on); inference runs attention explicitly up to 160 tokens and SDPA beyond, and takes the
+    workspace path (never GeluMLP)."""
     import litebert.model as model
 
-    calls = {"mlp": 0, "sdpa": 0, "workspace": 0}
-    apply, sdpa, get = model.GeluMLP.apply, torch.nn.functional.scaled_dot_product_attention, model.Workspace.get
+    calls = {"mlp": 0, "sdpa": 0, "inference": 0}
+    apply, sdpa = model.GeluMLP.apply, torch.nn.functional.scaled_dot_product_attention
+    inference = model.Attention._forward_inference
 
     def count(name, fn):
         def wrapped(*args, **kwargs):
@@ -554,18 +556,116 @@ def test_training_and_inference_take_their_fast_paths(monkeypatch):
         return wrapped
     monkeypatch.setattr(model.GeluMLP, "apply", count("mlp", apply))
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", count("sdpa", sdpa))
-    monkeypatch.setattr(model.Workspace, "get", count("workspace", get))
+    monkeypatch.setattr(model.Attention, "_forward_inference", count("inference", inference))
     config = AlbertConfig.from_preset("tiny", max_position_embeddings=300)
     ours = AlbertModel(config).train()
     steps = len(ours.encoder.schedule)
     ours(torch.randint(5, 100, (2, 16))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": steps, "sdpa": 0, "workspace": 0}
+    assert calls == {"mlp": steps, "sdpa": 0, "inference": 0}
     ours(torch.randint(5, 100, (1, 256))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": 2 * steps, "sdpa": steps, "workspace": 0}
+    assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": 0}
     with torch.no_grad():
-        ours.eval()(torch.randint(5, 100, (2, 16)))
-    assert calls["mlp"] == 2 * steps and calls["sdpa"] == 2 * steps
-    assert calls["workspace"] == 3 * steps  # Q/K/V, FFN and activation buffers at every step
+        ours.eval()(torch.randint(5, 100, (2, 160)))
+        assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": steps}
+        ours(torch.randint(5, 100, (2, 161)))
+    assert calls == {"mlp": 2 * steps, "sdpa": 2 * steps, "inference": 2 * steps}
+
+
+INFERENCE_CONFIGS = ["all-shared", "groups-and-inner", "not-shared", "E-equals-H", "relu", "dropout-in-eval"]
+
+
+@pytest.mark.parametrize("name", INFERENCE_CONFIGS)
+@pytest.mark.parametrize("skip_padding", [False, True])
+@pytest.mark.parametrize("length", [13, 170])  # explicit attention up to 160 tokens, SDPA beyond
+def test_inference_path_matches_hf(name, skip_padding, length, tmp_path):
+    """The inference path (no autograd: head-major Q/K/V, explicit attention or SDPA, residual-accumulating GEMMs,
+    reused buffers) against HF's eval forward: every real position and the pooled output; with padding computed,
+    the padded positions too."""
+    torch.manual_seed(30)
+    hf = transformers.AlbertModel(hf_config(**CONFIGS[name], max_position_embeddings=200)).eval()
+    ours = hf_roundtrip(hf, tmp_path, AlbertModel).eval()
+    ours.set_skip_padding(skip_padding)
+    g = torch.Generator().manual_seed(31)
+    ids = torch.randint(5, 101, (4, length), generator=g)
+    mask = torch.ones(4, length, dtype=torch.long)
+    for row, keep in ((1, length - 3), (2, length // 2), (3, 1)):
+        mask[row, keep:] = 0
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask)
+        for _ in range(2):  # the second call reuses the first one's buffers
+            out = ours(ids, mask)
+            positions = mask.bool() if skip_padding else torch.ones_like(mask, dtype=torch.bool)
+            assert max_diff(out.last_hidden_state[positions], ref.last_hidden_state[positions]) <= TOL
+            assert max_diff(out.pooler_output, ref.pooler_output) <= TOL
+
+
+def test_inference_under_cpu_autocast_and_in_train_mode_with_dropout():
+    """Two cases that must leave the workspace path: bf16 autocast (whose casts its out= GEMMs would defeat) runs
+    and stays near fp32; a train-mode model under no_grad still applies its dropout."""
+    torch.manual_seed(4)
+    config = AlbertConfig.from_preset("tiny", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    ours = AlbertModel(config).eval()
+    ids, mask, _ = batch(seed=5, vocab=config.vocab_size)
+    with torch.no_grad():
+        ref = ours(ids, mask).last_hidden_state
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = ours(ids, mask).last_hidden_state
+        assert low.dtype == torch.bfloat16 and max_diff(low.float(), ref) < 0.25
+        ours.train()
+        first, second = ours(ids, mask).last_hidden_state, ours(ids, mask).last_hidden_state
+    assert max_diff(first, second) > 1e-3 and max_diff(first, ref) > 1e-3
+
+
+def test_inference_workspace_is_kept_per_thread_and_released():
+    """The scratch buffers survive between inference calls (a smaller batch allocates nothing new), each thread has
+    its own (concurrent forwards on one model give the serial results), and release_workspace frees them."""
+    import threading
+
+    from litebert.model import Workspace, release_workspace
+
+    torch.manual_seed(6)
+    config = AlbertConfig.from_preset("tiny")
+    ours = AlbertModel(config).eval()
+    ours.set_skip_padding(True)
+    g = torch.Generator().manual_seed(7)
+    inputs = [torch.randint(5, 100, (b, l), generator=g) for b, l in ((4, 40), (3, 25), (2, 33), (4, 12))]
+    masks = [torch.ones_like(x) for x in inputs]
+    for m in masks:
+        m[0, m.shape[1] // 2:] = 0
+    with torch.no_grad():
+        release_workspace()
+        serial = [ours(x, m).last_hidden_state for x, m in zip(inputs, masks)]
+        held = Workspace.for_this_thread().buffers
+
+        def storage():
+            return {name: (b.data_ptr(), b.numel()) for name, b in held.items()}
+        buffers = storage()
+        assert buffers and all(n > 0 for _, n in buffers.values())
+        for buf in held.values():  # stale contents (even NaN) must not leak into a later call
+            buf.fill_(float("nan"))
+        assert torch.equal(ours(inputs[1], masks[1]).last_hidden_state, serial[1])
+        assert storage() == buffers  # nothing reallocated
+
+    results, errors = {}, []
+
+    def worker(k):
+        try:
+            with torch.no_grad():
+                for rep in range(10):
+                    for i in (range(4) if k == 0 else reversed(range(4))):
+                        results[k, rep, i] = ours(inputs[i], masks[i]).last_hidden_state
+        except Exception as exc:  # reported below: a thread's exception would otherwise vanish
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(torch.equal(out, serial[i]) for (_, _, i), out in results.items())
+    assert storage() == buffers and Workspace.for_this_thread().buffers is held  # the other threads used their own
+    release_workspace()
+    assert Workspace.for_this_thread().buffers == {}
 
 
 @pytest.mark.parametrize("skip_padding", [False, True])
