@@ -638,10 +638,10 @@ def test_inference_workspace_is_kept_per_thread_and_released():
         held = Workspace.for_this_thread().buffers
 
         def storage():
-            return {name: (b.data_ptr(), b.numel()) for name, b in held.items()}
+            return [(b.data_ptr(), b.numel()) for b in held]
         buffers = storage()
-        assert buffers and all(n > 0 for _, n in buffers.values())
-        for buf in held.values():  # stale contents (even NaN) must not leak into a later call
+        assert len(held) == 2 and all(b is not None and b.numel() > 0 for b in held)
+        for buf in held:  # stale contents (even NaN) must not leak into a later call
             buf.fill_(float("nan"))
         assert torch.equal(ours(inputs[1], masks[1]).last_hidden_state, serial[1])
         assert storage() == buffers  # nothing reallocated
@@ -665,7 +665,7 @@ def test_inference_workspace_is_kept_per_thread_and_released():
     assert all(torch.equal(out, serial[i]) for (_, _, i), out in results.items())
     assert storage() == buffers and Workspace.for_this_thread().buffers is held  # the other threads used their own
     release_workspace()
-    assert Workspace.for_this_thread().buffers == {}
+    assert Workspace.for_this_thread().buffers == [None, None]
 
 
 @pytest.mark.parametrize("skip_padding", [False, True])

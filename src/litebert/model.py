@@ -88,50 +88,45 @@ def _fused_mlp_applies(x: torch.Tensor) -> bool:
 
 
 class Workspace:
-    """Scratch buffers for the intermediates of inference forwards, kept between calls (one workspace per thread).
+    """Scratch memory for the intermediates of inference forwards, kept between calls (one workspace per thread).
 
     A fresh [N, 3072] intermediate at every step costs more than its elementwise work on CPU: the allocator hands
     back newly mapped pages and the first write to each faults (~6,700 page faults per ALBERT-base layer at N = 1135),
-    and how often that happens depends on the heap's history. So each role (Q/K/V, scores, FFN pre-activation, ...)
-    has one flat buffer that only grows (by at least 1.5x), and every forward takes views of it: after the largest
-    batch has been seen, inference allocates nothing big. The memory stays held between calls, about
-    4 x tokens x (3 H + F) floats for the largest batch so far; `release_workspace` frees it. Only used without
-    autograd (nothing saved for backward may alias a buffer) and only for intermediates no caller ever sees.
+    and how often that happens depends on the heap's history. So every role (Q/K/V, scores, FFN pre-activation, ...)
+    is a view of one of two flat buffers that only grow (by at least 1.5x): after the largest batch so far, inference
+    allocates nothing big. Roles in the same slot are never alive at once within a depth step (see `SLOTS`), which
+    keeps the memory held between calls at about 2 x tokens x max(3H, F) floats of the largest batch (~100 MB for
+    ALBERT-base at 32 x 128); `release_workspace` frees it. Only used without autograd (nothing saved for backward may
+    alias a buffer) and only for intermediates no caller ever sees.
     """
 
+    # In the order a depth step writes them: each role's tensor is dead before the next role of its slot is written.
+    SLOTS = {"qkv": 0, "heads": 1, "scores": 0, "merged": 0, "attention_out": 1, "ffn": 0, "act": 1, "ffn_out": 0}
+
     def __init__(self) -> None:
-        self.buffers: dict[str, torch.Tensor] = {}
-        self.zeroed: set[str] = set()
+        self.buffers: list[Optional[torch.Tensor]] = [None, None]
         self.memos: dict = {}
 
     def begin(self) -> "Workspace":
-        """Start a forward: buffers asked for ``zeroed`` are cleared again at their first use in it, memos are
-        forgotten."""
-        self.zeroed.clear()
+        """Start a forward: memos are forgotten."""
         self.memos.clear()
         return self
+
+    def get(self, role: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """A [shape] view of ``role``'s slot, of ``like``'s dtype and device, with whatever it last held."""
+        slot, numel = self.SLOTS[role], math.prod(shape)
+        buf = self.buffers[slot]
+        if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
+            grown = numel if buf is None or buf.dtype != like.dtype else max(numel, buf.numel() * 3 // 2)
+            buf = self.buffers[slot] = None  # free the old buffer before making the new one
+            buf = self.buffers[slot] = torch.empty(grown, dtype=like.dtype, device=like.device)
+        return buf[:numel].view(shape)
 
     def memo(self, key, compute):
         """``compute()``, once per forward (index tensors every depth step shares)."""
         if key not in self.memos:
             self.memos[key] = compute()
         return self.memos[key]
-
-    def get(self, name: str, shape: tuple[int, ...], like: torch.Tensor, zeroed: bool = False) -> torch.Tensor:
-        """A [shape] view of buffer ``name``, of ``like``'s dtype and device. ``zeroed``: filled with zeros at its
-        first use in a forward, then handed back as the callers left it (the padded Q/K/V layout, whose padding
-        rows nobody writes)."""
-        numel = math.prod(shape)
-        buf = self.buffers.get(name)
-        if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
-            grown = numel if buf is None or buf.dtype != like.dtype else max(numel, buf.numel() * 3 // 2)
-            buf = torch.empty(grown, dtype=like.dtype, device=like.device)
-            self.buffers[name] = buf
-        view = buf[:numel].view(shape)
-        if zeroed and name not in self.zeroed:
-            view.zero_()
-            self.zeroed.add(name)
-        return view
 
     @staticmethod
     def applies(x: torch.Tensor) -> bool:
@@ -222,8 +217,8 @@ class Attention(nn.Module):
         """``qkv``: the fused weights when the caller built them already (a shared block reuses them at every depth
         step). ``select`` [B, S]: only these rows of ``x`` (indices into its flattened leading dimensions) are wanted at
         the output, which is then [B, S, H]: keys and values are still computed for every token, queries and all
-        that follows attention only for the selected rows. ``workspace``: scratch buffers for the Q/K/V projection
-        (inference only)."""
+        that follows attention only for the selected rows. ``workspace``: inference scratch memory; the step then
+        runs `_forward_inference` (except at a ``select`` step, which allocates its own)."""
         h = x.shape[-1]
         weight, bias = qkv if qkv is not None else self.fused_qkv()
         if workspace is not None and select is None and not (self.training and self._has_dropout()):
@@ -234,14 +229,12 @@ class Attention(nn.Module):
         else:
             index, b, l = packing
         if select is None:
-            qkv_out, width, residual = _linear(x, weight, bias, workspace, "qkv"), 3, x  # [B, L, 3H] or [N, 3H]
+            qkv_out, width, residual = F.linear(x, weight, bias), 3, x  # [B, L, 3H] or [N, 3H]
         else:
             residual = x.reshape(-1, h).index_select(0, select.flatten()).view(*select.shape, h)  # [B, S, H]
-            qkv_out, width = _linear(x, weight[h:], bias[h:], workspace, "kv"), 2  # keys and values only: [.., 2H]
+            qkv_out, width = F.linear(x, weight[h:], bias[h:]), 2  # keys and values only: [.., 2H]
         if packing is not None:  # unpack: [N, .] -> [B*L, .]; the padding rows stay zero
-            padded = (workspace.get(f"unpacked{width}", (b * l, width * h), x, zeroed=True) if workspace is not None
-                      else qkv_out.new_zeros(b * l, width * h))
-            qkv_out = padded.index_copy_(0, index, qkv_out)
+            qkv_out = qkv_out.new_zeros(b * l, width * h).index_copy_(0, index, qkv_out)
         # [B, L, width*H] -> width x [B, heads, L, H/heads]
         parts = qkv_out.view(b, l, width, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         if select is None:
@@ -294,7 +287,7 @@ class Attention(nn.Module):
                 scores.view(b, heads_n, l, l).copy_(mask.expand(b, heads_n, l, l))
                 torch.baddbmm(scores, q, k.transpose(1, 2), alpha=d ** -0.5, out=scores)
             torch.ops.aten._softmax.out(scores, -1, False, out=scores)
-            context = torch.bmm(scores, v, out=workspace.get("context", (b * heads_n, l, d), x))
+            context = torch.bmm(scores, v, out=q)  # q is no longer needed
         else:
             context = F.scaled_dot_product_attention(*(t.view(b, heads_n, l, d) for t in (q, k, v)), attn_mask=mask)
         if packing is None:  # [B, heads, L, d] -> [B, L, H]
