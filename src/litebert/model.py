@@ -118,7 +118,7 @@ class Workspace:
         buf = self.buffers[slot]
         if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
             grown = numel if buf is None or buf.dtype != like.dtype else max(numel, buf.numel() * 3 // 2)
-            buf = self.buffers[slot] = None  # free the old buffer before making the new one
+            self.buffers[slot] = None  # free the old buffer before making the new one
             buf = self.buffers[slot] = torch.empty(grown, dtype=like.dtype, device=like.device)
         return buf[:numel].view(shape)
 
@@ -357,11 +357,9 @@ class FeedForward(nn.Module):
         return self.full_layer_layer_norm(x + self.dropout(y))
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, workspace: Optional[Workspace],
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, workspace: Workspace,
             name: str) -> torch.Tensor:
-    """F.linear, writing into the workspace buffer ``name`` when there is one."""
-    if workspace is None:
-        return F.linear(x, weight, bias)
+    """F.linear, written into the workspace's view for role ``name``."""
     x2 = x.reshape(-1, x.shape[-1])
     out = workspace.get(name, (x2.shape[0], weight.shape[0]), x)
     return torch.addmm(bias, x2, weight.t(), out=out).view(*x.shape[:-1], weight.shape[0])
