@@ -1,7 +1,9 @@
 """The model benchmark of `make bench`: litebert vs HF transformers' ALBERT, side by side in one run.
 
 Same config (ALBERT-base v2 unless --preset), same inputs, same thread count; warm-up, then the median of repeats,
-the two implementations interleaved so that drift in machine load hits both alike. Measures:
+the two implementations interleaved so that drift in machine load hits both alike. Each group of measurements runs
+in its own fresh process, so that what one group leaves behind (compiled graphs, a grown heap) cannot change
+another's numbers. Measures:
 
 - the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step), its MFU against
   this machine's measured fp32 matmul ceiling;
@@ -320,6 +322,78 @@ def peak_mb(impl: str, preset: str, batch: int, seq: int, checkpointing: bool = 
     return json.loads(out.strip().splitlines()[-1])["peak_mb"]
 
 
+# ---------------------------------------------------------------------------------------------------- groups
+# Each group runs in a fresh process (`--group NAME`), HF and litebert interleaved inside it. One group's leftovers
+# would otherwise change the next group's numbers: after the training steps and `torch.compile`, the process heap is
+# grown and fragmented, and HF's inference (which allocates and frees hundreds of MB per batch) then page-faults far
+# less than in a fresh process, while litebert's (which reuses its buffers) does not change. HF's own benchmark
+# utility ran each measurement in its own process by default for the same reason.
+B, L, P = 8, 128, 20
+
+
+def group_training(config: AlbertConfig, args) -> dict:
+    """The matmul ceiling, the pretraining step (raw times of each back-to-back pair), the fine-tuning step."""
+    ceiling = matmul_ceiling()
+    print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s", flush=True)
+    b = pretraining_batch(config, B, L, P)
+    raw: dict = {}
+    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, 2 * args.repeats,
+                       raw)
+    print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x",
+          flush=True)
+    clf_step = interleaved({"hf": step_fn("hf", config, b, task="classification"),
+                            "ours": step_fn("ours", config, b, task="classification")}, 1, args.repeats)
+    print(f"classification step: HF {clf_step['hf']:.3f} s, litebert {clf_step['ours']:.3f} s", flush=True)
+    return dict(ceiling=ceiling, step=step, raw=raw, clf_step=clf_step)
+
+
+def group_compile(config: AlbertConfig, args) -> dict:
+    """Both models' pretraining step under `torch.compile`, and the time to compile them."""
+    b = pretraining_batch(config, B, L, P)
+    t = time.perf_counter()
+    fns = {"hf": step_fn("hf", config, b, compiled=True), "ours": step_fn("ours", config, b, compiled=True)}
+    for fn in fns.values():
+        fn()  # the compilation itself
+    compile_s = time.perf_counter() - t
+    compiled = interleaved(fns, 1, args.repeats)
+    print(f"compiled step: HF {compiled['hf']:.3f} s, litebert {compiled['ours']:.3f} s "
+          f"({compile_s:.0f} s to compile both)", flush=True)
+    return dict(compiled=compiled, compile_s=compile_s)
+
+
+def group_reviews(config: AlbertConfig, args) -> dict:
+    out = inference(config, review_texts(args.texts), 32, L, args.repeats, with_onnx=not args.no_onnx)
+    print(f"latency 1x{L}: HF {out['latency']['hf'] * 1e3:.1f} ms, litebert {out['latency']['ours'] * 1e3:.1f} ms; "
+          f"grouped: HF {out['throughput']['hf_grouped']:.0f}, litebert {out['throughput']['ours_grouped']:.0f} tok/s",
+          flush=True)
+    return out
+
+
+def group_passages(config: AlbertConfig, args) -> dict:
+    out = inference(config, corpus_texts(args.texts // 2), 32, L, args.repeats, with_onnx=False)
+    print(f"passages, fixed padding: HF {out['throughput']['hf_fixed']:.0f}, "
+          f"litebert {out['throughput']['ours_skip_fixed']:.0f} tok/s", flush=True)
+    return out
+
+
+GROUPS = {"training": group_training, "compile": group_compile, "reviews": group_reviews,
+          "passages": group_passages}
+
+
+def run_group(name: str, args) -> dict:
+    """Run one group in a fresh interpreter with the same options; its result comes back through a JSON file."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result.json"
+        cmd = [sys.executable, __file__, "--group", name, "--result", str(result), "--preset", args.preset,
+               "--threads", str(args.threads), "--repeats", str(args.repeats), "--texts", str(args.texts)]
+        cmd += ["--no-onnx"] if args.no_onnx else []
+        print(f"--- {name} (fresh process)", flush=True)
+        subprocess.run(cmd, check=True)
+        return json.loads(result.read_text())
+
+
 # ---------------------------------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -331,6 +405,8 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows (compiling takes minutes)")
     parser.add_argument("--no-onnx", action="store_true", help="skip the onnxruntime rows")
     parser.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--group", choices=sorted(GROUPS), help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         impl, preset, batch, seq, ckpt = args.memory_child
@@ -339,40 +415,26 @@ def main() -> None:
         args.repeats, args.texts = 2, 96
     torch.set_num_threads(args.threads)
     config = AlbertConfig.from_preset(args.preset)
-    B, L, P = 8, 128, 20
+    if args.group:
+        out = GROUPS[args.group](config, args)
+        tmp = Path(args.result + ".tmp")
+        tmp.write_text(json.dumps(out))
+        tmp.replace(args.result)
+        return
 
     print(f"machine: {machine()}")
-    ceiling = matmul_ceiling()
-    print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s")
-
-    b = pretraining_batch(config, B, L, P)
-    raw: dict = {}
-    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, 2 * args.repeats,
-                       raw)
+    tr = run_group("training", args)
+    ceiling, step, raw, clf_step = tr["ceiling"], tr["step"], tr["raw"], tr["clf_step"]
     pair_ratios = sorted(h / o for h, o in zip(raw["hf"], raw["ours"]))  # each repeat: HF then litebert, back to back
     flops = B * flops_per_sequence(config, L, P)  # training FLOPs: the count `litebert pretrain` reports MFU with
     mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
-    print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x")
-    clf_step = interleaved({"hf": step_fn("hf", config, b, task="classification"),
-                            "ours": step_fn("ours", config, b, task="classification")}, 1, args.repeats)
-    print(f"classification step: HF {clf_step['hf']:.3f} s, litebert {clf_step['ours']:.3f} s")
-    compiled = None
-    if not args.no_compile:
-        t = time.perf_counter()
-        fns = {"hf": step_fn("hf", config, b, compiled=True), "ours": step_fn("ours", config, b, compiled=True)}
-        for fn in fns.values():
-            fn()  # the compilation itself
-        compile_s = time.perf_counter() - t
-        compiled = interleaved(fns, 1, args.repeats)
-        print(f"compiled step: HF {compiled['hf']:.3f} s, litebert {compiled['ours']:.3f} s "
-              f"({compile_s:.0f} s to compile both)")
-
-    inf = inference(config, review_texts(args.texts), 32, L, args.repeats, with_onnx=not args.no_onnx)
+    compiled = None if args.no_compile else run_group("compile", args)["compiled"]
+    inf = run_group("reviews", args)
     tp = inf["throughput"]
-    passages = inference(config, corpus_texts(args.texts // 2), 32, L, args.repeats, with_onnx=False)
+    passages = run_group("passages", args)
     tp2 = passages["throughput"]
-    print(f"latency 1x{L}: HF {inf['latency']['hf'] * 1e3:.1f} ms, litebert {inf['latency']['ours'] * 1e3:.1f} ms")
 
+    print("--- memory (fresh processes)", flush=True)
     mem = {
         "hf": peak_mb("hf", args.preset, B, L), "ours": peak_mb("ours", args.preset, B, L),
         "static_ours": peak_mb("ours", args.preset, 1, 8),
@@ -437,7 +499,9 @@ def main() -> None:
     table += [f"| {' | '.join(r)} |" for r in rows]
     text = "\n".join([
         "## Model: litebert vs HF transformers (`bench/bench_model.py`)", "",
-        f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads, median of {args.repeats} "
+        f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads. Each group of rows (the "
+        "training steps; the compiled steps; the movie-review snippets; the corpus passages; each memory figure) runs "
+        f"in its own fresh process, HF and litebert interleaved in it: median of {args.repeats} "
         f"interleaved repeats after warm-up (the pretraining step: {2 * args.repeats}; fixed-padding throughput: "
         f"{max(2, (args.repeats + 1) // 2)}). Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
         f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Throughput texts: {inf['texts']} movie-review "
