@@ -91,16 +91,18 @@ def model_config(vocab_size: int):
 
 
 def _seconds_per_step(model, data, cfg, collate) -> float:
-    """Time a couple of micro-batches forward+backward to size the run to the time budget (weights not updated)."""
+    """Time micro-batches forward+backward to size the run to the time budget (weights not updated): the median of
+    4 after 3 warm-up passes. A fresh process runs its first passes slower (allocator and page-cache warm-up); timing
+    those made the demo plan ~25% too few steps on a slow start."""
     batch = collate([data.example(0, i) for i in range(cfg.micro_batch)])
     model.train()
     times = []
-    for _ in range(3):
+    for _ in range(7):
         t = time.perf_counter()
         model(**batch).loss.backward()
         times.append(time.perf_counter() - t)
     model.zero_grad(set_to_none=True)
-    return min(times[1:]) * cfg.global_batch / cfg.micro_batch
+    return float(np.median(times[3:])) * cfg.global_batch / cfg.micro_batch
 
 
 def stage_pretrain(work: Path, args, stores: dict) -> dict:
