@@ -327,7 +327,7 @@ def peak_mb(impl: str, preset: str, batch: int, seq: int, checkpointing: bool = 
 # would otherwise change the next group's numbers: after the training steps and `torch.compile`, the process heap is
 # grown and fragmented, and HF's inference (which allocates and frees hundreds of MB per batch) then page-faults far
 # less than in a fresh process, while litebert's (which reuses its buffers) does not change. HF's own benchmark
-# utility ran each measurement in its own process by default for the same reason.
+# utility (now deprecated) also ran each measurement in its own process by default.
 B, L, P = 8, 128, 20
 
 
