@@ -92,8 +92,8 @@ def model_config(vocab_size: int):
 
 def _seconds_per_step(model, data, cfg, collate) -> float:
     """Time micro-batches forward+backward to size the run to the time budget (weights not updated): the median of
-    4 after 3 warm-up passes. A fresh process runs its first passes slower (allocator and page-cache warm-up); timing
-    those made the demo plan ~25% too few steps on a slow start."""
+    4 after 3 warm-up passes (was: the faster of 2 after 1, which planned 743 steps where ~1000 fit on a slow start).
+    It still reads ~10% slower than the loop's steps run, so the demo ends before its budget rather than after it."""
     batch = collate([data.example(0, i) for i in range(cfg.micro_batch)])
     model.train()
     times = []
