@@ -8,6 +8,8 @@ training loops live elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -25,6 +27,10 @@ class PretrainedMixin:
 
     config: AlbertConfig
     HF_ARCHITECTURE = ""  # the HF class name written to config.json "architectures"
+    # Whether the loss can read the encoder's outputs at padded positions. When it cannot (the default: MLM and
+    # token losses ignore them through -100 labels, pooled heads read [CLS] only), the training loops run the dense
+    # layers on the real tokens only (`training_skips_padding`): the same loss and gradients, less work.
+    LOSS_READS_PADDING = False
 
     def save_pretrained(self, path) -> None:
         from litebert.io.checkpoint import save_pretrained
@@ -53,6 +59,30 @@ class AlbertModel(PretrainedMixin, _model.AlbertModel):
     """The bare encoder (`litebert.model.AlbertModel`) with save/load. HF class: AlbertModel."""
 
     HF_ARCHITECTURE = "AlbertModel"
+    LOSS_READS_PADDING = True  # no loss of its own: a caller's loss may read any position
+
+
+@contextmanager
+def training_skips_padding(model: nn.Module, enabled: bool = True) -> Iterator[bool]:
+    """While inside, ``model`` (a head, possibly wrapped in DDP) skips padding when its loss cannot read padded
+    positions (``LOSS_READS_PADDING`` False) and ``enabled``; the previous setting is restored on exit. Yields whether
+    it skips.
+
+    Skipping changes only the outputs at padded positions (zeros instead of values nothing uses), so the loss and
+    gradients are those of the padded computation; real pretraining batches are ~5-10% padding (short documents,
+    ``short_seq_prob``), fine-tuning batches often far more. HF computes the padding. Under ``torch.compile`` the
+    model computes it too (the packed shapes would recompile at every batch)."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel keeps the model as .module
+    encoder = getattr(inner, "albert", None)
+    if not enabled or not isinstance(encoder, _model.AlbertModel) or getattr(inner, "LOSS_READS_PADDING", True):
+        yield False
+        return
+    before = encoder.skip_padding
+    encoder.set_skip_padding(True)
+    try:
+        yield True
+    finally:
+        encoder.set_skip_padding(before)
 
 
 # ---------------------------------------------------------------------------------------------------- outputs
@@ -278,6 +308,7 @@ class AlbertForQuestionAnswering(PretrainedMixin, nn.Module):
     """Extractive QA (SQuAD): a linear start/end scorer on every token."""
 
     HF_ARCHITECTURE = "AlbertForQuestionAnswering"
+    LOSS_READS_PADDING = True  # start/end softmax over all L positions, padding included (as HF)
 
     def __init__(self, config: AlbertConfig):
         super().__init__()

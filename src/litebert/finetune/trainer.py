@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 from litebert.finetune.features import collate, length_grouped_batches, length_of, random_batches, sorted_batches
+from litebert.heads import training_skips_padding
 from litebert.optim import build_optimizer, build_scheduler
 
 
@@ -33,6 +34,7 @@ class TrainArgs:
     seed: int = 0
     group_by_length: bool = True
     pad_to: int | None = None  # fixed pad-to-max-length batches (the common HF recipe) instead of dynamic padding
+    skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
     eval_batch_size: int = 64
     progress: bool = True
 
@@ -81,33 +83,35 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             bad_evals += 1
         return args.patience is not None and bad_evals >= args.patience
 
-    model.train()
-    bar = tqdm(total=args.train_steps, desc="fine-tuning", disable=not args.progress, dynamic_ncols=True)
-    loss_ema = None
-    for idx in batches():
-        batch = collate([features[i] for i in idx], pad_id, args.pad_to)
-        out = model(**batch)
-        loss = out.loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss_ema:.4f}")
-        if evaluate is not None and step % args.eval_every == 0 and step < args.train_steps:
-            if run_eval():
-                stopped_early = True
+    # Heads whose loss never reads padded tokens (all but SQuAD's) skip them: same loss and gradients, less work.
+    with training_skips_padding(model, args.skip_padding):
+        model.train()
+        bar = tqdm(total=args.train_steps, desc="fine-tuning", disable=not args.progress, dynamic_ncols=True)
+        loss_ema = None
+        for idx in batches():
+            batch = collate([features[i] for i in idx], pad_id, args.pad_to)
+            out = model(**batch)
+            loss = out.loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_ema:.4f}")
+            if evaluate is not None and step % args.eval_every == 0 and step < args.train_steps:
+                if run_eval():
+                    stopped_early = True
+                    break
+            if step >= args.train_steps:
                 break
-        if step >= args.train_steps:
-            break
-    bar.close()
-    if evaluate is not None and not stopped_early:
-        run_eval()
-    elif evaluate is None and save is not None:
-        save(model, step, {})
+        bar.close()
+        if evaluate is not None and not stopped_early:
+            run_eval()
+        elif evaluate is None and save is not None:
+            save(model, step, {})
     return {"best_step": best_step, "best_metrics": best, "history": history, "steps": step,
             "stopped_early": stopped_early}
 

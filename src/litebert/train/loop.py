@@ -30,6 +30,7 @@ import torch
 from tqdm import tqdm
 
 from litebert.errors import CheckpointError, ConfigError, LitebertError
+from litebert.heads import training_skips_padding
 from litebert.optim import build_optimizer, lr_at
 from litebert.train import distributed as D
 from litebert.train.checkpoint import check_compatible, latest_valid, load_checkpoint, save_checkpoint, checkpoint_path
@@ -203,7 +204,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     final_eval, interrupted, time_limited, call_start = None, False, False, time.perf_counter()
     bar = tqdm(total=cfg.max_steps, initial=step, desc="pretrain", disable=not (progress and d.is_main),
                dynamic_ncols=True)
+    padding = contextlib.ExitStack()  # the dense layers skip padded tokens (MLM and SOP losses never read them)
     try:
+        padding.enter_context(training_skips_padding(model))
         if step == 0 and eval_data is not None:
             log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, d, amp)})
         steps_this_call = 0
@@ -293,6 +296,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             if d.is_main:
                 model.save_pretrained(out / "model")
     finally:
+        padding.close()
         bar.close()
         log.close()
         for s, h in handlers.items():

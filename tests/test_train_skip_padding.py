@@ -1,0 +1,116 @@
+"""The training loops skip padded tokens when the loss cannot read them: the run must be the padded run (same losses,
+same weights), the encoder must really see packed rows, and SQuAD's head (whose softmax covers the padding) must not
+skip."""
+
+import contextlib
+
+import pytest
+import torch
+from test_train_fixtures import build_tiny_setup, tiny_model_config
+
+from litebert.data.pretraining import PretrainingDataset
+from litebert.finetune.trainer import TrainArgs
+from litebert.finetune.trainer import train as finetune
+from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
+                            AlbertForSequenceClassification, AlbertForTokenClassification, training_skips_padding)
+from litebert.train import loop
+from litebert.train.config import TrainConfig
+from litebert.train.metrics import read_metrics
+
+
+def watch_encoder_input(model) -> list[int]:
+    """Records the rank of every tensor entering the encoder: 2 = packed real tokens [N, E], 3 = padded [B, L, E]."""
+    seen = []
+    model.albert.encoder.embedding_hidden_mapping_in.register_forward_pre_hook(lambda _m, a: seen.append(a[0].dim()))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield build_tiny_setup(tmp_path_factory.mktemp("tiny"))
+    torch.set_num_threads(threads)
+
+
+def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_path, monkeypatch):
+    # short_seq_prob 0.5: about half the sequences are short, so most micro-batches carry padding
+    data = PretrainingDataset(stores["store"], max_seq_length=64, max_predictions_per_seq=10, seed=7,
+                              short_seq_prob=0.5)
+    lengths = [data.example(0, i)["input_ids"].size for i in range(32)]  # 4 steps x 2 micro-batches of 4
+    padded_batches = [min(lengths[i:i + 4]) < max(lengths[i:i + 4]) for i in range(0, 32, 4)]
+    assert 1 <= sum(padded_batches) < 8  # some micro-batches carry padding, some do not
+    cfg = TrainConfig(max_steps=4, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=1, seq_len=64,
+                      max_predictions=10, eval_every=0, save_every=4, seed=3)
+    runs, ranks = {}, {}
+    for name in ("skipping", "padded"):
+        if name == "padded":  # the reference: the same loop with the padding computed, as HF does
+            monkeypatch.setattr(loop, "training_skips_padding", lambda m: contextlib.nullcontext(False))
+        torch.manual_seed(0)
+        model = AlbertForPreTraining(tiny_model_config())
+        ranks[name] = watch_encoder_input(model)
+        loop.train(model, data, None, cfg, tmp_path / name, progress=False)
+        runs[name] = model
+        assert model.albert.skip_padding is False  # restored on exit
+    # packed exactly when there is padding to skip (a full batch has no attention mask to pack by)
+    assert ranks["skipping"] == [2 if p else 3 for p in padded_batches] and set(ranks["padded"]) == {3}
+    losses = {k: [r["loss"] for r in read_metrics(tmp_path / k)] for k in runs}
+    assert len(losses["padded"]) == 4
+    assert losses["skipping"] == pytest.approx(losses["padded"], rel=1e-5, abs=1e-6)
+    padded = dict(runs["padded"].named_parameters())
+    for key, p in runs["skipping"].named_parameters():
+        assert (p - padded[key]).abs().max().item() <= 1e-5, key
+
+
+def features(n: int, with_spans: bool = False):
+    g = torch.Generator().manual_seed(5)
+    out = []
+    for i in range(n):
+        length = int(torch.randint(6, 20, (1,), generator=g))  # variable lengths: every batch is padded
+        ids = [2] + torch.randint(5, 99, (length - 2,), generator=g).tolist() + [3]
+        f = {"input_ids": ids, "token_type_ids": [0] * length, "labels": i % 2}
+        if with_spans:
+            del f["labels"]
+            f["start_positions"], f["end_positions"] = 1 + i % 3, 2 + i % 3
+        out.append(f)
+    return out
+
+
+def finetuned(cls, feats, skip: bool):
+    torch.manual_seed(1)
+    model = cls(tiny_model_config(num_labels=2))
+    seen = watch_encoder_input(model)
+    finetune(model, feats, TrainArgs(lr=1e-3, batch_size=4, train_steps=3, group_by_length=False, skip_padding=skip,
+                                     progress=False), log=lambda s: None)
+    return model, seen
+
+
+def test_finetuning_skips_padding_and_equals_the_padded_run():
+    feats = features(12)
+    skipping, seen = finetuned(AlbertForSequenceClassification, feats, skip=True)
+    padded, seen_padded = finetuned(AlbertForSequenceClassification, feats, skip=False)
+    assert set(seen) == {2} and set(seen_padded) == {3}
+    assert skipping.albert.skip_padding is False
+    reference = dict(padded.named_parameters())
+    for key, p in skipping.named_parameters():
+        assert (p - reference[key]).abs().max().item() <= 1e-5, key
+
+
+def test_squad_head_computes_the_padding():
+    """Its start/end softmax covers every position, padding included (as HF's), so zeros there would change the
+    loss: the loop leaves it padded."""
+    _, seen = finetuned(AlbertForQuestionAnswering, features(8, with_spans=True), skip=True)
+    assert set(seen) == {3}
+
+
+@pytest.mark.parametrize("cls,skips", [
+    (AlbertForPreTraining, True), (AlbertForSequenceClassification, True), (AlbertForTokenClassification, True),
+    (AlbertForMultipleChoice, True), (AlbertForQuestionAnswering, False)])
+def test_which_heads_skip(cls, skips):
+    model = cls(tiny_model_config(num_labels=2))
+    model.albert.set_skip_padding(False)
+    with training_skips_padding(model) as on:
+        assert on is skips and model.albert.skip_padding is skips
+    assert model.albert.skip_padding is False
+    with training_skips_padding(model, enabled=False) as on:
+        assert on is False and model.albert.skip_padding is False
