@@ -6,7 +6,8 @@ in its own fresh process, so that what one group leaves behind (compiled graphs,
 another's numbers. Measures:
 
 - the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step), its MFU against
-  this machine's measured fp32 matmul ceiling;
+  this machine's measured fp32 matmul ceiling; and the same step on real batches of the data pipeline (some
+  padding, which litebert's training loops skip);
 - inference latency (batch 1 x 128) and throughput on real variable-length texts (movie-review snippets and corpus
   passages): HF with fixed padding to 128 (the common recipe), HF and litebert on the same batches, litebert
   grouping by length and skipping padding;
@@ -125,6 +126,57 @@ def step_fn(impl: str, config: AlbertConfig, b: dict, checkpointing: bool = Fals
     return hf_step if impl == "hf" else our_step
 
 
+def pipeline_batches(n: int, batch: int, seq: int, predictions: int) -> tuple[list[dict], float]:
+    """``n`` pretraining batches as `litebert pretrain` makes them from the bundled corpus: a token store, SOP pairs
+    with whole-word n-gram masking (the official ``short_seq_prob`` 0.1, so some sequences are short), collated to the
+    longest of the batch. Also returns the share of real tokens over the first 4,000 examples of the epoch."""
+    import tempfile
+
+    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.data.store import prepare_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = prepare_store(sorted((REPO / "data" / "corpus").glob("*.txt.xz")), tokenizer(), Path(tmp) / "store",
+                              workers=2, progress=False)
+        ds = PretrainingDataset(store, max_seq_length=seq, max_predictions_per_seq=predictions, seed=0)
+        out = [collate_pretraining([ds.example(0, j * batch + i) for i in range(batch)]) for j in range(n)]
+        real = float(np.mean([ds.example(0, i)["input_ids"].size for i in range(min(4000, len(ds)))])) / seq
+    for b in out:  # HF's form of the same MLM targets: labels [B, L], -100 except at the masked positions
+        labels = torch.full_like(b["input_ids"], -100)
+        for r in range(batch):
+            k = int(b["mlm_weights"][r].sum())
+            labels[r, b["mlm_positions"][r, :k]] = b["mlm_ids"][r, :k]
+        b["labels"] = labels
+    return out, real
+
+
+def pipeline_step_fn(impl: str, config: AlbertConfig, batches: list[dict]):
+    """Like `step_fn`, each call on the next of ``batches`` (cycling), so that two interleaved implementations see
+    the same batch in each back-to-back pair. litebert's pretraining loop skips the padding (its losses never read
+    it); HF computes it."""
+    from litebert.heads import training_skips_padding
+
+    torch.manual_seed(0)
+    model = (hf_model(config) if impl == "hf" else our_model(config)).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    calls = [0]
+
+    def step():
+        b = batches[calls[0] % len(batches)]
+        calls[0] += 1
+        opt.zero_grad(set_to_none=True)
+        if impl == "hf":
+            loss = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
+                         token_type_ids=b["token_type_ids"], labels=b["labels"],
+                         sentence_order_label=b["sentence_order_label"]).loss
+        else:
+            with training_skips_padding(model):
+                loss = model(**{k: v for k, v in b.items() if k != "labels"}).loss
+        loss.backward()
+        opt.step()
+    return step
+
+
 def interleaved(fns: dict, warmup: int, repeats: int, raw: dict | None = None) -> dict[str, float]:
     """Median seconds per call of each function, measured in alternation (``raw``, if given, receives every time)."""
     for fn in fns.values():
@@ -165,21 +217,24 @@ def review_texts(n: int, seed: int = 0) -> list[str]:
     return [lines[i] for i in rng.permutation(len(lines))[:n]]
 
 
-def tokenize(texts: list[str], seq: int) -> list[list[int]]:
-    """Ids from the real ALBERT vocabulary when ../shared has it, else from a vocabulary trained on the corpus."""
+def tokenizer():
+    """The real ALBERT vocabulary when ../shared has it, else a vocabulary trained on the corpus."""
     from litebert.tokenizer import AlbertTokenizer
 
     shared = REPO.parent / "shared" / "data" / "albert-30k"
     if (shared / "spiece.model").is_file():
-        tok = AlbertTokenizer.from_pretrained(shared)
-    else:
-        import tempfile
+        return AlbertTokenizer.from_pretrained(shared)
+    import tempfile
 
-        from litebert.tokenizer_train import train_tokenizer
+    from litebert.tokenizer_train import train_tokenizer
 
-        tmp = Path(tempfile.mkdtemp())
-        (tmp / "corpus.txt").write_text("\n".join(corpus_texts(20000, seed=1)))
-        tok = train_tokenizer([tmp / "corpus.txt"], tmp / "tok", vocab_size=8000)
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / "corpus.txt").write_text("\n".join(corpus_texts(20000, seed=1)))
+    return train_tokenizer([tmp / "corpus.txt"], tmp / "tok", vocab_size=8000, progress=False)
+
+
+def tokenize(texts: list[str], seq: int) -> list[list[int]]:
+    tok = tokenizer()
     return [[tok.cls_token_id] + ids[: seq - 2] + [tok.sep_token_id] for ids in tok.encode_batch_ids(texts)]
 
 
@@ -341,10 +396,19 @@ def group_training(config: AlbertConfig, args) -> dict:
                        raw)
     print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x",
           flush=True)
+    pipe_batches, real = pipeline_batches(2 * args.repeats, B, L, P)
+    pipe_raw: dict = {}
+    interleaved({k: pipeline_step_fn(k, config, pipe_batches) for k in ("hf", "ours")}, 1, 2 * args.repeats,
+                pipe_raw)  # one warm-up step each: padded batches take other kernels (masks)
+    pipe = {k: sum(v) / len(v) for k, v in pipe_raw.items()}  # mean over the same batches: throughput on them
+    pipe_real = float(np.mean([b["attention_mask"].float().mean().item() for b in pipe_batches]))
+    print(f"pipeline batches ({pipe_real:.1%} real tokens): HF {pipe['hf']:.3f} s, litebert {pipe['ours']:.3f} s "
+          f"-> {pipe['hf'] / pipe['ours']:.2f}x", flush=True)
     clf_step = interleaved({"hf": step_fn("hf", config, b, task="classification"),
                             "ours": step_fn("ours", config, b, task="classification")}, 1, args.repeats)
     print(f"classification step: HF {clf_step['hf']:.3f} s, litebert {clf_step['ours']:.3f} s", flush=True)
-    return dict(ceiling=ceiling, step=step, raw=raw, clf_step=clf_step)
+    return dict(ceiling=ceiling, step=step, raw=raw, clf_step=clf_step, pipe=pipe, pipe_raw=pipe_raw,
+                pipe_real=pipe_real, corpus_real=real)
 
 
 def group_compile(config: AlbertConfig, args) -> dict:
@@ -426,6 +490,8 @@ def main() -> None:
     tr = run_group("training", args)
     ceiling, step, raw, clf_step = tr["ceiling"], tr["step"], tr["raw"], tr["clf_step"]
     pair_ratios = sorted(h / o for h, o in zip(raw["hf"], raw["ours"]))  # each repeat: HF then litebert, back to back
+    pipe = tr["pipe"]
+    pipe_pairs = sorted(h / o for h, o in zip(tr["pipe_raw"]["hf"], tr["pipe_raw"]["ours"]))
     flops = B * flops_per_sequence(config, L, P)  # training FLOPs: the count `litebert pretrain` reports MFU with
     mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
     compiled = None if args.no_compile else run_group("compile", args)["compiled"]
@@ -449,6 +515,11 @@ def main() -> None:
         (f"  ratio in each of the {len(pair_ratios)} back-to-back pairs: min / median / max", "", "",
          f"{pair_ratios[0]:.2f} / {statistics.median(pair_ratios):.2f} / {pair_ratios[-1]:.2f}", ""),
         ("  MFU vs measured matmul ceiling", f"{mfu['hf']:.0%}", f"{mfu['ours']:.0%}", "", "≥ 75% (litebert)"),
+        (f"Pretraining step on the data pipeline's batches of 8 (bundled corpus, {tr['pipe_real']:.0%} real tokens; "
+         f"litebert skips the padding)", f"{pipe['hf']:.2f} s", f"{pipe['ours']:.2f} s",
+         f"{pipe['hf'] / pipe['ours']:.2f}x", ""),
+        (f"  ratio in each of the {len(pipe_pairs)} back-to-back pairs (one batch each): min / median / max", "", "",
+         f"{pipe_pairs[0]:.2f} / {statistics.median(pipe_pairs):.2f} / {pipe_pairs[-1]:.2f}", ""),
     ]
     rows += [
         ("Fine-tuning step, sequence classification, batch 8x128 (AdamW)", f"{clf_step['hf']:.2f} s",
@@ -508,7 +579,11 @@ def main() -> None:
         f"snippets (bundled sentiment data; mean {inf['mean_len']:.0f} tokens) and {passages['texts']} passages of "
         f"1-8 sentences of the bundled corpus, batch 32, at most {L} tokens. Fixed padding = every batch padded "
         "to 128 in the texts' order (the common HF recipe); grouped = batches of similar length, padded to their "
-        "longest.", "",
+        "longest. The pretraining step's main row runs one synthetic batch with no padding (every token real, the "
+        f"same batch every step); the pipeline row runs {len(tr['pipe_raw']['hf'])} different batches of the data "
+        "pipeline (token store of the bundled corpus, SOP pairs, n-gram masking, short_seq_prob 0.1, padded to the "
+        f"longest of each batch; {tr['corpus_real']:.0%} real tokens over the epoch's first 4,000 examples), each "
+        "once per implementation, and compares the mean time over the same batches.", "",
         *table, "",
         "Throughput counts real (non-padding) tokens per second. Memory is the peak RSS of a fresh process running "
         "two training steps; activation memory is that peak minus the peak of the same process at batch 1x8.",
