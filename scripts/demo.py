@@ -32,6 +32,7 @@ CORPUS = REPO / "data" / "corpus"
 HOLDOUT_EVERY = 20
 VOCAB = 8000
 EVAL_EXAMPLES = 512  # held-out sequences per evaluation (~10k masked tokens)
+PROBE_STEPS = 10  # real training steps timed (on a copy of the model) to plan the run
 
 
 def stage_corpus(work: Path, args) -> dict:
@@ -90,23 +91,28 @@ def model_config(vocab_size: int):
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def _seconds_per_step(model, data, cfg, collate) -> float:
-    """Time micro-batches forward+backward to size the run to the time budget (weights not updated): the median of
-    4 after 3 warm-up passes (was: the faster of 2 after 1, which planned 743 steps where ~1000 fit on a slow start).
-    It still reads ~10% slower than the loop's steps run, so the demo ends before its budget rather than after it."""
-    batch = collate([data.example(0, i) for i in range(cfg.micro_batch)])
-    model.train()
-    times = []
-    for _ in range(7):
-        t = time.perf_counter()
-        model(**batch).loss.backward()
-        times.append(time.perf_counter() - t)
-    model.zero_grad(set_to_none=True)
-    return float(np.median(times[3:])) * cfg.global_batch / cfg.micro_batch
+def _seconds_per_step(model, data, settings: dict) -> float:
+    """Seconds per step of the real loop, to size the run to the time budget: `train` itself runs PROBE_STEPS steps on
+    a copy of the model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the run);
+    the median of the steps after the first 3. (Timing forward + backward of one repeated micro-batch instead read
+    ~10% slower than the loop's steps ran, so the demo ended ~2 minutes early.)"""
+    import copy
+    import tempfile
+
+    from litebert.train.config import TrainConfig
+    from litebert.train.loop import train
+    from litebert.train.metrics import read_metrics
+
+    probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
+                           "log_every": 1})
+    with tempfile.TemporaryDirectory() as tmp:
+        train(copy.deepcopy(model), data, None, probe, tmp, progress=False)
+        elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp))]
+    return float(np.median(np.diff([0.0, *elapsed])[3:]))
 
 
 def stage_pretrain(work: Path, args, stores: dict) -> dict:
-    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.data.pretraining import PretrainingDataset
     from litebert.heads import AlbertForPreTraining
     from litebert.train.config import TrainConfig, recipe
     from litebert.train.loop import train
@@ -121,17 +127,16 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
     if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
         settings["max_steps"] = json.loads(plan.read_text())["max_steps"]
     else:
-        probe = TrainConfig(**settings)
-        per_step = _seconds_per_step(model, train_data, probe, collate_pretraining)
+        per_step = _seconds_per_step(model, train_data, settings)
         # Budget: the steps, plus 6 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost).
-        eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / probe.global_batch
+        eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / settings["global_batch"]
         settings["max_steps"] = max(20, int((args.minutes * 60 - eval_share) / (per_step * 1.05)))
         settings["warmup_steps"] = max(1, settings["max_steps"] // 11)
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 5)
         run.mkdir(parents=True, exist_ok=True)
         plan.write_text(json.dumps({"max_steps": settings["max_steps"], "seconds_per_step": per_step}) + "\n")
-        print(f"[pretrain] ~{per_step:.2f}s per step of {probe.global_batch} sequences -> {settings['max_steps']} steps "
+        print(f"[pretrain] ~{per_step:.2f}s per step of {settings['global_batch']} sequences -> {settings['max_steps']} steps "
               f"in ~{args.minutes:g} minutes")
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
     print(f"[pretrain] {model.num_parameters():,} parameters; E=128 H=256 6 layers (all shared); "
