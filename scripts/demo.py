@@ -94,8 +94,9 @@ def model_config(vocab_size: int):
 def _seconds_per_step(model, data, settings: dict) -> float:
     """Seconds per step of the real loop, to size the run to the time budget: `train` itself runs PROBE_STEPS steps on
     a copy of the model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the run);
-    the median of the steps after the first 3. (Timing forward + backward of one repeated micro-batch instead read
-    ~10% slower than the loop's steps ran, so the demo ended ~2 minutes early.)"""
+    the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch, but
+    not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (one fresh-clone run: probe
+    0.48 s, then steps at 0.54 s for the first 500 and 0.66 s around step 900), so the time limit is the backstop."""
     import copy
     import tempfile
 
@@ -143,9 +144,10 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
           f"{train_data.num_examples:,} examples/epoch; LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
           f"length {cfg.seq_len}")
     resume = (run / "checkpoints").is_dir()  # an earlier demo run was interrupted: continue it
-    # Safety net when the machine is slower than the timing said (e.g. shared): end early, evaluate and export anyway.
+    # Safety net when the machine slows down after the timing (a shared VM's speed drifts by 15-25% within minutes):
+    # end at 5% over the budget, then evaluate and export anyway.
     summary = train(model, train_data, eval_data, cfg, run, resume=resume, progress=not args.no_progress,
-                    time_limit=args.minutes * 60 * 1.15)
+                    time_limit=args.minutes * 60 * 1.05)
     summary["max_steps"] = cfg.max_steps
     if summary["interrupted"]:
         raise SystemExit(f"[pretrain] interrupted at step {summary['step']}; run the demo again to resume")

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 from litebert.config import AlbertConfig  # noqa: E402
 from litebert.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,  # noqa: E402
                             AlbertForQuestionAnswering, AlbertForSequenceClassification,
-                            AlbertForTokenClassification, AlbertModel)
+                            AlbertForTokenClassification, AlbertModel, training_skips_padding)
 from litebert.io import keymap  # noqa: E402
 from litebert.errors import CheckpointError  # noqa: E402
 
@@ -406,6 +406,33 @@ def test_output_positions_on_the_bare_model(tmp_path):
             ours(ids, mask, types, output_positions=torch.tensor([[1, 13], [1, 2], [1, 2]]))
         full = ours(ids, mask, types, output_hidden_states=True, output_positions=positions)  # computes everything
         assert max_diff(full.last_hidden_state, want) <= TOL and len(full.hidden_states) == 5
+
+
+@pytest.mark.parametrize("name,checkpointing", [("all-shared", False), ("groups-and-inner", True)])
+def test_token_classification_skipping_padding_matches_hf_training(name, checkpointing, tmp_path):
+    """The fine-tuning loop skips padding for token classification (padded labels are -100): the loss and every
+    gradient must equal HF's padded computation."""
+    torch.manual_seed(19)
+    hf = transformers.AlbertForTokenClassification(hf_config(**CONFIGS[name], num_labels=3)).train()
+    ours = hf_roundtrip(hf, tmp_path, AlbertForTokenClassification).train()
+    ours.set_gradient_checkpointing(checkpointing)
+    ids, mask, types = batch(seed=20)
+    labels = torch.randint(0, 3, ids.shape, generator=torch.Generator().manual_seed(21))
+    labels[mask == 0] = -100  # as `litebert.finetune.features.collate` pads them
+    ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
+    ref.loss.backward()
+    with training_skips_padding(ours) as skipping:
+        assert skipping
+        out = ours(ids, mask, types, labels=labels)
+    out.loss.backward()
+    assert abs(out.loss.item() - ref.loss.item()) <= TOL
+    real = mask.bool()
+    assert max_diff(out.logits[real], ref.logits.detach()[real]) <= TOL
+    hf_params = dict(hf.named_parameters())
+    grads = keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config)
+    assert len(grads) == len(list(ours.parameters()))
+    for key, grad in grads.items():
+        assert max_diff(grad, hf_params[key].grad) <= TOL, key
 
 
 @pytest.mark.parametrize("name,checkpointing,skip_padding", [
