@@ -95,8 +95,8 @@ def _seconds_per_step(model, data, settings: dict) -> float:
     """Seconds per step of the real loop, to size the run to the time budget: `train` itself runs PROBE_STEPS steps on
     a copy of the model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the run);
     the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch, but
-    not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (one fresh-clone run: probe
-    0.48 s, then steps at 0.54 s for the first 500 and 0.66 s around step 900), so the time limit is the backstop."""
+    not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (two fresh-clone runs: probe
+    0.48 s, then steps at 0.54-0.66 s; probe 0.44 s, then 0.47-0.51 s), so the time limit is the backstop."""
     import copy
     import tempfile
 
