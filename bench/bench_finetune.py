@@ -1,5 +1,6 @@
 """Fine-tuning throughput: dynamic padding + length-grouped batches, and skipping padding, vs fixed pad-to-max-length
-batches with the padding computed (the common HF recipe), same model, data, steps and seed, in one run. Writes the "finetune" section of docs/BENCHMARKS.md.
+batches with the padding computed (the common HF recipe), same model, data, steps and seed, in one run. Writes the
+"finetune" section of docs/BENCHMARKS.md.
 
     python bench/bench_finetune.py [--preset albert-base-v2] [--layers 2] [--steps 20] [--max-seq-length 128]
 
@@ -112,8 +113,8 @@ def main() -> None:
 {rows}
 
 Tokens per step incl. padding: fixed {args.max_seq_length * args.batch_size}, random batches
-{tokens(plain, 0) / args.steps:.0f}, length-grouped {tokens(grouped, 0) / args.steps:.0f}; real tokens {real * args.batch_size:.0f}
-on average. "Padding skipped" (the fine-tuning loop's default for every head but SQuAD's): the dense layers run on the
+{tokens(plain, 0) / args.steps:.0f}, length-grouped {tokens(grouped, 0) / args.steps:.0f}; real tokens
+{real * args.batch_size:.0f} on average. "Padding skipped" (the fine-tuning loop's default for every head but SQuAD's): the dense layers run on the
 real tokens only and attention alone sees the padded batch; the loss and gradients are those of the padded
 computation.
 """

@@ -137,8 +137,8 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
         settings["save_every"] = max(1, settings["max_steps"] // 5)
         run.mkdir(parents=True, exist_ok=True)
         plan.write_text(json.dumps({"max_steps": settings["max_steps"], "seconds_per_step": per_step}) + "\n")
-        print(f"[pretrain] ~{per_step:.2f}s per step of {settings['global_batch']} sequences -> {settings['max_steps']} steps "
-              f"in ~{args.minutes:g} minutes")
+        print(f"[pretrain] ~{per_step:.2f}s per step of {settings['global_batch']} sequences -> "
+              f"{settings['max_steps']} steps in ~{args.minutes:g} minutes")
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
     print(f"[pretrain] {model.num_parameters():,} parameters; E=128 H=256 6 layers (all shared); "
           f"{train_data.num_examples:,} examples/epoch; LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
