@@ -201,6 +201,64 @@ def test_partial_sharing_equals_hf_not_shared_with_tied_blocks(sharing, tmp_path
                         hf(input_ids=ids, attention_mask=mask, token_type_ids=types).prediction_logits) <= TOL
 
 
+@pytest.mark.parametrize("sharing", ["all", "attention", "ffn"])
+@pytest.mark.parametrize("act,positions", [("gelu_new", False), ("gelu_new", True), ("relu", True)])
+def test_shared_block_gradients_are_the_sum_of_hf_per_layer_gradients(sharing, act, positions, monkeypatch):
+    """A block visited at several depth steps sums its weight gradients inside the backward GEMMs (`GradSink`).
+    Oracle: a not-shared HF model whose layers all hold that block's weights; the shared block's gradient must be
+    the sum of HF's per-layer gradients, every other parameter's gradient equal to HF's. The FFN runs through
+    `GeluMLP` (gelu_new) or `SinkLinear` (relu); ``positions``: the last step runs only at the masked positions."""
+    import litebert.model as model
+
+    gates = []
+    gate = model._GradGate.apply
+    monkeypatch.setattr(model._GradGate, "apply", lambda *a: gates.append(a[2]) or gate(*a))
+    torch.manual_seed(17)
+    ours = AlbertForPreTraining(AlbertConfig(**{**BASE, "hidden_act": act, "sharing": sharing})).train()
+    attention_ids, ffn_ids = ours.config.schedule()
+    hf = transformers.AlbertForPreTraining(hf_config(num_hidden_groups=4, hidden_act=act)).train()
+    state = {k: v for k, v in ours.state_dict().items() if "attention_blocks" not in k and "ffn_blocks" not in k}
+    encoder = ours.albert.encoder
+    for layer in range(4):
+        prefix = f"albert.encoder.albert_layer_groups.{layer}.albert_layers.0."
+        state.update({prefix + "attention." + k: v
+                      for k, v in encoder.attention_blocks[attention_ids[layer]].state_dict().items()})
+        state.update({prefix + k: v for k, v in encoder.ffn_blocks[ffn_ids[layer]].state_dict().items()})
+    state["predictions.decoder.weight"] = state["albert.embeddings.word_embeddings.weight"]
+    state["predictions.decoder.bias"] = state["predictions.bias"]
+    hf.load_state_dict(state, strict=False)
+
+    ids, mask, types = batch(seed=18)
+    where = torch.tensor([[1, 5, 11], [2, 3, 8], [4, 1, 2]])
+    targets = torch.gather(ids, 1, where)
+    labels = torch.full_like(ids, -100).scatter_(1, where, targets)
+    sop = torch.tensor([0, 1, 1])
+    hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels,
+       sentence_order_label=sop).loss.backward()
+    if positions:
+        loss = ours(ids, mask, types, mlm_positions=where, mlm_ids=targets, sentence_order_label=sop).loss
+    else:
+        loss = ours(ids, mask, types, labels=labels, sentence_order_label=sop).loss
+    loss.backward()
+    assert len(gates) == (2 if sharing == "all" else 1)  # one gate per repeated block, both ways of running
+
+    hf_params = dict(hf.named_parameters())
+    compared = 0
+    for kind, blocks, ids_ in (("attention", encoder.attention_blocks, attention_ids),
+                               ("ffn", encoder.ffn_blocks, ffn_ids)):
+        for b, block in enumerate(blocks):
+            for name, p in block.named_parameters():
+                hf_name = ("attention." if kind == "attention" else "") + name
+                expected = sum(hf_params[f"albert.encoder.albert_layer_groups.{layer}.albert_layers.0.{hf_name}"].grad
+                               for layer in range(4) if ids_[layer] == b)
+                assert max_diff(p.grad, expected) <= TOL, (kind, b, name)
+                compared += 1
+    assert compared == sum(1 for k, _ in encoder.named_parameters() if "blocks" in k)
+    for key in ("albert.embeddings.word_embeddings.weight", "albert.encoder.embedding_hidden_mapping_in.weight",
+                "albert.pooler.weight", "predictions.dense.weight"):
+        assert max_diff(dict(ours.named_parameters())[key].grad, hf_params[key].grad) <= TOL, key
+
+
 def test_partial_sharing_saves_natively_and_refuses_hf_export(tmp_path):
     ours = AlbertForPreTraining(AlbertConfig(**{**BASE, "sharing": "attention"})).eval()
     ours.save_pretrained(tmp_path / "native")
