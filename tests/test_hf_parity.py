@@ -624,15 +624,43 @@ def test_explicit_attention_equals_sdpa(masked):
         assert max_diff(a.grad, b.grad) <= 1e-12
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_qkv_attention_equals_sdpa(masked):
+    """Training at short lengths runs attention straight from the fused [B, L, 3H] projection (`QKVAttention`, strided
+    per-sequence GEMMs, in-place softmax and its backward). It must equal SDPA on the split heads, values and the
+    gradient of the fused tensor."""
+    from litebert.model import QKVAttention, attention_bias
+
+    g = torch.Generator().manual_seed(2)
+    b, l, heads, d = 3, 11, 4, 8
+    qkv = torch.randn(b, l, 3 * heads * d, generator=g, dtype=torch.float64)
+    mask = None
+    if masked:
+        keep = torch.ones(b, l, dtype=torch.long)
+        keep[1, 6:] = 0
+        keep[2, 2:] = 0
+        mask = attention_bias(keep, torch.float64)
+    ours, ref = qkv.clone().requires_grad_(True), qkv.clone().requires_grad_(True)
+    out = QKVAttention.apply(ours, mask, heads)
+    q, k, v = ref.view(b, l, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    expected = expected.transpose(1, 2).reshape(b, l, heads * d)
+    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    assert out.shape == (b, l, heads * d)
+    assert max_diff(out, expected) <= 1e-12
+    assert max_diff(ours.grad, ref.grad) <= 1e-12
+
 def test_training_and_inference_take_their_fast_paths(monkeypatch):
-    """The dispatch itself: CPU fp32 training runs the FFN through GeluMLP and attention explicitly at length <= 128
-    (SDPA from 256 on); inference runs attention explicitly up to 160 tokens and SDPA beyond, and takes the
-    workspace path (never GeluMLP)."""
+    """The dispatch itself: CPU fp32 training runs the FFN through GeluMLP and attention through QKVAttention at
+    length <= 128 (SDPA from 256 on), and a shared block's gradients through one gate; inference runs attention
+    explicitly up to 160 tokens and SDPA beyond, and takes the workspace path (never GeluMLP nor the gate)."""
     import litebert.model as model
 
-    calls = {"mlp": 0, "sdpa": 0, "inference": 0}
+    calls = {"mlp": 0, "sdpa": 0, "inference": 0, "qkv": 0, "gate": 0}
     apply, sdpa = model.GeluMLP.apply, torch.nn.functional.scaled_dot_product_attention
-    inference = model.Attention._forward_inference
+    inference, qkv, gate = model.Attention._forward_inference, model.QKVAttention.apply, model._GradGate.apply
 
     def count(name, fn):
         def wrapped(*args, **kwargs):
@@ -642,18 +670,21 @@ def test_training_and_inference_take_their_fast_paths(monkeypatch):
     monkeypatch.setattr(model.GeluMLP, "apply", count("mlp", apply))
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", count("sdpa", sdpa))
     monkeypatch.setattr(model.Attention, "_forward_inference", count("inference", inference))
+    monkeypatch.setattr(model.QKVAttention, "apply", count("qkv", qkv))
+    monkeypatch.setattr(model._GradGate, "apply", count("gate", gate))
     config = AlbertConfig.from_preset("tiny", max_position_embeddings=300)
     ours = AlbertModel(config).train()
     steps = len(ours.encoder.schedule)
+    assert steps > 1 and config.sharing == "all"
     ours(torch.randint(5, 100, (2, 16))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": steps, "sdpa": 0, "inference": 0}
+    assert calls == {"mlp": steps, "sdpa": 0, "inference": 0, "qkv": steps, "gate": 2}
     ours(torch.randint(5, 100, (1, 256))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": 0}
+    assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": 0, "qkv": steps, "gate": 4}
     with torch.no_grad():
         ours.eval()(torch.randint(5, 100, (2, 160)))
-        assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": steps}
+        assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": steps, "qkv": steps, "gate": 4}
         ours(torch.randint(5, 100, (2, 161)))
-    assert calls == {"mlp": 2 * steps, "sdpa": 2 * steps, "inference": 2 * steps}
+    assert calls == {"mlp": 2 * steps, "sdpa": 2 * steps, "inference": 2 * steps, "qkv": steps, "gate": 4}
 
 
 INFERENCE_CONFIGS = ["all-shared", "groups-and-inner", "not-shared", "E-equals-H", "relu", "dropout-in-eval"]

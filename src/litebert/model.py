@@ -371,6 +371,13 @@ class Attention(nn.Module):
             qkv_out, width = linear(x, weight, bias, sink, "qkv", slice(h, None)), 2  # keys, values only: [.., 2H]
         if packing is not None:  # unpack: [N, .] -> [B*L, .]; the padding rows stay zero
             qkv_out = qkv_out.new_zeros(b * l, width * h).index_copy_(0, index, qkv_out)
+        p = self.attention_dropout if self.training else 0.0
+        if select is None and p == 0 and _short_attention_applies(qkv_out, l):
+            context = QKVAttention.apply(qkv_out.view(b, l, 3 * h), mask, self.num_heads)  # [B, L, H]
+            if packing is not None:
+                context = context.view(b * l, h).index_select(0, index)  # pack: [B*L, H] -> [N, H]
+            out = linear(context, shared["dense.weight"], shared["dense.bias"], sink, "dense")
+            return self.LayerNorm(residual + self.output_dropout(out))
         # [B, L, width*H] -> width x [B, heads, L, H/heads]
         parts = qkv_out.view(b, l, width, self.num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         if select is None:
@@ -378,7 +385,6 @@ class Attention(nn.Module):
         else:
             k, v = parts
             q = linear(residual, weight, bias, sink, "qkv", slice(0, h)).view(b, -1, self.num_heads, d).transpose(1, 2)
-        p = self.attention_dropout if self.training else 0.0
         context = attend(q, k, v, mask, p)  # [B, heads, Lq, H/heads]
         if select is not None:
             context = context.transpose(1, 2).reshape(residual.shape)
@@ -508,6 +514,68 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, workspace
     x2 = x.reshape(-1, x.shape[-1])
     out = workspace.get(name, (x2.shape[0], weight.shape[0]), x)
     return torch.addmm(bias, x2, weight.t(), out=out).view(*x.shape[:-1], weight.shape[0])
+
+
+def _short_attention_applies(qkv: torch.Tensor, length: int) -> bool:
+    """CPU training at Lq * Lk <= 128 * 128 (see `attend`)."""
+    return (length * length <= 128 * 128 and qkv.requires_grad and torch.is_grad_enabled()
+            and qkv.device.type == "cpu" and not _tracing())
+
+
+class QKVAttention(torch.autograd.Function):
+    """softmax(q k^T / sqrt(d) + mask) v from the fused projection's output [B, L, 3H] to the context [B, L, H], and
+    back: CPU training at short lengths, without dropout.
+
+    The same computation as `attend` on the split heads, without moving data between layouts: each sequence's heads
+    are strided views of the [L, 3, heads, d] rows (MKL's batched GEMMs read and write them in place), the 1/sqrt(d)
+    and the mask are folded into one ``baddbmm``, the softmax runs in place, and the backward writes the Q/K/V
+    gradients straight into the [B, L, 3H] layout the projection's backward reads. Versus the permute / matmul
+    composition: ~2.5 ms less per ALBERT-base layer at 8 x 128 (forward + backward ~19.5 -> ~17 ms).
+    """
+
+    @staticmethod
+    def forward(ctx, qkv, mask, heads):
+        b, l, h = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+        d = h // heads
+        parts = qkv.view(b, l, 3, heads, d)
+        probs = qkv.new_empty(b, heads, l, l)
+        out = qkv.new_empty(b, l, h)
+        for i in range(b):  # one sequence at a time: its heads are one strided batch
+            q, k, v = (parts[i, :, j].transpose(0, 1) for j in range(3))  # [heads, L, d]
+            scores = probs[i]
+            if mask is None:
+                torch.baddbmm(scores, q, k.transpose(1, 2), beta=0, alpha=d ** -0.5, out=scores)
+            else:
+                scores.copy_(mask[i].expand(heads, l, l))
+                torch.baddbmm(scores, q, k.transpose(1, 2), alpha=d ** -0.5, out=scores)
+            torch.ops.aten._softmax.out(scores, -1, False, out=scores)
+            torch.bmm(scores, v, out=out[i].view(l, heads, d).transpose(0, 1))
+        ctx.save_for_backward(qkv, probs)
+        ctx.heads = heads
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        qkv, probs = ctx.saved_tensors
+        heads = ctx.heads
+        b, l, h = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+        d = h // heads
+        grad = grad.contiguous()
+        parts = qkv.view(b, l, 3, heads, d)
+        grad_qkv = torch.empty_like(qkv)
+        grad_parts = grad_qkv.view(b, l, 3, heads, d)
+        grad_probs = qkv.new_empty(heads, l, l)
+        for i in range(b):
+            q, k, v = (parts[i, :, j].transpose(0, 1) for j in range(3))
+            grad_q, grad_k, grad_v = (grad_parts[i, :, j].transpose(0, 1) for j in range(3))
+            grad_out, p = grad[i].view(l, heads, d).transpose(0, 1), probs[i]
+            torch.bmm(p.transpose(1, 2), grad_out, out=grad_v)
+            torch.bmm(grad_out, v.transpose(1, 2), out=grad_probs)
+            torch.ops.aten._softmax_backward_data.out(grad_probs, p, -1, p.dtype, grad_input=grad_probs)  # scores'
+            torch.baddbmm(grad_q, grad_probs, k, beta=0, alpha=d ** -0.5, out=grad_q)
+            torch.baddbmm(grad_k, grad_probs.transpose(1, 2), q, beta=0, alpha=d ** -0.5, out=grad_k)
+        return grad_qkv, None, None
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor], p: float) -> torch.Tensor:
