@@ -15,7 +15,7 @@ from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, Alber
                             AlbertForSequenceClassification, AlbertForTokenClassification, training_skips_padding)
 from litebert.train import loop
 from litebert.train.config import TrainConfig
-from litebert.train.metrics import read_metrics
+from litebert.train.metrics import flops_per_sequence, read_metrics
 
 
 def watch_encoder_input(model) -> list[int]:
@@ -56,6 +56,15 @@ def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_pa
     assert ranks["skipping"] == [2 if p else 3 for p in padded_batches] and set(ranks["padded"]) == {3}
     losses = {k: [r["loss"] for r in read_metrics(tmp_path / k)] for k in runs}
     assert len(losses["padded"]) == 4
+    # The logged tflops count each sequence at its real length: per token, FLOPs / tokens of that step's 8 sequences
+    # (dt cancels between `tflops` and `tokens_per_s`), not the full-length figure.
+    config, overcount = runs["skipping"].config, []
+    for k, record in enumerate(read_metrics(tmp_path / "skipping")):
+        step_lengths = lengths[8 * k: 8 * k + 8]
+        flops = sum(flops_per_sequence(config, n, 10) for n in step_lengths)
+        assert record["tflops"] * 1e12 / record["tokens_per_s"] == pytest.approx(flops / sum(step_lengths), rel=1e-9)
+        overcount.append(8 * flops_per_sequence(config, 64, 10) / flops)
+    assert max(overcount) > 1.1  # what counting every sequence at full length would have logged
     assert losses["skipping"] == pytest.approx(losses["padded"], rel=1e-5, abs=1e-6)
     padded = dict(runs["padded"].named_parameters())
     for key, p in runs["skipping"].named_parameters():

@@ -16,6 +16,7 @@ intervals, and on SIGTERM/SIGINT a checkpoint and a clean exit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import signal
@@ -199,7 +200,8 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
 
     n_train = _num_examples(train_data)
-    flops_seq = flops_per_sequence(model.config, cfg.seq_len, cfg.max_predictions)
+    flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
+        lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     peak = cfg.peak_tflops or (peak_tflops_of(torch.cuda.get_device_name(d.device)) if d.device.type == "cuda" else None)
     final_eval, interrupted, time_limited, call_start = None, False, False, time.perf_counter()
     bar = tqdm(total=cfg.max_steps, initial=step, desc="pretrain", disable=not (progress and d.is_main),
@@ -212,9 +214,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         steps_this_call = 0
         while step < cfg.max_steps:
             t0 = time.perf_counter()
-            # [loss, mlm loss, sop loss, non-pad tokens, stop flag, time-up flag], summed over micro-batches then
-            # processes: every rank takes the same decision to stop
-            stats = torch.zeros(6, dtype=torch.float64)
+            # [loss, mlm loss, sop loss, non-pad tokens, stop flag, time-up flag, model FLOPs], summed over
+            # micro-batches then processes: every rank takes the same decision to stop
+            stats = torch.zeros(7, dtype=torch.float64)
             first = data_step * cfg.global_batch + d.rank * accum * cfg.micro_batch
             for j in range(accum):
                 c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
@@ -225,8 +227,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                     out_ = wrapped(**batch)
                     loss = out_.loss / accum  # mean over the micro-batches of the global batch
                 scaler.scale(loss).backward()
+                lengths = batch["attention_mask"].sum(1).tolist()
                 stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), out_.sop_loss.item(),
-                                           batch["attention_mask"].sum().item()], dtype=torch.float64)
+                                           sum(lengths)], dtype=torch.float64)
+                stats[6] += sum(flops_at(int(n)) for n in lengths)
             stats[4] = 1.0 if stop["signal"] is not None else 0.0
             stats[5] = 1.0 if time_limit is not None and time.perf_counter() - call_start > time_limit else 0.0
             stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
@@ -264,7 +268,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             record = {"step": step, "loss": stats[0].item() / n_micro, "mlm_loss": stats[1].item() / n_micro,
                       "sop_loss": stats[2].item() / n_micro, "lr": lr, "grad_norm": grad_norm,
                       "tokens_per_s": stats[3].item() / dt, "tokens": tokens_seen, "elapsed_s": round(elapsed, 3),
-                      "tflops": flops_seq * cfg.global_batch / dt / 1e12, "skipped_steps": skipped}
+                      "tflops": stats[6].item() / dt / 1e12, "skipped_steps": skipped}
             if peak:
                 record["mfu"] = record["tflops"] / (peak * d.world_size)
             if step % cfg.log_every == 0:
