@@ -100,7 +100,7 @@ class GradSink:
     With cross-layer sharing, ALBERT-base uses each weight at 12 steps. Plain autograd computes 12 gradient tensors
     and sums them (12 GEMMs into fresh memory, then 11 passes adding them up). Here each step's backward adds its
     product onto one buffer per weight (``addmm`` with beta = 1): fewer passes over memory, and the GEMM runs at its
-    best throughput. The buffers are handed to autograd by `SharedWeights` once every step's backward has run.
+    best throughput. `_GradGate` hands the buffers to autograd once every step's backward has run.
     """
 
     def __init__(self, shapes: dict[str, torch.Size]):
@@ -353,9 +353,7 @@ class Attention(nn.Module):
         that follows attention only for the selected rows. ``workspace``: inference scratch memory; the step then
         runs `_forward_inference` (except at a ``select`` step, which allocates its own)."""
         h = x.shape[-1]
-        if shared is None:
-            shared = SharedWeights({"dense.weight": self.dense.weight, "dense.bias": self.dense.bias})
-            shared.tensors["qkv.weight"], shared.tensors["qkv.bias"] = self.fused_qkv()
+        shared = shared or self.shared_weights(False)
         weight, bias, sink = shared["qkv.weight"], shared["qkv.bias"], shared.sink
         if workspace is not None and select is None and not (self.training and self._has_dropout()):
             return self._forward_inference(x, mask, packing, weight, bias, workspace)
