@@ -5,9 +5,10 @@ the two implementations interleaved so that drift in machine load hits both alik
 in its own fresh process, so that what one group leaves behind (compiled graphs, a grown heap) cannot change
 another's numbers. Measures:
 
-- the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step), its MFU against
-  this machine's measured fp32 matmul ceiling; and the same step on real batches of the data pipeline (some
-  padding, which litebert's training loops skip);
+- the pretraining step (batch 8 x 128, MLM on 20 masked positions per sequence + SOP, AdamW step) in 20 pairs
+  whose order alternates, with a bootstrap interval of the ratio; its MFU against this machine's fp32 matmul ceiling,
+  sampled between the steps; and the same step on real batches of the data pipeline (some padding, which litebert's
+  training loops skip);
 - inference latency (batch 1 x 128) and throughput on real variable-length texts (movie-review snippets and corpus
   passages): HF with fixed padding to 128 (the common recipe), HF and litebert on the same batches, litebert
   grouping by length and skipping padding;
@@ -42,20 +43,40 @@ from litebert.train.metrics import flops_per_sequence  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------- FLOPs
-def matmul_ceiling(repeats: int = 5) -> float:
-    """Best fp32 GEMM throughput (GFLOP/s) over shapes the model runs, at the current thread count."""
-    best = 0.0
-    for m, k, n in ((1024, 768, 3072), (1024, 3072, 768), (2048, 2048, 2048)):
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        for _ in range(2):
-            a @ b
-        times = []
-        for _ in range(repeats):
+CEILING_SHAPES = ((1024, 768, 3072), (1024, 3072, 768), (2048, 2048, 2048))  # (m, k, n): two the model runs
+
+
+class CeilingProbe:
+    """The machine's fp32 GEMM ceiling at the current thread count, sampled as often as it is called.
+
+    Each call times one product of each shape; `gflops` is the best shape's median throughput. The host's speed
+    drifts by 10-20% over seconds, so the training group calls the probe between the steps it measures, and MFU is
+    taken against the ceiling of the same minutes.
+    """
+
+    def __init__(self):
+        self.mats = [(torch.randn(m, k), torch.randn(k, n)) for m, k, n in CEILING_SHAPES]
+        self.times: list[list[float]] = [[] for _ in CEILING_SHAPES]
+
+    def __call__(self) -> None:
+        for (a, b), times in zip(self.mats, self.times):
             t = time.perf_counter()
             a @ b
             times.append(time.perf_counter() - t)
-        best = max(best, 2 * m * k * n / statistics.median(times) / 1e9)
-    return best
+
+    def gflops(self) -> float:
+        return max(2 * m * k * n / statistics.median(ts) / 1e9 for (m, k, n), ts in zip(CEILING_SHAPES, self.times))
+
+
+def matmul_ceiling(repeats: int = 5) -> float:
+    """Best fp32 GEMM throughput (GFLOP/s) over `CEILING_SHAPES`, measured now (2 warm-up calls, median of repeats)."""
+    probe = CeilingProbe()
+    for _ in range(2):
+        probe()
+    probe.times = [[] for _ in CEILING_SHAPES]
+    for _ in range(repeats):
+        probe()
+    return probe.gflops()
 
 
 # ---------------------------------------------------------------------------------------------------- models
@@ -177,20 +198,41 @@ def pipeline_step_fn(impl: str, config: AlbertConfig, batches: list[dict]):
     return step
 
 
-def interleaved(fns: dict, warmup: int, repeats: int, raw: dict | None = None) -> dict[str, float]:
-    """Median seconds per call of each function, measured in alternation (``raw``, if given, receives every time)."""
+def interleaved(fns: dict, warmup: int, repeats: int, raw: dict | None = None,
+                alternate: bool = False) -> dict[str, float]:
+    """Median seconds per call of each function, measured in alternation (``raw``, if given, receives every time).
+
+    ``alternate``: every other repeat runs the functions in reverse order (A B, B A, A B, ...), so that neither
+    implementation always runs first in its pair, and a load that rises or falls steadily hits both alike.
+    """
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    for r in range(repeats):
+        order = list(fns.items())
+        for name, fn in (order[::-1] if alternate and r % 2 else order):
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
     if raw is not None:
         raw.update(times)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bootstrap_ratio(hf: list[float], ours: list[float], level: float = 0.9, resamples: int = 4000,
+                    seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(hf) / median(ours), resampling whole back-to-back pairs.
+
+    The host's speed drifts by 10-20% over seconds, so one run's ratio of medians moves by several hundredths between
+    runs; the interval says how far this run's figure can be trusted.
+    """
+    rng = np.random.default_rng(seed)
+    h, o = np.asarray(hf), np.asarray(ours)
+    idx = rng.integers(0, len(h), size=(resamples, len(h)))
+    ratios = np.sort(np.median(h[idx], axis=1) / np.median(o[idx], axis=1))
+    tail = (1 - level) / 2
+    return float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail))
 
 
 # ---------------------------------------------------------------------------------------------------- inference
@@ -392,14 +434,20 @@ def group_training(config: AlbertConfig, args) -> dict:
     print(f"fp32 matmul ceiling: {ceiling:.1f} GFLOP/s", flush=True)
     b = pretraining_batch(config, B, L, P)
     raw: dict = {}
-    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b)}, 2, 2 * args.repeats,
-                       raw)
-    print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x",
-          flush=True)
+    probe = CeilingProbe()  # between the steps (HF, litebert, probe; then probe, litebert, HF; ...)
+    step = interleaved({"hf": step_fn("hf", config, b), "ours": step_fn("ours", config, b), "ceiling": probe}, 2,
+                       4 * args.repeats, raw, alternate=True)
+    del step["ceiling"]
+    probe.times = [ts[-4 * args.repeats:] for ts in probe.times]  # without the warm-up calls
+    ceiling_during = probe.gflops()
+    print(f"fp32 matmul ceiling between the pretraining steps: {ceiling_during:.1f} GFLOP/s", flush=True)
+    lo, hi = bootstrap_ratio(raw["hf"], raw["ours"])
+    print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x "
+          f"(90% bootstrap interval {lo:.2f}-{hi:.2f})", flush=True)
     pipe_batches, real = pipeline_batches(2 * args.repeats, B, L, P)
     pipe_raw: dict = {}
     interleaved({k: pipeline_step_fn(k, config, pipe_batches) for k in ("hf", "ours")}, 1, 2 * args.repeats,
-                pipe_raw)  # one warm-up step each: padded batches take other kernels (masks)
+                pipe_raw, alternate=True)  # one warm-up step each: padded batches take other kernels (masks)
     pipe = {k: sum(v) / len(v) for k, v in pipe_raw.items()}  # mean over the same batches: throughput on them
     pipe_real = float(np.mean([b["attention_mask"].float().mean().item() for b in pipe_batches]))
     print(f"pipeline batches ({pipe_real:.1%} real tokens): HF {pipe['hf']:.3f} s, litebert {pipe['ours']:.3f} s "
@@ -407,8 +455,8 @@ def group_training(config: AlbertConfig, args) -> dict:
     clf_step = interleaved({"hf": step_fn("hf", config, b, task="classification"),
                             "ours": step_fn("ours", config, b, task="classification")}, 1, args.repeats)
     print(f"classification step: HF {clf_step['hf']:.3f} s, litebert {clf_step['ours']:.3f} s", flush=True)
-    return dict(ceiling=ceiling, step=step, raw=raw, clf_step=clf_step, pipe=pipe, pipe_raw=pipe_raw,
-                pipe_real=pipe_real, corpus_real=real)
+    return dict(ceiling=ceiling, ceiling_during=ceiling_during, step=step, raw=raw, clf_step=clf_step, pipe=pipe,
+                pipe_raw=pipe_raw, pipe_real=pipe_real, corpus_real=real)
 
 
 def group_compile(config: AlbertConfig, args) -> dict:
@@ -489,11 +537,13 @@ def main() -> None:
     print(f"machine: {machine()}")
     tr = run_group("training", args)
     ceiling, step, raw, clf_step = tr["ceiling"], tr["step"], tr["raw"], tr["clf_step"]
-    pair_ratios = sorted(h / o for h, o in zip(raw["hf"], raw["ours"]))  # each repeat: HF then litebert, back to back
+    pair_ratios = sorted(h / o for h, o in zip(raw["hf"], raw["ours"]))  # each repeat: the two steps back to back
+    interval = bootstrap_ratio(raw["hf"], raw["ours"])
     pipe = tr["pipe"]
     pipe_pairs = sorted(h / o for h, o in zip(tr["pipe_raw"]["hf"], tr["pipe_raw"]["ours"]))
     flops = B * flops_per_sequence(config, L, P)  # training FLOPs: the count `litebert pretrain` reports MFU with
-    mfu = {k: flops / v / 1e9 / ceiling for k, v in step.items()}
+    ceiling_during = tr["ceiling_during"]
+    mfu = {k: flops / v / 1e9 / ceiling_during for k, v in step.items()}
     compiled = None if args.no_compile else run_group("compile", args)["compiled"]
     inf = run_group("reviews", args)
     tp = inf["throughput"]
@@ -514,7 +564,10 @@ def main() -> None:
          f"{step['hf'] / step['ours']:.2f}x", "≥ 1.25x"),
         (f"  ratio in each of the {len(pair_ratios)} back-to-back pairs: min / median / max", "", "",
          f"{pair_ratios[0]:.2f} / {statistics.median(pair_ratios):.2f} / {pair_ratios[-1]:.2f}", ""),
-        ("  MFU vs measured matmul ceiling", f"{mfu['hf']:.0%}", f"{mfu['ours']:.0%}", "", "≥ 75% (litebert)"),
+        ("  90% bootstrap interval of the ratio (resampling the pairs)", "", "",
+         f"{interval[0]:.2f} - {interval[1]:.2f}", ""),
+        ("  MFU vs the matmul ceiling measured between the steps", f"{mfu['hf']:.0%}", f"{mfu['ours']:.0%}", "",
+         "≥ 75% (litebert)"),
         (f"Pretraining step on the data pipeline's batches of 8 (bundled corpus, {tr['pipe_real']:.0%} real tokens; "
          f"litebert skips the padding)", f"{pipe['hf']:.2f} s", f"{pipe['ours']:.2f} s",
          f"{pipe['hf'] / pipe['ours']:.2f}x", ""),
@@ -573,9 +626,12 @@ def main() -> None:
         f"Machine: {machine()}. Preset {args.preset}, fp32, {args.threads} threads. Each group of rows (the "
         "training steps; the compiled steps; the movie-review snippets; the corpus passages; each memory figure) runs "
         f"in its own fresh process, HF and litebert interleaved in it: median of {args.repeats} "
-        f"interleaved repeats after warm-up (the pretraining step: {2 * args.repeats}; fixed-padding throughput: "
-        f"{max(2, (args.repeats + 1) // 2)}). Measured fp32 matmul ceiling: {ceiling:.0f} GFLOP/s. Useful FLOPs per "
-        f"step (MLM at the {P} masked positions): {flops / 1e9:.0f} GFLOP. Throughput texts: {inf['texts']} movie-review "
+        f"interleaved repeats after warm-up (the pretraining step: {4 * args.repeats}, and the pipeline's batches: "
+        f"{2 * args.repeats}, each pair's order alternating, HF first then litebert first; fixed-padding "
+        f"throughput: {max(2, (args.repeats + 1) // 2)}). Measured fp32 matmul ceiling: {ceiling_during:.0f} "
+        "GFLOP/s between the pretraining steps (the best of three GEMM shapes, median of the probes run beside each "
+        f"pair), {ceiling:.0f} GFLOP/s at the start of the group. Useful FLOPs per step (MLM at the {P} masked "
+        f"positions): {flops / 1e9:.0f} GFLOP. Throughput texts: {inf['texts']} movie-review "
         f"snippets (bundled sentiment data; mean {inf['mean_len']:.0f} tokens) and {passages['texts']} passages of "
         f"1-8 sentences of the bundled corpus, batch 32, at most {L} tokens. Fixed padding = every batch padded "
         "to 128 in the texts' order (the common HF recipe); grouped = batches of similar length, padded to their "
