@@ -235,6 +235,12 @@ def bootstrap_ratio(hf: list[float], ours: list[float], level: float = 0.9, resa
     return float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail))
 
 
+def print_pairs(what: str, raw: dict) -> None:
+    """Each back-to-back pair's seconds, so that later runs can be pooled with this one (docs/BENCHMARKS.md)."""
+    pairs = ", ".join(f"{h:.3f}/{o:.3f}" for h, o in zip(raw["hf"], raw["ours"]))
+    print(f"{what}, seconds per pair (HF/litebert): {pairs}", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------------- inference
 def corpus_texts(n: int, seed: int = 0) -> list[str]:
     """n passages of 1-8 consecutive sentences from the bundled corpus: real, variable-length English."""
@@ -452,6 +458,7 @@ def group_training(config: AlbertConfig, args) -> dict:
     lo, hi = bootstrap_ratio(raw["hf"], raw["ours"])
     print(f"pretraining step: HF {step['hf']:.3f} s, litebert {step['ours']:.3f} s -> {step['hf'] / step['ours']:.2f}x "
           f"(90% bootstrap interval {lo:.2f}-{hi:.2f})", flush=True)
+    print_pairs("pretraining step", raw)
     pipe_batches, real = pipeline_batches(2 * args.repeats, B, L, P)
     pipe_raw: dict = {}
     interleaved({k: pipeline_step_fn(k, config, pipe_batches) for k in ("hf", "ours")}, 1, 2 * args.repeats,
@@ -490,6 +497,7 @@ def group_reviews(config: AlbertConfig, args) -> dict:
     print(f"latency 1x{L}: HF {out['latency']['hf'] * 1e3:.1f} ms, litebert {out['latency']['ours'] * 1e3:.1f} ms; "
           f"grouped: HF {tp['hf_grouped']:.0f}, litebert {tp['ours_grouped']:.0f} tok/s -> "
           f"{tp['ours_grouped'] / tp['hf_grouped']:.2f}x (90% bootstrap interval {lo:.2f}-{hi:.2f})", flush=True)
+    print_pairs("grouped passes", {k.removesuffix("_grouped"): v for k, v in out["grouped_raw"].items()})
     return out
 
 
