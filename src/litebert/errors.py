@@ -27,3 +27,7 @@ class DataError(LitebertError, ValueError):
 
 class TokenizerError(LitebertError, ValueError):
     """A tokenizer model is missing, corrupt, or lacks the ALBERT special pieces."""
+
+
+class WriteError(LitebertError, OSError):
+    """A file could not be written (a full disk, no permission); what was there before is left as it was."""
