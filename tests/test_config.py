@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
 from litebert.config import PRESETS, AlbertConfig
 from litebert.errors import ConfigError
@@ -39,8 +40,7 @@ def test_base_count_by_hand():
     ("all", 64, 10), ("all", 256, 16), ("all", 768, 31), ("none", 64, 87), ("none", 256, 93),
     ("attention", 128, 64), ("attention", 768, 83), ("ffn", 128, 38), ("ffn", 768, 57)])
 def test_sharing_grid_matches_paper_tables(sharing, e, paper_millions):
-    cfg = dataclasses.replace(AlbertConfig.from_preset("albert-base-v2"), embedding_size=e, sharing=sharing,
-                              embedding_projection=None)
+    cfg = dataclasses.replace(AlbertConfig.from_preset("albert-base-v2"), embedding_size=e, sharing=sharing)
     # The paper prints rounded (sometimes truncated) millions: 87.6M appears as 87M, 109.1M as 108M.
     assert abs(count_parameters(cfg) / 1e6 - paper_millions) < 1.2
 
@@ -56,7 +56,7 @@ def test_preset_shapes_follow_table_1():
             expected_dropout = 0.1 if version == "v1" and size != "xxlarge" else 0.0
             assert c.hidden_dropout_prob == c.attention_probs_dropout_prob == expected_dropout
     bert = AlbertConfig.from_preset("bert-base")
-    assert bert.embedding_size == bert.hidden_size and not bert.embedding_projection and bert.sharing == "none"
+    assert bert.embedding_size == bert.hidden_size and not bert.has_embedding_projection and bert.sharing == "none"
     assert all(PRESETS[n].source for n in PRESETS)
 
 
@@ -127,3 +127,43 @@ def test_official_config_extra_keys_are_ignored():
                 "inner_group_num": 1, "down_scale_factor": 1, "type_vocab_size": 2, "vocab_size": 30000}
     c = AlbertConfig.from_hf_dict(official)
     assert c.hidden_size == 768 and c.hidden_act == "gelu"
+
+
+def test_replace_and_from_preset_build_the_same_model():
+    """Derived values are properties, not fields rewritten at construction: changing a field with
+    dataclasses.replace gives what from_preset gives with the same field."""
+    from litebert.model import AlbertModel
+
+    base = AlbertConfig.from_preset("albert-base-v2")
+    for overrides in (dict(embedding_size=768), dict(sharing="none"), dict(sharing="attention", embedding_size=256)):
+        replaced, built = dataclasses.replace(base, **overrides), AlbertConfig.from_preset("albert-base-v2", **overrides)
+        assert replaced == built, overrides
+        assert count_parameters(replaced) == count_parameters(built)
+    # E == H: no projection either way (the official rule), where it used to be kept by replace
+    assert not dataclasses.replace(base, embedding_size=768).has_embedding_projection
+    # a not-shared config turned all-shared builds one block of each, not twelve
+    not_shared = AlbertConfig.from_preset("bert-base")
+    assert not_shared.layer_groups == 12 and not_shared.schedule()[0] == list(range(12))
+    shared = dataclasses.replace(not_shared, sharing="all")
+    assert shared.layer_groups == 1 and shared.schedule() == ([0] * 12, [0] * 12)
+    with torch.device("meta"):
+        encoder = AlbertModel(shared).encoder
+    assert len(encoder.attention_blocks) == len(encoder.ffn_blocks) == 1
+    # and the BERT preset at another E gets the projection it needs, as from_preset does
+    assert dataclasses.replace(not_shared, embedding_size=128) == AlbertConfig.from_preset("bert-base",
+                                                                                          embedding_size=128)
+    assert dataclasses.replace(not_shared, embedding_size=128).has_embedding_projection
+
+
+def test_config_is_frozen_and_labels_must_agree():
+    c = AlbertConfig.from_preset("tiny")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.hidden_size = 64
+    with_names = dataclasses.replace(c, num_labels=3, id2label={0: "neg", 1: "neutral", 2: "pos"})
+    assert with_names.num_labels == 3
+    with pytest.raises(ConfigError, match="num_labels = 2: but id2label names 3 labels"):
+        dataclasses.replace(c, id2label={0: "neg", 1: "neutral", 2: "pos"})
+    with pytest.raises(ConfigError, match="id2label"):
+        dataclasses.replace(c, id2label={1: "a", 2: "b"})
+    back = AlbertConfig.from_dict(json.loads(json.dumps(with_names.to_dict())))  # JSON keys are strings
+    assert back == with_names

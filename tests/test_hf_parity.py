@@ -162,12 +162,12 @@ def test_bert_style_model_without_projection_exports_exactly(tmp_path):
     """E == H with no projection (official BERT-like configs) is written with an identity projection for HF."""
     torch.manual_seed(9)
     cfg = AlbertConfig(**{**BASE, "embedding_size": 32, "sharing": "none"})
-    assert not cfg.embedding_projection
+    assert not cfg.has_embedding_projection
     ours = AlbertForPreTraining(cfg).eval()
     ours.save_pretrained(tmp_path / "bert")
     hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path / "bert").eval()
     again = AlbertForPreTraining.from_pretrained(tmp_path / "bert")
-    assert not again.config.embedding_projection
+    assert not again.config.has_embedding_projection
     ids, mask, types = batch(seed=10)
     with torch.no_grad():
         out = ours(ids, mask, types).prediction_logits
@@ -203,16 +203,11 @@ def test_partial_sharing_equals_hf_not_shared_with_tied_blocks(sharing, tmp_path
 
 @pytest.mark.parametrize("sharing", ["all", "attention", "ffn"])
 @pytest.mark.parametrize("act,positions", [("gelu_new", False), ("gelu_new", True), ("relu", True)])
-def test_shared_block_gradients_are_the_sum_of_hf_per_layer_gradients(sharing, act, positions, monkeypatch):
-    """A block visited at several depth steps sums its weight gradients inside the backward GEMMs (`GradSink`).
-    Oracle: a not-shared HF model whose layers all hold that block's weights; the shared block's gradient must be
-    the sum of HF's per-layer gradients, every other parameter's gradient equal to HF's. The FFN runs through
-    `GeluMLP` (gelu_new) or `SinkLinear` (relu); ``positions``: the last step runs only at the masked positions."""
-    import litebert.model as model
-
-    gates = []
-    gate = model._GradGate.apply
-    monkeypatch.setattr(model._GradGate, "apply", lambda *a: gates.append(a[2]) or gate(*a))
+def test_shared_block_gradients_are_the_sum_of_hf_per_layer_gradients(sharing, act, positions):
+    """A block visited at several depth steps gets the sum of the steps' weight gradients. Oracle: a not-shared HF
+    model whose layers all hold that block's weights; the shared block's gradient must be the sum of HF's per-layer
+    gradients, every other parameter's gradient equal to HF's. ``positions``: the last step runs only at the masked
+    positions."""
     torch.manual_seed(17)
     ours = AlbertForPreTraining(AlbertConfig(**{**BASE, "hidden_act": act, "sharing": sharing})).train()
     attention_ids, ffn_ids = ours.config.schedule()
@@ -240,7 +235,6 @@ def test_shared_block_gradients_are_the_sum_of_hf_per_layer_gradients(sharing, a
     else:
         loss = ours(ids, mask, types, labels=labels, sentence_order_label=sop).loss
     loss.backward()
-    assert len(gates) == (2 if sharing == "all" else 1)  # one gate per repeated block, both ways of running
 
     hf_params = dict(hf.named_parameters())
     compared = 0
@@ -535,168 +529,15 @@ def test_pooled_heads_loss_and_gradients_match_hf(task, name, checkpointing, ski
         assert pooled < full - 0.5 * full / len(ours.albert.encoder.schedule)  # most of one depth step saved
 
 
-def test_gelu_inference_path_matches_hf_gelu_new():
-    """Inference on CPU fp32 uses the sigmoid form of the tanh-approximated gelu; compare with HF's gelu_new in
-    float64 over a wide range, and check that training (autograd) gets the right gradient."""
-    from transformers.activations import NewGELUActivation
-
-    from litebert.model import gelu_tanh
-
-    x = torch.cat([torch.linspace(-12, 12, 4001), torch.randn(20000, generator=torch.Generator().manual_seed(0)) * 3])
-    ref = NewGELUActivation()(x.double())
-    with torch.no_grad():
-        fast = gelu_tanh(x)
-    assert fast.dtype == torch.float32
-    assert ((fast.double() - ref).abs() / ref.abs().clamp(min=1)).max().item() <= 1e-6
-    leaf = x.clone().requires_grad_(True)
-    y = gelu_tanh(leaf)
-    assert (y.double() - ref).abs().max().item() <= 1e-5
-    y.sum().backward()
-    xd = x.double().requires_grad_(True)
-    NewGELUActivation()(xd).sum().backward()
-    assert (leaf.grad.double() - xd.grad).abs().max().item() <= 1e-5
-
-
-def test_gelu_under_torch_compile_matches_hf_gelu_new():
-    """Under torch.compile the gelu is written in its sigmoid form (inductor fuses it into one fast loop); forward and
-    gradient must still be HF's gelu_new."""
-    from transformers.activations import NewGELUActivation
-
-    from litebert.model import gelu_tanh
-
-    x = torch.cat([torch.linspace(-12, 12, 4001), torch.randn(20000, generator=torch.Generator().manual_seed(1)) * 3])
-    if not (shutil.which("g++") or shutil.which("c++")):
-        pytest.skip("inductor needs a C++ compiler")
-    leaf = x.clone().requires_grad_(True)
-    y = torch.compile(gelu_tanh, fullgraph=True)(leaf)
-    (y * torch.linspace(-1, 1, x.numel())).sum().backward()
-    xd = x.double().requires_grad_(True)
-    ref = NewGELUActivation()(xd)
-    (ref * torch.linspace(-1, 1, x.numel()).double()).sum().backward()
-    assert (y.double() - ref).abs().max().item() <= 1e-5
-    assert (leaf.grad.double() - xd.grad).abs().max().item() <= 1e-5
-
-
-def test_fused_mlp_equals_linear_gelu_linear_in_float64():
-    """`GeluMLP` (eager CPU training of the FFN: sigmoid-form gelu forward, in-place gelu_backward) against the plain
-    composition with HF's gelu_new, values and all five gradients."""
-    from transformers.activations import NewGELUActivation
-
-    from litebert.model import GeluMLP
-
-    g = torch.Generator().manual_seed(0)
-    x, w1, b1 = torch.randn(40, 16, generator=g) * 3, torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
-    w2, b2 = torch.randn(16, 24, generator=g), torch.randn(16, generator=g)
-    leaves = [t.double().requires_grad_(True) for t in (x, w1, b1, w2, b2)]
-    refs = [t.double().requires_grad_(True) for t in (x, w1, b1, w2, b2)]
-    upstream = torch.randn(40, 16, generator=g).double()
-    y = GeluMLP.apply(*leaves)
-    ref = torch.nn.functional.linear(NewGELUActivation()(torch.nn.functional.linear(refs[0], refs[1], refs[2])),
-                                     refs[3], refs[4])
-    (y * upstream).sum().backward()
-    (ref * upstream).sum().backward()
-    assert max_diff(y, ref) <= 1e-10
-    for ours, theirs in zip(leaves, refs):
-        assert max_diff(ours.grad, theirs.grad) <= 1e-10 * max(1.0, theirs.grad.abs().max().item())
-
-
-@pytest.mark.parametrize("masked", [False, True])
-def test_explicit_attention_equals_sdpa(masked):
-    """Training at short lengths computes attention explicitly; it must equal SDPA, values and gradients."""
-    from litebert.model import attend, attention_bias
-
-    g = torch.Generator().manual_seed(1)
-    q, k, v = (torch.randn(2, 3, 9, 8, generator=g, dtype=torch.float64) for _ in range(3))
-    mask = None
-    if masked:
-        keep = torch.ones(2, 9, dtype=torch.long)
-        keep[1, 4:] = 0
-        mask = attention_bias(keep, torch.float64)
-    ours = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    out = attend(*ours, mask, 0.0)
-    ref = torch.nn.functional.scaled_dot_product_attention(*refs, attn_mask=mask)
-    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out * upstream).sum().backward()
-    (ref * upstream).sum().backward()
-    assert max_diff(out, ref) <= 1e-12
-    for a, b in zip(ours, refs):
-        assert max_diff(a.grad, b.grad) <= 1e-12
-
-
-@pytest.mark.parametrize("masked", [False, True])
-def test_qkv_attention_equals_sdpa(masked):
-    """Training at short lengths runs attention straight from the fused [B, L, 3H] projection (`QKVAttention`, strided
-    per-sequence GEMMs, in-place softmax and its backward). It must equal SDPA on the split heads, values and the
-    gradient of the fused tensor."""
-    from litebert.model import QKVAttention, attention_bias
-
-    g = torch.Generator().manual_seed(2)
-    b, l, heads, d = 3, 11, 4, 8
-    qkv = torch.randn(b, l, 3 * heads * d, generator=g, dtype=torch.float64)
-    mask = None
-    if masked:
-        keep = torch.ones(b, l, dtype=torch.long)
-        keep[1, 6:] = 0
-        keep[2, 2:] = 0
-        mask = attention_bias(keep, torch.float64)
-    ours, ref = qkv.clone().requires_grad_(True), qkv.clone().requires_grad_(True)
-    out = QKVAttention.apply(ours, mask, heads)
-    q, k, v = ref.view(b, l, 3, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    expected = expected.transpose(1, 2).reshape(b, l, heads * d)
-    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out * upstream).sum().backward()
-    (expected * upstream).sum().backward()
-    assert out.shape == (b, l, heads * d)
-    assert max_diff(out, expected) <= 1e-12
-    assert max_diff(ours.grad, ref.grad) <= 1e-12
-
-def test_training_and_inference_take_their_fast_paths(monkeypatch):
-    """The dispatch itself: CPU fp32 training runs the FFN through GeluMLP and attention through QKVAttention at
-    length <= 128 (SDPA from 256 on), and a shared block's gradients through one gate; inference runs attention
-    explicitly up to 160 tokens and SDPA beyond, and takes the workspace path (never GeluMLP nor the gate)."""
-    import litebert.model as model
-
-    calls = {"mlp": 0, "sdpa": 0, "inference": 0, "qkv": 0, "gate": 0}
-    apply, sdpa = model.GeluMLP.apply, torch.nn.functional.scaled_dot_product_attention
-    inference, qkv, gate = model.Attention._forward_inference, model.QKVAttention.apply, model._GradGate.apply
-
-    def count(name, fn):
-        def wrapped(*args, **kwargs):
-            calls[name] += 1
-            return fn(*args, **kwargs)
-        return wrapped
-    monkeypatch.setattr(model.GeluMLP, "apply", count("mlp", apply))
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", count("sdpa", sdpa))
-    monkeypatch.setattr(model.Attention, "_forward_inference", count("inference", inference))
-    monkeypatch.setattr(model.QKVAttention, "apply", count("qkv", qkv))
-    monkeypatch.setattr(model._GradGate, "apply", count("gate", gate))
-    config = AlbertConfig.from_preset("tiny", max_position_embeddings=300)
-    ours = AlbertModel(config).train()
-    steps = len(ours.encoder.schedule)
-    assert steps > 1 and config.sharing == "all"
-    ours(torch.randint(5, 100, (2, 16))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": steps, "sdpa": 0, "inference": 0, "qkv": steps, "gate": 2}
-    ours(torch.randint(5, 100, (1, 256))).last_hidden_state.sum().backward()
-    assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": 0, "qkv": steps, "gate": 4}
-    with torch.no_grad():
-        ours.eval()(torch.randint(5, 100, (2, 160)))
-        assert calls == {"mlp": 2 * steps, "sdpa": steps, "inference": steps, "qkv": steps, "gate": 4}
-        ours(torch.randint(5, 100, (2, 161)))
-    assert calls == {"mlp": 2 * steps, "sdpa": 2 * steps, "inference": 2 * steps, "qkv": steps, "gate": 4}
-
-
 INFERENCE_CONFIGS = ["all-shared", "groups-and-inner", "not-shared", "E-equals-H", "relu", "dropout-in-eval"]
 
 
 @pytest.mark.parametrize("name", INFERENCE_CONFIGS)
 @pytest.mark.parametrize("skip_padding", [False, True])
-@pytest.mark.parametrize("length", [13, 170])  # explicit attention up to 160 tokens, SDPA beyond
+@pytest.mark.parametrize("length", [13, 170])
 def test_inference_path_matches_hf(name, skip_padding, length, tmp_path):
-    """The inference path (no autograd: head-major Q/K/V, explicit attention or SDPA, residual-accumulating GEMMs,
-    reused buffers) against HF's eval forward: every real position and the pooled output; with padding computed,
-    the padded positions too."""
+    """Inference (no autograd, eval mode) against HF's eval forward: every real position and the pooled output; with
+    padding computed, the padded positions too."""
     torch.manual_seed(30)
     hf = transformers.AlbertModel(hf_config(**CONFIGS[name], max_position_embeddings=200)).eval()
     ours = hf_roundtrip(hf, tmp_path, AlbertModel).eval()
@@ -708,16 +549,14 @@ def test_inference_path_matches_hf(name, skip_padding, length, tmp_path):
         mask[row, keep:] = 0
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask)
-        for _ in range(2):  # the second call reuses the first one's buffers
-            out = ours(ids, mask)
-            positions = mask.bool() if skip_padding else torch.ones_like(mask, dtype=torch.bool)
-            assert max_diff(out.last_hidden_state[positions], ref.last_hidden_state[positions]) <= TOL
-            assert max_diff(out.pooler_output, ref.pooler_output) <= TOL
+        out = ours(ids, mask)
+    positions = mask.bool() if skip_padding else torch.ones_like(mask, dtype=torch.bool)
+    assert max_diff(out.last_hidden_state[positions], ref.last_hidden_state[positions]) <= TOL
+    assert max_diff(out.pooler_output, ref.pooler_output) <= TOL
 
 
 def test_inference_under_cpu_autocast_and_in_train_mode_with_dropout():
-    """Two cases that must leave the workspace path: bf16 autocast (whose casts its out= GEMMs would defeat) runs
-    and stays near fp32; a train-mode model under no_grad still applies its dropout."""
+    """bf16 autocast runs and stays near fp32; a train-mode model under no_grad still applies its dropout."""
     torch.manual_seed(4)
     config = AlbertConfig.from_preset("tiny", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     ours = AlbertModel(config).eval()
@@ -730,75 +569,3 @@ def test_inference_under_cpu_autocast_and_in_train_mode_with_dropout():
         ours.train()
         first, second = ours(ids, mask).last_hidden_state, ours(ids, mask).last_hidden_state
     assert max_diff(first, second) > 1e-3 and max_diff(first, ref) > 1e-3
-
-
-def test_inference_workspace_is_kept_per_thread_and_released():
-    """The scratch buffers survive between inference calls (a smaller batch allocates nothing new), each thread has
-    its own (concurrent forwards on one model give the serial results), and release_workspace frees them."""
-    import threading
-
-    from litebert.model import Workspace, release_workspace
-
-    torch.manual_seed(6)
-    config = AlbertConfig.from_preset("tiny")
-    ours = AlbertModel(config).eval()
-    ours.set_skip_padding(True)
-    g = torch.Generator().manual_seed(7)
-    inputs = [torch.randint(5, 100, (b, l), generator=g) for b, l in ((4, 40), (3, 25), (2, 33), (4, 12))]
-    masks = [torch.ones_like(x) for x in inputs]
-    for m in masks:
-        m[0, m.shape[1] // 2:] = 0
-    with torch.no_grad():
-        release_workspace()
-        serial = [ours(x, m).last_hidden_state for x, m in zip(inputs, masks)]
-        held = Workspace.for_this_thread().buffers
-
-        def storage():
-            return [(b.data_ptr(), b.numel()) for b in held]
-        buffers = storage()
-        assert len(held) == 2 and all(b is not None and b.numel() > 0 for b in held)
-        for buf in held:  # stale contents (even NaN) must not leak into a later call
-            buf.fill_(float("nan"))
-        assert torch.equal(ours(inputs[1], masks[1]).last_hidden_state, serial[1])
-        assert storage() == buffers  # nothing reallocated
-
-    results, errors = {}, []
-
-    def worker(k):
-        try:
-            with torch.no_grad():
-                for rep in range(10):
-                    for i in (range(4) if k == 0 else reversed(range(4))):
-                        results[k, rep, i] = ours(inputs[i], masks[i]).last_hidden_state
-        except Exception as exc:  # reported below: a thread's exception would otherwise vanish
-            errors.append(exc)
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert all(torch.equal(out, serial[i]) for (_, _, i), out in results.items())
-    assert storage() == buffers and Workspace.for_this_thread().buffers is held  # the other threads used their own
-    release_workspace()
-    assert Workspace.for_this_thread().buffers == [None, None]
-
-
-@pytest.mark.parametrize("skip_padding", [False, True])
-def test_inference_outputs_never_alias_the_workspace(skip_padding):
-    """Inference reuses scratch buffers across depth steps; nothing it returns may share them, so a second call must
-    leave the first call's outputs untouched (and both equal to a fresh, independent model's)."""
-    torch.manual_seed(2)
-    config = AlbertConfig.from_preset("tiny")
-    ours = AlbertModel(config).eval()
-    ours.set_skip_padding(skip_padding)
-    ids, mask, _ = batch(seed=3, vocab=config.vocab_size)
-    with torch.no_grad():
-        first = ours(ids, mask, output_hidden_states=True)
-        kept = [first.last_hidden_state.clone(), first.pooler_output.clone()] + [h.clone() for h in first.hidden_states]
-        ours(ids.flip(0), mask.flip(0), output_hidden_states=True)
-        again = ours(ids, mask, output_hidden_states=True)
-    now = [first.last_hidden_state, first.pooler_output, *first.hidden_states]
-    assert all(torch.equal(a, b) for a, b in zip(kept, now))
-    assert all(torch.equal(a, b) for a, b in zip(kept, [again.last_hidden_state, again.pooler_output,
-                                                        *again.hidden_states]))

@@ -79,8 +79,8 @@ def test_official_config_keys():
     assert cfg.hidden_act == "gelu_new"  # official "gelu" is the tanh approximation
     assert (cfg.vocab_size, cfg.embedding_size, cfg.hidden_size, cfg.num_hidden_groups, cfg.inner_group_num) == \
         (40, 8, 16, 2, 2)
-    assert cfg.embedding_projection
-    assert not official_config(FIXTURES / "classifier" / "albert_config.json").embedding_projection  # E == H
+    assert cfg.has_embedding_projection
+    assert not official_config(FIXTURES / "classifier" / "albert_config.json").has_embedding_projection  # E == H
 
 
 def test_official_config_errors(tmp_path):

@@ -9,24 +9,27 @@ either loads as is. Two things are ours:
   which sub-blocks follow that grouping. See `AlbertConfig.schedule`.
 - ``embedding_projection``: whether the E->H projection exists. The official code adds it only when E != H; HF always
   has it. ``None`` means "as the official code" (E != H).
+
+The config is frozen and its fields hold only what was given: values that follow from others (whether the projection
+exists, how many layer groups the schedule walks) are properties, so ``dataclasses.replace`` and ``from_preset`` with
+the same fields build the same model.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from litebert.errors import ConfigError
+from litebert.files import read_json, write_json
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "silu")
 SHARING = ("all", "attention", "ffn", "none")
 
 
-@dataclass
+@dataclass(frozen=True)
 class AlbertConfig:
     vocab_size: int = 30000
     embedding_size: int = 128
@@ -56,14 +59,19 @@ class AlbertConfig:
 
     def __post_init__(self) -> None:
         self._validate()
+
+    @property
+    def has_embedding_projection(self) -> bool:
+        """Whether the encoder projects the E-dimensional embeddings to H: as given, else only when E != H."""
         if self.embedding_projection is None:
-            self.embedding_projection = self.embedding_size != self.hidden_size
-        if self.sharing == "none":
-            # Nothing is shared: every layer is its own group (HF expresses not-shared exactly this way).
-            self.num_hidden_groups = self.num_hidden_layers
-        if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
-            self.num_labels = len(self.id2label)
+            return self.embedding_size != self.hidden_size
+        return self.embedding_projection
+
+    @property
+    def layer_groups(self) -> int:
+        """How many groups of layers the schedule walks: ``num_hidden_groups``, or one per layer when nothing is
+        shared (HF expresses not-shared exactly this way)."""
+        return self.num_hidden_layers if self.sharing == "none" else self.num_hidden_groups
 
     def _validate(self) -> None:
         def bad(name: str, why: str) -> ConfigError:
@@ -102,6 +110,12 @@ class AlbertConfig:
         for name in ("pad_token_id",):
             if not 0 <= getattr(self, name) < self.vocab_size:
                 raise bad(name, f"must be a token id in [0, vocab_size = {self.vocab_size})")
+        if self.id2label is not None:
+            if not (isinstance(self.id2label, dict) and sorted(self.id2label) == list(range(len(self.id2label)))
+                    and all(isinstance(v, str) for v in self.id2label.values())):
+                raise bad("id2label", "must map the class ids 0..n-1 (integers) to label names (strings)")
+            if self.num_labels != len(self.id2label):
+                raise bad("num_labels", f"but id2label names {len(self.id2label)} labels; give both consistently")
         if self.problem_type not in (None, "single_label_classification", "regression", "multi_label_classification"):
             raise bad("problem_type", "choose single_label_classification, regression or multi_label_classification")
 
@@ -116,10 +130,10 @@ class AlbertConfig:
         Returns ``(attention_ids, ffn_ids)``, each of length steps; the number of unique blocks is ``max(ids) + 1``.
         """
         steps = self.num_hidden_layers * self.inner_group_num
-        grouped = [(layer * self.num_hidden_groups // self.num_hidden_layers) * self.inner_group_num + inner
+        grouped = [(layer * self.layer_groups // self.num_hidden_layers) * self.inner_group_num + inner
                    for layer in range(self.num_hidden_layers) for inner in range(self.inner_group_num)]
         own = list(range(steps))
-        # 'none' needs no case of its own: it sets num_hidden_groups = num_hidden_layers, so grouped == own.
+        # 'none' needs no case of its own: its layer_groups is num_hidden_layers, so grouped == own.
         attention = own if self.sharing == "ffn" else grouped
         ffn = own if self.sharing == "attention" else grouped
         return attention, ffn
@@ -148,14 +162,20 @@ class AlbertConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown AlbertConfig field(s) {', '.join(unknown)}; "
                               f"known fields: {', '.join(sorted(known))}")
+        if isinstance(data.get("id2label"), dict):  # JSON object keys are strings: "0" -> 0
+            try:
+                data = {**data, "id2label": {int(k): v for k, v in data["id2label"].items()}}
+            except ValueError:
+                raise ConfigError(f"{source}: id2label keys must be class ids 0..n-1, got "
+                                  f"{sorted(data['id2label'])}") from None
         return cls(**data)
 
     def to_json(self, path: str | os.PathLike) -> None:
-        _atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_json(path, self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "AlbertConfig":
-        data = read_json(Path(path))
+        data = read_json(path, ConfigError)
         if "model_type" in data or "architectures" in data:  # an HF config.json
             return cls.from_hf_dict(data, source=str(path))
         return cls.from_dict(data, source=str(path))
@@ -165,6 +185,7 @@ class AlbertConfig:
         where HF could not otherwise express the model (it then refuses to load it: see `io.checkpoint`)."""
         d = {k: v for k, v in self.to_dict().items()
              if k not in ("sharing", "embedding_projection", "id2label", "problem_type")}
+        d["num_hidden_groups"] = self.layer_groups
         d["model_type"] = "albert"
         d["position_embedding_type"] = "absolute"
         if self.id2label is not None:
@@ -174,7 +195,7 @@ class AlbertConfig:
             d["problem_type"] = self.problem_type
         if self.sharing != "all":
             d["litebert_sharing"] = self.sharing
-        if not self.embedding_projection:
+        if not self.has_embedding_projection:
             d["litebert_embedding_projection"] = False
         return d
 
@@ -202,14 +223,17 @@ class AlbertConfig:
                 out.pop("id2label")
                 out["num_labels"] = len(labels)
             else:
-                out["id2label"] = labels
+                out["id2label"], out["num_labels"] = labels, len(labels)
         if out.get("eos_token_id") is not None and isinstance(out["eos_token_id"], list):
             out["eos_token_id"] = out["eos_token_id"][0]
         for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
             if out.get(key, 0) is None:
                 out.pop(key)
-        # HF always builds the E->H projection, so an HF folder has one unless we said otherwise when saving it.
-        out.setdefault("embedding_projection", True)
+        # HF always builds the E->H projection, so an HF folder has one unless we said otherwise when saving it; E != H
+        # implies it anyway, so it needs saying only when E == H.
+        e, h = (out.get(k, getattr(cls, k)) for k in ("embedding_size", "hidden_size"))
+        if e == h:
+            out.setdefault("embedding_projection", True)
         return cls.from_dict(out, source=source)
 
 
@@ -229,7 +253,7 @@ def _albert(h: int, layers: int, heads: int, ffn: int, dropout: float) -> dict[s
 def _bert(h: int, layers: int, heads: int, ffn: int) -> dict[str, Any]:
     return dict(vocab_size=30000, embedding_size=h, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
                 intermediate_size=ffn, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, hidden_act="gelu",
-                sharing="none", embedding_projection=False)
+                sharing="none")
 
 
 _T1 = "Lan et al. 2020, Table 1"
@@ -250,22 +274,3 @@ PRESETS: dict[str, Preset] = {
                         intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
                         attention_probs_dropout_prob=0.0), "litebert: a debug preset for tests and CI"),
 }
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

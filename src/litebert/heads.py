@@ -119,7 +119,7 @@ class MLMHead(nn.Module):
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.embedding_size)
-        self.act = ACT[config.hidden_act]
+        self.act = ACT[config.hidden_act]()
         self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 

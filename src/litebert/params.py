@@ -43,8 +43,7 @@ def sharing_grid() -> list[tuple[int, dict[str, int]]]:
     for e in (64, 128, 256, 768):
         counts = {}
         for sharing in ("all", "attention", "ffn", "none"):
-            config = dataclasses.replace(base, embedding_size=e, sharing=sharing, num_hidden_groups=1,
-                                         embedding_projection=None)
+            config = dataclasses.replace(base, embedding_size=e, sharing=sharing)
             counts[sharing] = count_parameters(config)
         rows.append((e, counts))
     return rows

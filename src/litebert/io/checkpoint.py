@@ -9,7 +9,6 @@ and renamed into place, weights before config, so a crash never leaves a folder 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import warnings
@@ -19,8 +18,9 @@ from typing import Iterable
 import torch
 
 from litebert import __version__
-from litebert.config import AlbertConfig, read_json
+from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError
+from litebert.files import atomic_write, read_json, write_json
 from litebert.io import keymap
 
 log = logging.getLogger("litebert")
@@ -60,7 +60,7 @@ def save_pretrained(model: torch.nn.Module, path: str | os.PathLike, *, require_
     from safetensors.torch import save_file
 
     weights = path / (WEIGHTS_NAME if config.hf_compatible else NATIVE_WEIGHTS)
-    _atomic(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    atomic_write(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
     stale = path / (NATIVE_WEIGHTS if config.hf_compatible else WEIGHTS_NAME)
     stale.unlink(missing_ok=True)  # a previous save of another kind would contradict the new config
     hf = config.to_hf_dict()
@@ -68,17 +68,7 @@ def save_pretrained(model: torch.nn.Module, path: str | os.PathLike, *, require_
     hf["litebert_version"] = __version__
     if not config.hf_compatible:
         hf["model_type"] = NATIVE_MODEL_TYPE
-    text = json.dumps(hf, indent=2, sort_keys=True) + "\n"
-    _atomic(path / CONFIG_NAME, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def _atomic(target: Path, write) -> None:
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_json(path / CONFIG_NAME, hf, sort_keys=True)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -88,12 +78,15 @@ def load_config(path: str | os.PathLike, **overrides) -> AlbertConfig:
     file = path / CONFIG_NAME if path.is_dir() else path
     if not file.is_file():
         raise CheckpointNotFoundError(f"no {CONFIG_NAME} in {path}" if path.is_dir() else f"not found: {path}")
-    data = read_json(file)
+    data = read_json(file, ConfigError)
     if data.get("model_type") == NATIVE_MODEL_TYPE:
         data["model_type"] = "albert"
     hf = "model_type" in data or "architectures" in data
     config = AlbertConfig.from_hf_dict(data, source=str(file)) if hf else AlbertConfig.from_dict(data, source=str(file))
     if overrides:
+        if ("num_labels" in overrides and "id2label" not in overrides and config.id2label is not None
+                and len(config.id2label) != overrides["num_labels"]):
+            overrides = {**overrides, "id2label": None}  # a new label set: the folder's label names no longer apply
         try:
             config = dataclasses.replace(config, **overrides)
         except TypeError as e:
@@ -113,10 +106,13 @@ def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             return _read_file(path / name)
     if (path / SHARDED_INDEX).is_file():
         index = path / SHARDED_INDEX
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, AttributeError) as e:
-            raise CheckpointError(f"{index}: not a valid safetensors index ({e})") from None
+        weight_map = read_json(index, CheckpointError).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointError(f"{index}: not a valid safetensors index (no 'weight_map' of tensor -> file name)")
+        shards = sorted(set(weight_map.values()))
+        for shard in shards:  # shards live in the folder itself: never read a file the index points to elsewhere
+            if Path(shard).name != shard or shard in (".", ".."):
+                raise CheckpointError(f"{index} names shard {shard!r}, which is not a file name inside {path}")
         tensors: dict[str, torch.Tensor] = {}
         for shard in shards:
             if not (path / shard).is_file():

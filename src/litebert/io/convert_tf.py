@@ -120,7 +120,7 @@ def official_config(data: dict | str | os.PathLike) -> AlbertConfig:
     hf.setdefault("model_type", "albert")
     config = AlbertConfig.from_hf_dict(hf, source=source)
     projection = config.embedding_size != config.hidden_size
-    if projection != config.embedding_projection:
+    if projection != config.has_embedding_projection:
         config = dataclasses.replace(config, embedding_projection=projection)
     return config
 
@@ -170,7 +170,7 @@ def _expected_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
     bare = not hasattr(model, "albert")
     state = {("albert." + k if bare else k): v for k, v in model.state_dict().items()}
     shapes = {k: tuple(v.shape) for k, v in keymap.to_hf(state, model.config).items()}
-    if not model.config.embedding_projection:  # to_hf adds an identity projection for HF; it is no parameter
+    if not model.config.has_embedding_projection:  # to_hf adds an identity projection for HF; it is no parameter
         for key in keymap.PROJECTION:
             shapes.pop(key, None)
     return shapes
@@ -207,9 +207,9 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
     cfg = official_config(config)
     if "albert.encoder.embedding_hidden_mapping_in.weight" in hf_names:
-        if not cfg.embedding_projection:  # E == H with a projection anyway: keep it
+        if not cfg.has_embedding_projection:  # E == H with a projection anyway: keep it
             cfg = dataclasses.replace(cfg, embedding_projection=True)
-    elif cfg.embedding_projection:
+    elif cfg.has_embedding_projection:
         raise CheckpointError(
             f"checkpoint {ckpt.prefix} has no bert/encoder/embedding_hidden_mapping_in, which modeling.py creates "
             f"whenever embedding_size != hidden_size, but the config gives embedding_size = {cfg.embedding_size} and "

@@ -30,7 +30,7 @@ from torch import nn
 from litebert import heads
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
-from litebert.config import read_json
+from litebert.files import read_json
 
 
 class ExportError(LitebertError, RuntimeError):
@@ -95,7 +95,7 @@ def _architecture(path: Path, fallback: str | None = "AlbertModel") -> Optional[
     file = path / CONFIG_NAME
     if not file.is_file():
         raise CheckpointNotFoundError(f"no {CONFIG_NAME} in {path}")
-    archs = read_json(file).get("architectures") or []
+    archs = read_json(file, ConfigError).get("architectures") or []
     if not archs:
         return fallback  # a config without "architectures" (e.g. an official albert_config.json): the encoder
     if archs[0] not in heads.HEADS:

@@ -55,7 +55,7 @@ def to_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, tor
                 key = _HF_PREFIX.format(g=b // inner, i=b % inner) + template.format(rest=rest)
                 break
         out[key] = tensor
-    if not config.embedding_projection:  # identity E -> H (E == H) so HF's always-present projection is a no-op
+    if not config.has_embedding_projection:  # identity E -> H (E == H) so HF's always-present projection is a no-op
         out[PROJECTION[0]] = torch.eye(config.hidden_size, dtype=out["albert.embeddings.word_embeddings.weight"].dtype)
         out[PROJECTION[1]] = torch.zeros(config.hidden_size, dtype=out[PROJECTION[0]].dtype)
     return out
@@ -68,7 +68,7 @@ def from_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, t
     inner = config.inner_group_num
     out: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
-        if key in IGNORED_HF_KEYS or (not config.embedding_projection and key in PROJECTION):
+        if key in IGNORED_HF_KEYS or (not config.has_embedding_projection and key in PROJECTION):
             continue
         m = _HF_BLOCK.match(key)
         if m:

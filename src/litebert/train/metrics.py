@@ -118,7 +118,7 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
     n = config.num_hidden_layers * config.inner_group_num  # depth steps: each layer runs its inner-group blocks
     per_token_layer = 4 * h * h + 2 * h * i  # q, k, v, o projections; FFN in and out
     wanted = min(seq_len, predictions + 1)  # rows the last step computes beyond keys and values
-    forward = seq_len * ((n - 1) * per_token_layer + (e * h if config.embedding_projection else 0))
+    forward = seq_len * ((n - 1) * per_token_layer + (e * h if config.has_embedding_projection else 0))
     forward += seq_len * 2 * h * h + wanted * (2 * h * h + 2 * h * i)  # last step: K, V everywhere; Q, O, FFN
     forward += (n - 1) * 2 * seq_len * seq_len * h + 2 * wanted * seq_len * h  # QK^T and AV
     forward += predictions * (h * e + e * v)  # MLM head: dense H->E, tied decoder E->V
