@@ -4,12 +4,17 @@ Each module named below exposes ``configure(parser)`` (adds its arguments, or it
 ``run(args) -> int | None``; a module serving several commands exposes ``configure_command(name, parser)`` and
 ``run_command(name, args)`` instead. Library errors (``litebert.errors.LitebertError``) are printed as one clear
 message, without a traceback, with exit status 2. Modules are imported only when their command runs, so ``litebert --help`` is instant.
+
+Every command's parser (and its sub-commands') is a `Parser`: options must be spelled out (no silent prefix
+abbreviations), ``--help`` shows each option's default, and a mistyped command or choice gets a "did you mean".
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 
 from litebert.errors import LitebertError
@@ -27,6 +32,41 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "embed": ("litebert.finetune.cli", "write pooled or mean embeddings to .npy"),
     "export": ("litebert.io.export", "export a model to ONNX"),
 }
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; each option's default appended to its help unless it has none worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings
+                or isinstance(action, argparse._HelpAction)):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+class Parser(argparse.ArgumentParser):
+    """The argument parser of every litebert command and sub-command (sub-parsers inherit the class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+            close = difflib.get_close_matches(m.group(1), choices, n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+
+def suggestion(name: str, names) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _overview() -> str:
@@ -48,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = argv[0]
     if name not in COMMANDS:
-        print(f"litebert: unknown command {name!r}\n\n{_overview()}", file=sys.stderr)
+        print(f"litebert: unknown command {name!r}{suggestion(name, COMMANDS)}\n\n{_overview()}", file=sys.stderr)
         return 2
     module_name, help_ = COMMANDS[name]
     try:
@@ -58,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"litebert: the {name!r} command is not available in this version ({e.name} missing)", file=sys.stderr)
             return 2
         raise
-    parser = argparse.ArgumentParser(prog=f"litebert {name}", description=help_)
+    parser = Parser(prog=f"litebert {name}", description=help_)
     # A module serving several commands (finetune/evaluate/...) exposes configure_command/run_command.
     several = hasattr(module, "configure_command")
     module.configure_command(name, parser) if several else module.configure(parser)

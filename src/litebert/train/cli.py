@@ -50,7 +50,6 @@ _FLAGS = [
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = __doc__
     parser.add_argument("--preset", help="model preset (see `litebert params`), e.g. albert-base-v2, tiny")
     parser.add_argument("--model-config", type=Path, help="a config.json (litebert or HF) instead of --preset")
@@ -69,8 +68,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster "
                              "steps where it fuses the elementwise work (measured in docs/BENCHMARKS.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    for flag, field, type_, help_ in _FLAGS:
-        parser.add_argument(flag, dest=field, type=type_, default=None, help=help_)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    for flag, field, type_, help_ in _FLAGS:  # default None: "not given", so a recipe or --config can set it
+        shown = f" (default: {defaults[field]}, or the recipe's)" if defaults[field] is not None else ""
+        parser.add_argument(flag, dest=field, type=type_, default=None, help=help_ + shown)
 
 
 def build_train_config(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
@@ -167,6 +168,8 @@ def _copy_tokenizer(src: Path, dest: Path) -> None:
 
 
 if __name__ == "__main__":  # python -m litebert.train.cli ... (litebert.cli is the usual entry point)
-    parser = argparse.ArgumentParser(prog="litebert pretrain")
+    from litebert.cli import Parser
+
+    parser = Parser(prog="litebert pretrain")
     configure(parser)
     raise SystemExit(run(parser.parse_args()))
