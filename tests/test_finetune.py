@@ -242,7 +242,7 @@ def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
     folder.mkdir()
     (folder / "finetune.json").write_text("{")
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
-    assert "finetune.json: not valid JSON" in capsys.readouterr().err
+    assert "finetune.json:1: not valid JSON" in capsys.readouterr().err
     (folder / "finetune.json").write_text('{"labels": []}')
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
     assert "no 'task' entry" in capsys.readouterr().err

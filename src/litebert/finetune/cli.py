@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -190,6 +189,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------------- evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
+    from litebert.finetune.predict import write_jsonl
 
     preset, model, tok, meta = runner.load_finetuned(args.model)
     path = Path(args.data)
@@ -209,29 +209,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                      null_threshold=threshold, progress=not args.no_progress)
     print(json.dumps({"task": preset.name, "data": str(path), **metrics}, indent=2))
     if args.output:
-        _write_jsonl(args.output, [{"prediction": p} for p in preds])
+        write_jsonl(args.output, [{"prediction": p} for p in preds])
     return 0
-
-
-def _write_jsonl(path: str, rows: list[dict]) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
 
 
 # ------------------------------------------------------------------------------------------------------ predict
 def run_predict(args: argparse.Namespace) -> int:
-    from litebert.finetune import predict
+    from litebert.finetune.predict import predict_file
 
-    return predict.predict_file(args)
+    n = predict_file(args.model, args.input, args.output, args.max_seq_length, args.batch_size or 64,
+                     not args.no_progress)
+    print(f"wrote {n} predictions to {args.output}")
+    return 0
 
 
 # -------------------------------------------------------------------------------------------------------- embed
 def run_embed(args: argparse.Namespace) -> int:
-    from litebert.finetune import predict
+    from litebert.finetune.predict import embed_file
 
-    return predict.embed_file(args)
+    out = embed_file(args.model, args.input, args.output, args.field, args.pooling, args.max_seq_length,
+                     args.batch_size or 64)
+    print(f"wrote {out.shape[0]} x {out.shape[1]} {args.pooling} embeddings to {args.output}")
+    return 0

@@ -7,7 +7,6 @@ task, its labels, the metric, the chosen hyperparameters and the dev results —
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import CheckpointError, DataError
+from litebert.files import atomic_write, read_json
 from litebert.finetune import metrics as M
 from litebert.finetune import readers as R
 from litebert.finetune.features import encode_multiple_choice, encode_text, encode_tokens
@@ -109,9 +109,7 @@ def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    tmp = out / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=_jsonable))
-    os.replace(tmp, out / META_FILE)
+    atomic_write(out / META_FILE, json.dumps(meta, indent=2, default=_jsonable) + "\n")
 
 
 def _jsonable(o):
@@ -131,11 +129,10 @@ def load_finetuned(model_dir: str | Path):
     if not meta_path.is_file():
         raise CheckpointError(f"{model_dir}: no {META_FILE}; is this a folder written by `litebert finetune`?")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{meta_path}: not valid JSON ({e}); write the folder again with `litebert finetune`") \
-            from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("task"), str):
+        meta = read_json(meta_path, CheckpointError)
+    except CheckpointError as e:
+        raise CheckpointError(f"{e}; write the folder again with `litebert finetune`") from None
+    if not isinstance(meta.get("task"), str):
         raise CheckpointError(f"{meta_path}: no 'task' entry; is this a file written by `litebert finetune`?")
     preset = get_preset(meta["task"])
     if meta.get("preset"):  # keep the run's own settings (e.g. squad version, max_qa_length)
