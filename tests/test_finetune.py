@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from litebert import heads
 from litebert.cli import main
 from litebert.finetune import features as F
 from litebert.finetune import readers as R
@@ -247,12 +248,12 @@ def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
     assert "no 'task' entry" in capsys.readouterr().err
     # a truncated answerability head
-    S.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
-    head = folder / S.ANSWERABILITY_FILE
+    heads.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
+    head = folder / heads.ANSWERABILITY_FILE
     head.write_bytes(head.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match=S.ANSWERABILITY_FILE):
-        S.SquadV2Model.from_pretrained(folder)
-    assert not list(folder.glob("*.tmp"))
+    with pytest.raises(CheckpointError, match=heads.ANSWERABILITY_FILE):
+        heads.SquadV2Model.from_pretrained(folder)
+    assert not list(folder.glob("*.tmp*"))  # atomic_write leaves no temporary behind
 
 
 def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
@@ -264,7 +265,7 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(meta["dev_metrics"])
-    assert (out / S.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
+    assert (out / heads.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
     inp = tmp_path / "q.jsonl"
     ctx = "The common allotrope of elemental oxygen on Earth is called dioxygen. " * 8  # several windows
     inp.write_text(json.dumps({"id": "x", "question": "What is it called?", "context": ctx}) + "\n")
@@ -275,11 +276,11 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     if row["answer"]:
         assert ctx[row["answer_start"]:row["answer_start"] + len(row["answer"])] == row["answer"]
     # the answerability head reloads exactly
-    m1 = S.SquadV2Model.from_pretrained(out).eval()
-    m2 = S.SquadV2Model.from_pretrained(out).eval()
+    m1 = heads.SquadV2Model.from_pretrained(out).eval()
+    m2 = heads.SquadV2Model.from_pretrained(out).eval()
     x = torch.randint(5, 900, (2, 20))
     assert torch.equal(m1(x).na_logits, m2(x).na_logits)
-    fresh = S.SquadV2Model.from_pretrained(model).eval()
+    fresh = heads.SquadV2Model.from_pretrained(model).eval()
     assert not torch.equal(m1(x).na_logits, fresh(x).na_logits)
 
 

@@ -18,7 +18,8 @@ from litebert.files import atomic_write, read_json
 from litebert.finetune import metrics as M
 from litebert.finetune import readers as R
 from litebert.finetune.features import encode_multiple_choice, encode_text, encode_tokens
-from litebert.finetune.squad import SquadV2Model, decode, encode_squad
+from litebert.finetune.squad import decode, encode_squad
+from litebert.heads import SquadV2Model
 from litebert.finetune.tasks import TaskPreset, get_preset
 from litebert.finetune.trainer import predict_outputs
 
