@@ -373,3 +373,16 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
     (cl / "finetune.json").write_text(json.dumps({**meta, "kind": "token"}))
     with pytest.raises(CheckpointError, match="kind 'token' does not match task 'classify'"):
         load_finetuned(cl)
+
+
+def test_find_split_by_usual_names_skipping_hidden_temporaries(tmp_path):
+    from litebert.finetune.runner import find_split
+
+    for name in (".dev_matched.tsv.tmp-123", "dev_mismatched.tsv", "dev_matched.tsv", "train.tsv", "test.tsv",
+                 "pretrain.txt"):
+        (tmp_path / name).write_text("x")
+    assert find_split(tmp_path, "dev").name == "dev_matched.tsv"  # MNLI: matched before mismatched
+    assert find_split(tmp_path, "train").name == "train.tsv"  # "pretrain" is not the word "train"
+    assert find_split(tmp_path, "test").name == "test.tsv"
+    (tmp_path / "dev_matched.tsv").unlink()
+    assert find_split(tmp_path, "dev").name == "dev_mismatched.tsv"

@@ -22,13 +22,14 @@ _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid
 
 def find_split(folder: str | Path, split: str) -> Path | None:
     """The file (or RACE sub-folder) for ``split`` in a data folder: the first entry whose name starts with one of the
-    split's usual names as a whole word (``dev_matched`` before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev)."""
+    split's usual names as a whole word (``dev_matched`` before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev).
+    Hidden entries are skipped: they include the temporaries of writes in progress (`files.atomic_write`)."""
     folder = Path(folder)
-    entries = sorted(folder.iterdir())
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     for name in _SPLITS[split]:
         pattern = re.compile(rf"(^|[_.-]){re.escape(name)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
         for p in entries:
-            if pattern.search(p.name) and not p.name.endswith(".tmp"):
+            if pattern.search(p.name):
                 return p
     return None
 
