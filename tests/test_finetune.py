@@ -337,7 +337,9 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
         {"task": "squad2", "kind": "squad", "labels": None, "metric": "best_f1", "preset": old_preset,
          "columns": {}, "null_threshold": 0.9, "best_step": 6, "dev_metrics": {"best_f1": 50.0}}))
     preset, loaded, _, meta = load_finetuned(sq)
-    assert preset.kind == K.ExtractiveQAWithNoAnswer() and preset.max_seq_length == 96
+    assert preset.kind == K.ExtractiveQAWithNoAnswer(doc_stride=128, max_query_length=64, n_best=20,
+                                                     max_answer_length=30)
+    assert preset.max_seq_length == 96 and preset.metric == "best_f1"
     assert isinstance(loaded, heads.SquadV2Model)
     for a, b in zip(saved.answerability.state_dict().values(), loaded.answerability.state_dict().values()):
         assert torch.equal(a, b)
