@@ -71,7 +71,7 @@ def _test_accuracy(model_dir: Path, majority_label: str) -> tuple[float, float, 
     from litebert.finetune import runner
 
     preset, model, tok, meta = runner.load_finetuned(model_dir)
-    examples = runner.read_examples(preset, DATA / "test.tsv.gz", meta.get("labels"))
+    examples = preset.kind.read(DATA / "test.tsv.gz", meta.get("labels"))
     max_len = min(preset.max_seq_length, model.config.max_position_embeddings)
     metrics, _ = runner.evaluate(preset, model, tok, examples, meta.get("labels"), max_len)
     base = sum(e.label == majority_label for e in examples) / len(examples)

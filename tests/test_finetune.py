@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from litebert import heads
 from litebert.cli import main
 from litebert.finetune import features as F
 from litebert.finetune import readers as R
@@ -242,17 +243,17 @@ def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
     folder.mkdir()
     (folder / "finetune.json").write_text("{")
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
-    assert "finetune.json: not valid JSON" in capsys.readouterr().err
+    assert "finetune.json:1: not valid JSON" in capsys.readouterr().err
     (folder / "finetune.json").write_text('{"labels": []}')
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
     assert "no 'task' entry" in capsys.readouterr().err
     # a truncated answerability head
-    S.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
-    head = folder / S.ANSWERABILITY_FILE
+    heads.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
+    head = folder / heads.ANSWERABILITY_FILE
     head.write_bytes(head.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match=S.ANSWERABILITY_FILE):
-        S.SquadV2Model.from_pretrained(folder)
-    assert not list(folder.glob("*.tmp"))
+    with pytest.raises(CheckpointError, match=heads.ANSWERABILITY_FILE):
+        heads.SquadV2Model.from_pretrained(folder)
+    assert not list(folder.glob("*.tmp*"))  # atomic_write leaves no temporary behind
 
 
 def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
@@ -264,7 +265,7 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(meta["dev_metrics"])
-    assert (out / S.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
+    assert (out / heads.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
     inp = tmp_path / "q.jsonl"
     ctx = "The common allotrope of elemental oxygen on Earth is called dioxygen. " * 8  # several windows
     inp.write_text(json.dumps({"id": "x", "question": "What is it called?", "context": ctx}) + "\n")
@@ -275,11 +276,11 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     if row["answer"]:
         assert ctx[row["answer_start"]:row["answer_start"] + len(row["answer"])] == row["answer"]
     # the answerability head reloads exactly
-    m1 = S.SquadV2Model.from_pretrained(out).eval()
-    m2 = S.SquadV2Model.from_pretrained(out).eval()
+    m1 = heads.SquadV2Model.from_pretrained(out).eval()
+    m2 = heads.SquadV2Model.from_pretrained(out).eval()
     x = torch.randint(5, 900, (2, 20))
     assert torch.equal(m1(x).na_logits, m2(x).na_logits)
-    fresh = S.SquadV2Model.from_pretrained(model).eval()
+    fresh = heads.SquadV2Model.from_pretrained(model).eval()
     assert not torch.equal(m1(x).na_logits, fresh(x).na_logits)
 
 
@@ -310,3 +311,80 @@ def test_embed_is_padding_invariant(base, tmp_path):
     alone = np.load(tmp_path / "one.npy")
     assert both.shape == (2, 32)
     np.testing.assert_allclose(both[0], alone[0], atol=1e-5)  # padding in the batch does not leak into the mean
+
+
+def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
+    """finetune.json as litebert wrote it when kinds were strings ("extra" held SQuAD's version) still loads,
+    predicts and evaluates; a kind that contradicts the task is refused."""
+    from litebert.errors import CheckpointError
+    from litebert.finetune import kinds as K
+    from litebert.finetune.runner import load_finetuned
+    from litebert.heads import AlbertForQuestionAnswering, AlbertForSequenceClassification
+
+    model, tok = base
+    old_preset = {"name": "squad2", "kind": "squad", "metric": "best_f1", "lr": 5e-05, "batch_size": 48,
+                  "train_steps": None, "epochs": 2.0, "warmup_steps": None, "warmup_proportion": 0.1,
+                  "max_seq_length": 96, "eval_every": 1000, "labels": None,
+                  "source": "google-research/albert README (run_squad_v1 / run_squad_v2)",
+                  "extra": {"doc_stride": 128, "max_query_length": 64, "n_best": 20, "max_answer_length": 30,
+                            "version": "2.0"}}
+    sq = tmp_path / "squad2"
+    torch.manual_seed(1)
+    saved = heads.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model))
+    saved.save_pretrained(sq)
+    tok.save_pretrained(sq)
+    (sq / "finetune.json").write_text(json.dumps(
+        {"task": "squad2", "kind": "squad", "labels": None, "metric": "best_f1", "preset": old_preset,
+         "columns": {}, "null_threshold": 0.9, "best_step": 6, "dev_metrics": {"best_f1": 50.0}}))
+    preset, loaded, _, meta = load_finetuned(sq)
+    assert preset.kind == K.ExtractiveQAWithNoAnswer(doc_stride=128, max_query_length=64, n_best=20,
+                                                     max_answer_length=30)
+    assert preset.max_seq_length == 96 and preset.metric == "best_f1"
+    assert isinstance(loaded, heads.SquadV2Model)
+    for a, b in zip(saved.answerability.state_dict().values(), loaded.answerability.state_dict().values()):
+        assert torch.equal(a, b)
+    inp = tmp_path / "q.jsonl"
+    inp.write_text(json.dumps({"question": "What is it?", "context": "It is called dioxygen."}) + "\n")
+    assert main(["predict", "--model", str(sq), "--input", str(inp), "--output", str(tmp_path / "a.jsonl"),
+                 "--no-progress"]) == 0
+    row = json.loads((tmp_path / "a.jsonl").read_text())
+    assert set(row) == {"question", "context", "answer", "answer_start", "no_answer_prob"}
+    assert (row["answer"] == "") == (row["no_answer_prob"] > 0.9)  # the stored threshold applies
+
+    old_preset = {"name": "classify", "kind": "classification", "metric": "accuracy", "lr": 2e-05, "batch_size": 32,
+                  "train_steps": None, "epochs": 3.0, "warmup_steps": None, "warmup_proportion": 0.1,
+                  "max_seq_length": 128, "eval_every": 200, "labels": None,
+                  "source": "not in the paper: BERT-style defaults for your own data", "extra": {}}
+    cl = tmp_path / "classify"
+    AlbertForSequenceClassification.from_pretrained(model, num_labels=2).save_pretrained(cl)
+    tok.save_pretrained(cl)
+    meta = {"task": "classify", "kind": "classification", "labels": ["neg", "pos"], "metric": "accuracy",
+            "preset": old_preset, "columns": {"text_a": "review", "label": "stars"}}
+    (cl / "finetune.json").write_text(json.dumps(meta))
+    inp.write_text(json.dumps({"review": "a fine film"}) + "\n")
+    assert main(["predict", "--model", str(cl), "--input", str(inp), "--output", str(tmp_path / "c.jsonl"),
+                 "--no-progress"]) == 0
+    row = json.loads((tmp_path / "c.jsonl").read_text())
+    assert row["label"] in ("neg", "pos") and list(row["probabilities"]) == ["neg", "pos"]
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text("".join(json.dumps({"review": r, "stars": s}) + "\n" for r, s in (("good", "pos"), ("bad", "neg"))))
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(cl), "--data", str(dev), "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] in (0.0, 0.5, 1.0)
+
+    (cl / "finetune.json").write_text(json.dumps({**meta, "kind": "token"}))
+    with pytest.raises(CheckpointError, match="kind 'token' does not match task 'classify'"):
+        load_finetuned(cl)
+
+
+def test_find_split_by_usual_names_skipping_hidden_temporaries(tmp_path):
+    from litebert.finetune.runner import find_split
+
+    for name in (".dev_matched.tsv.tmp-123", "dev_mismatched.tsv", "dev_matched.tsv", "train.tsv", "test.tsv",
+                 "pretrain.txt"):
+        (tmp_path / name).write_text("x")
+    assert find_split(tmp_path, "dev").name == "dev_matched.tsv"  # MNLI: matched before mismatched
+    assert find_split(tmp_path, "train").name == "train.tsv"  # "pretrain" is not the word "train"
+    assert find_split(tmp_path, "test").name == "test.tsv"
+    (tmp_path / "dev_matched.tsv").unlink()
+    assert find_split(tmp_path, "dev").name == "dev_mismatched.tsv"

@@ -334,3 +334,90 @@ class AlbertForQuestionAnswering(PretrainedMixin, nn.Module):
 HEADS = {cls.HF_ARCHITECTURE: cls for cls in (AlbertModel, AlbertForPreTraining, AlbertForMaskedLM,
                                                AlbertForSequenceClassification, AlbertForTokenClassification,
                                                AlbertForMultipleChoice, AlbertForQuestionAnswering)}
+
+
+# ------------------------------------------------------------------------------------ SQuAD v2.0 answerability
+# The official ALBERT v2.0 head (an XLNet-style answer classifier fed start-weighted features and beam-searched spans)
+# is replaced by a simpler one, documented in docs/finetune.md: a two-layer classifier on the [CLS] vector, trained
+# with binary cross-entropy on "this window holds no answer", beside the usual start/end head. Turning its logits into
+# a question's "no answer" (minimum over windows, threshold from dev) is decoding: `litebert.finetune.squad`.
+ANSWERABILITY_FILE = "answerability.safetensors"
+
+
+@dataclass
+class SquadV2Output:
+    loss: Optional[torch.Tensor] = None  # span loss + answerability BCE
+    start_logits: Optional[torch.Tensor] = None  # [B, L]
+    end_logits: Optional[torch.Tensor] = None  # [B, L]
+    na_logits: Optional[torch.Tensor] = None  # [B]: "this window holds no answer"
+
+
+class AnswerabilityHead(nn.Module):
+    """[B, H] ([CLS] vector) -> [B] no-answer logit: dense + tanh + dropout + linear."""
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, initializer_range: float = 0.02):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden_size, 1)
+        for m in (self.dense, self.out):
+            nn.init.normal_(m.weight, std=initializer_range)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(torch.tanh(self.dense(cls_hidden)))).squeeze(-1)
+
+
+class SquadV2Model(nn.Module):
+    """An `AlbertForQuestionAnswering` (HF-compatible weights) plus the answerability head.
+
+    Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
+    """
+
+    def __init__(self, qa: AlbertForQuestionAnswering):
+        super().__init__()
+        self.qa = qa
+        self.config = qa.config
+        self.answerability = AnswerabilityHead(qa.config.hidden_size, qa.config.classifier_dropout_prob or 0.0,
+                                               qa.config.initializer_range)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
+                end_positions=None, is_impossible=None) -> SquadV2Output:
+        h = self.qa.albert(input_ids, attention_mask, token_type_ids).last_hidden_state  # [B, L, H]
+        start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
+        na = self.answerability(h[:, 0])  # [B]
+        loss = None
+        if start_positions is not None:
+            span = (F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)) / 2
+            loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
+        return SquadV2Output(loss, start, end, na)
+
+    def save_pretrained(self, path) -> None:
+        from pathlib import Path
+
+        from safetensors.torch import save_file
+
+        from litebert.files import atomic_write
+
+        self.qa.save_pretrained(path)
+        state = {k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}
+        atomic_write(Path(path) / ANSWERABILITY_FILE, lambda tmp: save_file(state, str(tmp)))
+
+    @classmethod
+    def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
+        """The QA model in ``path`` (a fine-tuned folder, or a pretrained encoder: the heads then start fresh)."""
+        from pathlib import Path
+
+        from safetensors.torch import load_file
+
+        from litebert.errors import CheckpointError
+
+        model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
+        file = Path(path) / ANSWERABILITY_FILE
+        if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
+            try:
+                model.answerability.load_state_dict(load_file(str(file)))
+            except Exception as e:  # safetensors' header errors, or torch's missing/unexpected key/shape report
+                raise CheckpointError(f"{file}: not the answerability head of this model ({e}); it may be truncated "
+                                      "or from another model -- fine-tune again") from None
+        return model

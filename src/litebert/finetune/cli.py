@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -127,24 +126,25 @@ def run_finetune(args: argparse.Namespace) -> int:
     from litebert.tokenizer import AlbertTokenizer
 
     preset = get_preset(args.task)
+    kind = preset.kind
     columns = _parse_columns(args.columns)
     tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
     train_path, dev_path = _split_paths(args.data, args.dev)
     labels = args.labels.split(",") if args.labels else None
-    train_ex = runner.read_examples(preset, train_path, labels, columns)
+    train_ex = kind.read(train_path, labels, columns)
     if args.max_train_examples:
         train_ex = train_ex[:args.max_train_examples]
-    labels = labels or runner.collect_labels(preset, train_ex)
-    dev_ex = runner.read_examples(preset, dev_path, labels, columns) if dev_path else None
+    labels = labels or kind.collect_labels(train_ex, preset.labels)
+    dev_ex = kind.read(dev_path, labels, columns) if dev_path else None
     if dev_ex and args.max_eval_examples:
         dev_ex = dev_ex[:args.max_eval_examples]
     overrides = {}
     if args.dropout is not None:
         overrides = dict(hidden_dropout_prob=args.dropout, classifier_dropout_prob=args.dropout)
-    model = runner.make_model(preset, args.model, labels, **overrides)
+    model = kind.new_model(args.model, labels, **overrides)
     max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
-    feats = runner.featurize(preset, tok, train_ex, labels, max_len, training=True)
-    dev_feats = runner.featurize(preset, tok, dev_ex, labels, max_len) if dev_ex else None
+    feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
+    dev_feats = kind.featurize(tok, dev_ex, labels, max_len) if dev_ex else None
     batch = args.batch_size or preset.batch_size
     if args.steps:
         steps = args.steps
@@ -164,8 +164,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     print(f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
           f"{len(dev_ex) if dev_ex else 0} dev; {steps} steps of {batch}, lr {targs.lr:g}, warmup {targs.warmup_steps};"
           f" hyperparameters from {preset.source}")
-    meta = {"task": preset.name, "kind": preset.kind, "labels": labels, "metric": preset.metric,
-            "preset": asdict(replace(preset, max_seq_length=max_len)), "columns": columns,
+    meta = {"task": preset.name, "kind": kind.name, "labels": labels, "metric": preset.metric,
+            "preset": replace(preset, max_seq_length=max_len).to_json(), "columns": columns,
             "train": {**asdict(targs), "data": str(train_path), "dev": str(dev_path) if dev_path else None,
                       "base_model": str(args.model)}}
 
@@ -174,8 +174,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         return metrics
 
     def save(m, step, metrics):
-        if preset.kind == "squad" and preset.extra["version"] == "2.0" and "best_f1_thresh" in metrics:
-            meta["null_threshold"] = metrics["best_f1_thresh"]
+        meta.update(kind.chosen_on_dev(metrics))  # e.g. SQuAD v2's no-answer threshold
         runner.save_finetuned(m, tok, args.out, {**meta, "best_step": step, "dev_metrics": metrics})
 
     result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id)
@@ -190,6 +189,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------------- evaluate
 def run_evaluate(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
+    from litebert.finetune.predict import write_jsonl
 
     preset, model, tok, meta = runner.load_finetuned(args.model)
     path = Path(args.data)
@@ -198,7 +198,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if path is None:
             raise DataError(f"--data {args.data}: no dev/valid file in this folder")
     labels = meta.get("labels")
-    examples = runner.read_examples(preset, path, labels, meta.get("columns"))
+    examples = preset.kind.read(path, labels, meta.get("columns"))
     unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
     if unlabelled:
         raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); "
@@ -209,29 +209,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                      null_threshold=threshold, progress=not args.no_progress)
     print(json.dumps({"task": preset.name, "data": str(path), **metrics}, indent=2))
     if args.output:
-        _write_jsonl(args.output, [{"prediction": p} for p in preds])
+        write_jsonl(args.output, [{"prediction": p} for p in preds])
     return 0
-
-
-def _write_jsonl(path: str, rows: list[dict]) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
 
 
 # ------------------------------------------------------------------------------------------------------ predict
 def run_predict(args: argparse.Namespace) -> int:
-    from litebert.finetune import predict
+    from litebert.finetune.predict import predict_file
 
-    return predict.predict_file(args)
+    n = predict_file(args.model, args.input, args.output, args.max_seq_length, args.batch_size or 64,
+                     not args.no_progress)
+    print(f"wrote {n} predictions to {args.output}")
+    return 0
 
 
 # -------------------------------------------------------------------------------------------------------- embed
 def run_embed(args: argparse.Namespace) -> int:
-    from litebert.finetune import predict
+    from litebert.finetune.predict import embed_file
 
-    return predict.embed_file(args)
+    out = embed_file(args.model, args.input, args.output, args.field, args.pooling, args.max_seq_length,
+                     args.batch_size or 64)
+    print(f"wrote {out.shape[0]} x {out.shape[1]} {args.pooling} embeddings to {args.output}")
+    return 0

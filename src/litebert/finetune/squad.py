@@ -1,4 +1,4 @@
-"""SQuAD v1.1 / v2.0: sliding windows, answer positions, n-best decoding, and the v2 answerability head.
+"""SQuAD v1.1 / v2.0: sliding windows, answer positions and n-best decoding.
 
 Windows follow the official (BERT/ALBERT) recipe: ``[CLS] question [SEP] context-window [SEP]`` with the question cut
 to ``max_query_length`` pieces and windows over the context starting every ``doc_stride`` pieces. A piece seen by
@@ -6,29 +6,20 @@ several windows is scored only in the window where it has the most context on bo
 ``_check_is_max_context``). Every context piece carries its character span in the *original* context (the
 tokenizer's offsets), so a predicted span maps straight back to the user's text.
 
-v2.0 "no answer": the official ALBERT v2 head (an XLNet-style answer classifier fed start-weighted features and
-beam-searched spans) is replaced by a simpler one, documented in docs/finetune.md: a two-layer answerability
-classifier on the [CLS] vector, trained with binary cross-entropy on "this window holds no answer", beside the usual
-start/end head. A question's no-answer score is the minimum over its windows (an answer needs only one window);
-it answers "" when the no-answer probability exceeds a threshold picked on the dev set (official ``find_best_thresh``).
+v2.0 "no answer": the model (`litebert.heads.SquadV2Model`) adds a no-answer logit per window. A question's no-answer
+score is the minimum over its windows (an answer needs only one window); it answers "" when the no-answer
+probability exceeds a threshold picked on the dev set (official ``find_best_thresh``).
 """
 
 from __future__ import annotations
 
 import collections
-import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from litebert.errors import CheckpointError, ConfigError
+from litebert.errors import ConfigError
 from litebert.finetune.readers import SquadExample
-
-ANSWERABILITY_FILE = "answerability.safetensors"
 
 
 def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, doc_stride: int = 128,
@@ -140,77 +131,3 @@ def decode(examples: list[SquadExample], features: list[dict], start_logits: lis
             if null_threshold is not None and p > null_threshold:
                 preds[ex.qas_id] = ""
     return preds, nbest_out, na_probs
-
-
-class AnswerabilityHead(nn.Module):
-    """[B, H] ([CLS] vector) -> [B] no-answer logit: dense + tanh + dropout + linear."""
-
-    def __init__(self, hidden_size: int, dropout: float = 0.1, initializer_range: float = 0.02):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden_size, 1)
-        for m in (self.dense, self.out):
-            nn.init.normal_(m.weight, std=initializer_range)
-            nn.init.zeros_(m.bias)
-
-    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(torch.tanh(self.dense(cls_hidden)))).squeeze(-1)
-
-
-class SquadV2Model(nn.Module):
-    """An ``AlbertForQuestionAnswering`` (HF-compatible weights) plus the answerability head.
-
-    Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
-    """
-
-    def __init__(self, qa: nn.Module):
-        super().__init__()
-        self.qa = qa
-        self.config = qa.config
-        self.answerability = AnswerabilityHead(qa.config.hidden_size, qa.config.classifier_dropout_prob or 0.0,
-                                               qa.config.initializer_range)
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
-                end_positions=None, is_impossible=None):
-        h = self.qa.albert(input_ids, attention_mask, token_type_ids).last_hidden_state  # [B, L, H]
-        start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
-        na = self.answerability(h[:, 0])  # [B]
-        loss = None
-        if start_positions is not None:
-            span = (F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)) / 2
-            loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
-        return SquadV2Output(loss, start, end, na)
-
-    def save_pretrained(self, path) -> None:
-        from safetensors.torch import save_file
-
-        self.qa.save_pretrained(path)
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
-        os.close(fd)
-        try:
-            save_file({k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}, tmp)
-            os.replace(tmp, path / ANSWERABILITY_FILE)
-        finally:
-            Path(tmp).unlink(missing_ok=True)  # no stray temp file if the write failed
-
-    @classmethod
-    def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
-        from safetensors.torch import load_file
-
-        from litebert.heads import AlbertForQuestionAnswering
-
-        model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
-        file = Path(path) / ANSWERABILITY_FILE
-        if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
-            try:
-                model.answerability.load_state_dict(load_file(str(file)))
-            except Exception as e:  # safetensors' header errors, or torch's missing/unexpected key/shape report
-                raise CheckpointError(f"{file}: not the answerability head of this model ({e}); it may be truncated "
-                                      "or from another model -- fine-tune again") from None
-        return model
-
-
-class SquadV2Output(collections.namedtuple("SquadV2Output", "loss start_logits end_logits na_logits")):
-    pass

@@ -1,4 +1,5 @@
-"""Per-task presets: the kind of head, the label set, the metric that picks the best checkpoint, the hyperparameters.
+"""Per-task presets: the kind of task (`kinds.py`), the label set, the metric that picks the best checkpoint, the
+hyperparameters.
 
 Sources of the numbers (all for ALBERT fine-tuning with AdamW, linear warmup then linear decay to 0):
 
@@ -18,16 +19,18 @@ checkpoint on dev and keeps the best, which is what our trainer does while train
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields, replace
 
 from litebert.errors import ConfigError
+from litebert.finetune.kinds import (Classification, ExtractiveQA, ExtractiveQAWithNoAnswer, MultipleChoice,
+                                     Regression, TaskKind, TokenClassification)
 from litebert.finetune.readers import GLUE_TASKS
 
 
 @dataclass(frozen=True)
 class TaskPreset:
     name: str
-    kind: str  # "classification" | "regression" | "token" | "multiple_choice" | "squad"
+    kind: TaskKind  # what reads, featurizes, predicts and scores; its fields are the data format's parameters
     metric: str  # the dev metric that selects the best checkpoint (higher is better)
     lr: float
     batch_size: int
@@ -39,7 +42,23 @@ class TaskPreset:
     eval_every: int = 100
     labels: tuple[str, ...] | None = None
     source: str = ""
-    extra: dict = field(default_factory=dict)  # squad: doc_stride...; race: max_qa_length
+
+    def to_json(self) -> dict:
+        """The preset as finetune.json stores it: the kind by its name, the kind's fields under "extra"."""
+        return {**asdict(self), "kind": self.kind.name, "extra": asdict(self.kind)}
+
+
+def preset_from_json(task: str, saved: dict | None) -> TaskPreset:
+    """The preset ``task`` with the values a run stored in finetune.json (``TaskPreset.to_json``; e.g. its
+    max_seq_length, max_qa_length). Keys this version does not know are ignored, so folders written by earlier
+    versions load (their "extra" also held SQuAD's "version", which the task name now tells)."""
+    preset = get_preset(task)
+    if not saved:
+        return preset
+    known = {f.name for f in fields(preset.kind)}
+    kind = replace(preset.kind, **{k: v for k, v in (saved.get("extra") or {}).items() if k in known})
+    known = {f.name for f in fields(TaskPreset)} - {"name", "kind", "labels"}  # labels: finetune.json's own entry
+    return replace(preset, kind=kind, **{k: v for k, v in saved.items() if k in known})
 
 
 _GLUE_SRC = "google-research/albert run_glue.sh"
@@ -59,32 +78,32 @@ _GLUE_METRIC = {"cola": "matthews", "sts-b": "pearson"}
 
 PRESETS: dict[str, TaskPreset] = {}
 for _name, (_w, _lr, _steps, _save, _bs) in _GLUE.items():
-    _spec = GLUE_TASKS[_name]
+    _labels = GLUE_TASKS[_name]["labels"]
     PRESETS[_name] = TaskPreset(
-        _name, "regression" if _spec["labels"] is None else "classification", _GLUE_METRIC.get(_name, "accuracy"),
-        _lr, _bs, train_steps=_steps, warmup_steps=_w, eval_every=_save,
-        labels=None if _spec["labels"] is None else tuple(_spec["labels"]), source=_GLUE_SRC)
-PRESETS["wnli"] = TaskPreset("wnli", "classification", "accuracy", 2e-5, 16, train_steps=2000, warmup_steps=250,
-                             labels=("0", "1"), source="ALBERT paper, appendix A.4")
+        _name, Regression(glue=_name) if _labels is None else Classification(glue=_name),
+        _GLUE_METRIC.get(_name, "accuracy"), _lr, _bs, train_steps=_steps, warmup_steps=_w, eval_every=_save,
+        labels=None if _labels is None else tuple(_labels), source=_GLUE_SRC)
+PRESETS["wnli"] = TaskPreset("wnli", Classification(glue="wnli"), "accuracy", 2e-5, 16, train_steps=2000,
+                             warmup_steps=250, labels=("0", "1"), source="ALBERT paper, appendix A.4")
 _SQUAD = dict(lr=5e-5, batch_size=48, epochs=2.0, warmup_proportion=0.1, max_seq_length=384, eval_every=1000,
               source="google-research/albert README (run_squad_v1 / run_squad_v2)")
-_SQUAD_EXTRA = dict(doc_stride=128, max_query_length=64, n_best=20, max_answer_length=30)
-PRESETS["squad1"] = TaskPreset("squad1", "squad", "f1", extra=dict(_SQUAD_EXTRA, version="1.1"), **_SQUAD)
-PRESETS["squad2"] = TaskPreset("squad2", "squad", "best_f1", extra=dict(_SQUAD_EXTRA, version="2.0"), **_SQUAD)
-PRESETS["race"] = TaskPreset("race", "multiple_choice", "accuracy", 1e-5, 32, train_steps=12000, warmup_steps=1000,
-                             max_seq_length=512, eval_every=100, extra=dict(max_qa_length=128, format="race"),
+_WINDOWS = dict(doc_stride=128, max_query_length=64, n_best=20, max_answer_length=30)
+PRESETS["squad1"] = TaskPreset("squad1", ExtractiveQA(**_WINDOWS), "f1", **_SQUAD)
+PRESETS["squad2"] = TaskPreset("squad2", ExtractiveQAWithNoAnswer(**_WINDOWS), "best_f1", **_SQUAD)
+PRESETS["race"] = TaskPreset("race", MultipleChoice(format="race", max_qa_length=128), "accuracy", 1e-5, 32,
+                             train_steps=12000, warmup_steps=1000, max_seq_length=512, eval_every=100,
                              source="google-research/albert README (run_race)")
-PRESETS["mc"] = TaskPreset("mc", "multiple_choice", "accuracy", 2e-5, 32, epochs=3.0, max_seq_length=256,
-                           eval_every=200, extra=dict(max_qa_length=128, format="jsonl"),
+PRESETS["mc"] = TaskPreset("mc", MultipleChoice(format="jsonl", max_qa_length=128), "accuracy", 2e-5, 32, epochs=3.0,
+                           max_seq_length=256, eval_every=200,
                            source="not in the paper: RACE's recipe with epochs instead of steps")
-PRESETS["conll"] = TaskPreset("conll", "token", "f1", 5e-5, 32, epochs=3.0, max_seq_length=128, eval_every=200,
-                              source="not in the paper: BERT-style NER defaults")
-PRESETS["classify"] = TaskPreset("classify", "classification", "accuracy", 2e-5, 32, epochs=3.0, max_seq_length=128,
+PRESETS["conll"] = TaskPreset("conll", TokenClassification(), "f1", 5e-5, 32, epochs=3.0, max_seq_length=128,
+                              eval_every=200, source="not in the paper: BERT-style NER defaults")
+PRESETS["classify"] = TaskPreset("classify", Classification(), "accuracy", 2e-5, 32, epochs=3.0, max_seq_length=128,
                                  eval_every=200, source="not in the paper: BERT-style defaults for your own data")
-PRESETS["regress"] = TaskPreset("regress", "regression", "pearson", 2e-5, 32, epochs=3.0, max_seq_length=128,
+PRESETS["regress"] = TaskPreset("regress", Regression(), "pearson", 2e-5, 32, epochs=3.0, max_seq_length=128,
                                 eval_every=200, source="not in the paper: BERT-style defaults for your own data")
 # The bundled Rotten Tomatoes sentiment task (data/finetune/sentiment): SST-2's format and labels.
-PRESETS["sentiment"] = TaskPreset("sentiment", "classification", "accuracy", 3e-5, 32, epochs=3.0,
+PRESETS["sentiment"] = TaskPreset("sentiment", Classification(glue="sst-2"), "accuracy", 3e-5, 32, epochs=3.0,
                                   max_seq_length=128, eval_every=100, labels=("0", "1"),
                                   source="SST-2's format; BERT-style defaults for a small data set")
 

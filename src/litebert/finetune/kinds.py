@@ -1,0 +1,351 @@
+"""The kinds of fine-tuning task: one class per kind, holding everything that differs between them.
+
+A kind reads a split's examples, collects the label set, turns examples into features, builds its head on a
+pretrained encoder (and loads it back from a fine-tuned folder), turns model outputs into predictions, scores them,
+and shapes the rows `litebert predict` writes. The runner, `predict` and the CLI call these methods and never ask
+which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
+window sizes); a task preset (`tasks.py`) pairs a kind with its hyperparameters.
+
+Model outputs (``outs``) are `trainer.predict_outputs`'s: one dict of numpy arrays per feature.
+
+To add a kind: subclass `TaskKind`, give it a ``name`` (stored in ``finetune.json``) and a ``head``, implement the
+abstract methods, and give it to a preset in `tasks.py`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from litebert import heads
+from litebert.errors import DataError
+from litebert.finetune import metrics as M
+from litebert.finetune import readers as R
+from litebert.finetune.features import encode_multiple_choice, encode_text, encode_tokens
+from litebert.finetune.squad import decode, encode_squad
+
+
+def json_text(obj: dict, keys: tuple, where: str) -> str:
+    """The string under the first of ``keys`` that ``obj`` has; a missing key or a non-string names ``where``."""
+    for k in keys:
+        if k in obj:
+            if not isinstance(obj[k], str):
+                raise DataError(f"{where}: {k!r} must be a string")
+            return obj[k]
+    raise DataError(f"{where}: missing key; expected one of {list(keys)} (has: {sorted(obj)})")
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+class TaskKind(ABC):
+    name: ClassVar[str]  # the "kind" entry of finetune.json
+    head: ClassVar[type]  # the `litebert.heads` class the kind fine-tunes
+
+    @abstractmethod
+    def read(self, path: Path, labels: list[str] | None = None, columns: dict[str, str] | None = None) -> list:
+        """The examples of one split's file (or folder). ``columns`` maps text_a/text_b/label for users' tables."""
+
+    @abstractmethod
+    def examples_from_json(self, rows: list[tuple[int, dict]], path: Path, columns: dict | None = None) -> list:
+        """Unlabelled examples from `predict`'s input objects, given as (line number, object)."""
+
+    def collect_labels(self, examples: list, preset_labels: tuple[str, ...] | None) -> list[str] | None:
+        """The label list the head predicts: the preset's, or (users' data) the sorted set seen in training; None
+        for kinds without named labels."""
+        return None
+
+    @abstractmethod
+    def featurize(self, tok, examples: list, labels: list[str] | None, max_length: int,
+                  training: bool = False) -> list[dict]:
+        """Model features (see `features.py`); ``training`` may add what only the loss needs."""
+
+    def new_model(self, model_dir: str | Path, labels: list[str] | None, **overrides):
+        """The head on the pretrained encoder in ``model_dir`` (a litebert or HF ALBERT folder)."""
+        return self.head.from_pretrained(model_dir, **overrides)
+
+    def load_model(self, folder: str | Path):
+        """The model of a folder written by ``litebert finetune``."""
+        return self.head.from_pretrained(folder)
+
+    @abstractmethod
+    def predictions(self, examples: list, feats: list[dict], outs: list[dict], labels: list[str] | None) -> list:
+        """One prediction per example."""
+
+    @abstractmethod
+    def score(self, examples: list, preds: list, labels: list[str] | None,
+              null_threshold: float | None = None) -> dict[str, float]:
+        """Dev metrics of ``preds`` against the examples' gold labels (higher is better for the preset's metric)."""
+
+    @abstractmethod
+    def output_rows(self, preds: list, outs: list[dict], labels: list[str] | None) -> list[dict]:
+        """Per example, the keys `litebert predict` adds to the input object."""
+
+    def thresholded(self, preds: list, null_threshold: float | None) -> list:
+        """The predictions as answered with the no-answer threshold chosen on dev (kinds without one: unchanged)."""
+        return preds
+
+    def chosen_on_dev(self, metrics: dict) -> dict:
+        """Settings picked on dev that `evaluate`/`predict` reuse, stored in finetune.json (e.g. a threshold)."""
+        return {}
+
+
+# --------------------------------------------------------------------------------- classification and regression
+@dataclass(frozen=True)
+class _SentenceKind(TaskKind):
+    """A sentence or sentence pair with one label: the pooled-output head."""
+
+    glue: str | None = None  # the GLUE task whose TSV layout the files have; None: a user's CSV/TSV/JSONL
+    head: ClassVar[type] = heads.AlbertForSequenceClassification
+    float_labels: ClassVar[bool] = False
+
+    def read(self, path, labels=None, columns=None):
+        if self.glue is not None:
+            return R.read_glue(self.glue, path)
+        cols = {"text_a": "text", "text_b": None, "label": "label", **(columns or {})}
+        return R.read_table(path, cols["text_a"], cols["text_b"], cols["label"], label_list=labels,
+                            regression=self.float_labels)
+
+    def examples_from_json(self, rows, path, columns=None):
+        cols = columns or {}
+        text_a = tuple(dict.fromkeys([cols.get("text_a", "text_a"), "text_a", "text", "sentence"]))
+        out = []
+        for line, o in rows:
+            a = json_text(o, text_a, f"{path}:{line}")
+            bkey = next((k for k in (cols.get("text_b"), "text_b") if k and k in o), None)
+            out.append(R.TextExample(str(o.get("id", line)), a, o[bkey] if bkey else None))
+        return out
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        return encode_text(tok, examples, max_length, labels)
+
+
+@dataclass(frozen=True)
+class Classification(_SentenceKind):
+    name: ClassVar[str] = "classification"
+
+    def collect_labels(self, examples, preset_labels):
+        if preset_labels:
+            return list(preset_labels)
+        found = sorted({e.label for e in examples if e.label is not None})
+        if len(found) < 2:
+            raise DataError(f"the training data has {len(found)} distinct label(s) {found}; a classifier needs two")
+        return found
+
+    def new_model(self, model_dir, labels, **overrides):
+        return self.head.from_pretrained(model_dir, num_labels=len(labels), **overrides)
+
+    def predictions(self, examples, feats, outs, labels):
+        return [labels[int(np.argmax(o["logits"]))] for o in outs]
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        gold = [e.label for e in examples]
+        out = {"accuracy": M.accuracy(preds, gold), "matthews": M.matthews(preds, gold)}
+        if len(labels) == 2:  # GLUE's F1 (MRPC, QQP): the second label is the positive class
+            out["f1"] = M.f1(preds, gold, positive=labels[1])
+        return out
+
+    def output_rows(self, preds, outs, labels):
+        return [{"label": p, "probabilities": {l: float(x) for l, x in zip(labels, softmax(o["logits"]))}}
+                for p, o in zip(preds, outs)]
+
+
+@dataclass(frozen=True)
+class Regression(_SentenceKind):
+    name: ClassVar[str] = "regression"
+    float_labels: ClassVar[bool] = True
+
+    def new_model(self, model_dir, labels, **overrides):
+        return self.head.from_pretrained(model_dir, num_labels=1, **overrides)  # one output: MSE loss
+
+    def predictions(self, examples, feats, outs, labels):
+        return [float(o["logits"][0]) for o in outs]
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        gold = [e.label for e in examples]
+        return {"pearson": M.pearson(preds, gold), "spearman": M.spearman(preds, gold),
+                "mse": float(np.mean((np.asarray(preds) - np.asarray(gold)) ** 2))}
+
+    def output_rows(self, preds, outs, labels):
+        return [{"score": p} for p in preds]
+
+
+# ------------------------------------------------------------------------------------------- token classification
+@dataclass(frozen=True)
+class TokenClassification(TaskKind):
+    """A tag per word (NER, CoNLL-2003); each word is predicted at its first piece."""
+
+    name: ClassVar[str] = "token"
+    head: ClassVar[type] = heads.AlbertForTokenClassification
+
+    def read(self, path, labels=None, columns=None):
+        return R.read_conll(path, labels)
+
+    def examples_from_json(self, rows, path, columns=None):
+        out = []
+        for line, o in rows:
+            words = o.get("words")
+            if words is None:
+                words = json_text(o, ("text",), f"{path}:{line}").split()
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise DataError(f"{path}:{line}: 'words' must be a list of strings")
+            out.append(R.TokenExample(str(o.get("id", line)), words))
+        return out
+
+    def collect_labels(self, examples, preset_labels):
+        return list(preset_labels) if preset_labels else sorted({l for e in examples for l in e.labels or []})
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        return encode_tokens(tok, examples, max_length, labels)
+
+    def new_model(self, model_dir, labels, **overrides):
+        return self.head.from_pretrained(model_dir, num_labels=len(labels), **overrides)
+
+    def predictions(self, examples, feats, outs, labels):
+        default = "O" if "O" in labels else labels[0]  # words cut by max_length
+        result = []
+        for e, f, o in zip(examples, feats, outs):
+            tags = [default] * len(e.words)
+            prev = None
+            for pos, w in enumerate(f["word_ids"]):
+                if w is not None and w != prev:  # a word's first piece
+                    tags[w] = labels[int(np.argmax(o["logits"][pos]))]
+                prev = w
+            result.append(tags)
+        return result
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        out = M.entity_f1(preds, [e.labels for e in examples])
+        out["token_accuracy"] = M.accuracy([t for s in preds for t in s], [t for e in examples for t in e.labels])
+        return out
+
+    def output_rows(self, preds, outs, labels):
+        return [{"tags": p} for p in preds]
+
+
+# ------------------------------------------------------------------------------------------------ multiple choice
+@dataclass(frozen=True)
+class MultipleChoice(TaskKind):
+    """Pick one of K options (RACE); each (context, question + option) row gets one score."""
+
+    format: str = "jsonl"  # "race": RACE JSON (a file or a folder of them); "jsonl": one item a line
+    max_qa_length: int = 128  # official run_race max_qa_length: pieces kept of question + option
+    name: ClassVar[str] = "multiple_choice"
+    head: ClassVar[type] = heads.AlbertForMultipleChoice
+
+    def read(self, path, labels=None, columns=None):
+        return R.read_race(path) if self.format == "race" else R.read_multiple_choice(path)
+
+    def examples_from_json(self, rows, path, columns=None):
+        out = []
+        for line, o in rows:
+            choices = o.get("choices")
+            if not isinstance(choices, list) or len(choices) < 2:
+                raise DataError(f"{path}:{line}: 'choices' must be a list of at least two strings")
+            out.append(R.MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""),
+                                               json_text(o, ("question",), f"{path}:{line}"), choices))
+        if len({len(e.choices) for e in out}) > 1:  # one [B, K, L] batch needs the same K
+            raise DataError(f"{path}: every item needs the same number of choices")
+        return out
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        return encode_multiple_choice(tok, examples, max_length, self.max_qa_length)
+
+    def predictions(self, examples, feats, outs, labels):
+        return [int(np.argmax(o["logits"])) for o in outs]
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        return {"accuracy": M.accuracy(preds, [e.label for e in examples])}
+
+    def output_rows(self, preds, outs, labels):
+        return [{"label": p, "probabilities": [float(x) for x in softmax(o["logits"])]} for p, o in zip(preds, outs)]
+
+
+# ------------------------------------------------------------------------------------------- extractive QA (SQuAD)
+@dataclass(frozen=True)
+class ExtractiveQA(TaskKind):
+    """SQuAD v1.1: a span of the context answers every question. Predictions are dicts: ``id``, ``answer`` and
+    ``answer_start`` (a character offset into the context; -1 for no answer)."""
+
+    doc_stride: int = 128  # the official README's run_squad values
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+    name: ClassVar[str] = "squad"
+    head: ClassVar[type] = heads.AlbertForQuestionAnswering
+
+    def read(self, path, labels=None, columns=None):
+        return R.read_squad(path)[0]
+
+    def examples_from_json(self, rows, path, columns=None):
+        return [R.SquadExample(str(o.get("id", line)), json_text(o, ("question",), f"{path}:{line}"),
+                               json_text(o, ("context",), f"{path}:{line}")) for line, o in rows]
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        feats = self._windows(tok, examples, max_length, training)
+        for f in feats:
+            f.pop("is_impossible")  # no answerability head to train
+        return feats
+
+    def _windows(self, tok, examples, max_length, training):
+        return encode_squad(tok, examples, max_length, min(self.doc_stride, max_length // 2), self.max_query_length,
+                            training)
+
+    def predictions(self, examples, feats, outs, labels):
+        return self._answers(examples, feats, outs, None)
+
+    def _answers(self, examples, feats, outs, na_logits: list[float] | None) -> list[dict]:
+        answers, nbest, na_probs = decode(examples, feats, [o["start_logits"] for o in outs],
+                                          [o["end_logits"] for o in outs], na_logits, self.n_best,
+                                          self.max_answer_length)
+        return [{"id": e.qas_id, "answer": answers[e.qas_id],
+                 "answer_start": nbest[e.qas_id][0]["start"] if answers[e.qas_id] else -1,
+                 **({"no_answer_prob": na_probs[e.qas_id]} if na_logits is not None else {})} for e in examples]
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        return M.squad_evaluate(self._gold(examples), {p["id"]: p["answer"] for p in preds})
+
+    @staticmethod
+    def _gold(examples) -> dict[str, list[str]]:
+        return {e.qas_id: [a["text"] for a in e.answers] for e in examples}
+
+    def output_rows(self, preds, outs, labels):
+        return [{k: v for k, v in p.items() if k != "id"} for p in preds]
+
+
+@dataclass(frozen=True)
+class ExtractiveQAWithNoAnswer(ExtractiveQA):
+    """SQuAD v2.0: a question may have no answer. The model adds a no-answer logit per window
+    (`litebert.heads.SquadV2Model`); predictions add ``no_answer_prob``, and a question answers "" when it exceeds
+    the threshold that maximised dev F1 (official ``find_best_thresh``)."""
+
+    head: ClassVar[type] = heads.SquadV2Model
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        return self._windows(tok, examples, max_length, training)  # keeps is_impossible: the answerability target
+
+    def predictions(self, examples, feats, outs, labels):
+        return self._answers(examples, feats, outs, [float(o["na_logits"]) for o in outs])
+
+    def score(self, examples, preds, labels, null_threshold=None):
+        """The official v2.0 evaluation: questions whose no-answer probability exceeds ``null_threshold`` (default
+        1.0: none) count as "no answer"; ``best_exact``/``best_f1`` and their thresholds come from the dev sweep."""
+        return M.squad_evaluate(self._gold(examples), {p["id"]: p["answer"] for p in preds},
+                                {p["id"]: p["no_answer_prob"] for p in preds},
+                                1.0 if null_threshold is None else null_threshold)
+
+    def thresholded(self, preds, null_threshold):
+        if null_threshold is None:
+            return preds
+        return [{**p, "answer": "", "answer_start": -1} if p["no_answer_prob"] > null_threshold else p
+                for p in preds]
+
+    def chosen_on_dev(self, metrics):
+        return {"null_threshold": metrics["best_f1_thresh"]} if "best_f1_thresh" in metrics else {}
+
