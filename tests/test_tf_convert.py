@@ -126,7 +126,7 @@ def test_tf_hub_module_with_half_and_bfloat16_weights():
     ref, inputs = _ref("hub")
     with torch.no_grad():
         _close(conv.model(**inputs).logits, ref["mlm_logits"])
-        base = _convert("hub", head="base")
+        base = _convert("hub", head="encoder")
         enc = base.model(**inputs)
     _close(enc.last_hidden_state, ref["sequence_output"])
     _close(enc.pooler_output, ref["pooled_output"])  # pooler kernel stored as bfloat16
@@ -145,7 +145,7 @@ def test_fine_tuned_classifier_without_embedding_projection():
 
 
 def test_head_override_reports_missing_head():
-    conv = _convert("pretrain", head="sequence_classification")
+    conv = _convert("pretrain", head="sequence-classification")
     assert conv.missing == ["classifier.bias", "classifier.weight"]
     assert any(n.startswith("cls/") for n in conv.unused)
 

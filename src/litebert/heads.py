@@ -331,9 +331,25 @@ class AlbertForQuestionAnswering(PretrainedMixin, nn.Module):
         return QuestionAnsweringOutput(loss, start, end, out.hidden_states)
 
 
-HEADS = {cls.HF_ARCHITECTURE: cls for cls in (AlbertModel, AlbertForPreTraining, AlbertForMaskedLM,
-                                               AlbertForSequenceClassification, AlbertForTokenClassification,
-                                               AlbertForMultipleChoice, AlbertForQuestionAnswering)}
+# The one vocabulary of head names, for every command that picks a head (`convert --head`, `export --head`) and for
+# the task kinds of `finetune` (each fine-tunes one of these): name -> class.
+HEAD_NAMES = {
+    "encoder": AlbertModel,
+    "pretraining": AlbertForPreTraining,
+    "masked-lm": AlbertForMaskedLM,
+    "sequence-classification": AlbertForSequenceClassification,
+    "token-classification": AlbertForTokenClassification,
+    "multiple-choice": AlbertForMultipleChoice,
+    "question-answering": AlbertForQuestionAnswering,
+}
+# HF architecture name (config.json "architectures") -> class.
+HEADS = {cls.HF_ARCHITECTURE: cls for cls in HEAD_NAMES.values()}
+
+
+def head_name(cls: type) -> str:
+    """The vocabulary's name of a head class (SQuAD v2's model is a question-answering head plus its classifier)."""
+    cls = getattr(cls, "BASE_HEAD", cls)
+    return next(name for name, c in HEAD_NAMES.items() if c is cls)
 
 
 # ------------------------------------------------------------------------------------ SQuAD v2.0 answerability
@@ -373,6 +389,8 @@ class SquadV2Model(nn.Module):
 
     Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
     """
+
+    BASE_HEAD = AlbertForQuestionAnswering  # its name in `HEAD_NAMES`
 
     def __init__(self, qa: AlbertForQuestionAnswering):
         super().__init__()

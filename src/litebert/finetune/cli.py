@@ -122,6 +122,7 @@ def _split_paths(data: str, dev: str | None) -> tuple[Path, Path | None]:
 def run_finetune(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
     from litebert.finetune.tasks import get_preset
+    from litebert.heads import head_name
     from litebert.finetune.trainer import TrainArgs, steps_for, train
     from litebert.tokenizer import AlbertTokenizer
 
@@ -164,7 +165,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     print(f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
           f"{len(dev_ex) if dev_ex else 0} dev; {steps} steps of {batch}, lr {targs.lr:g}, warmup {targs.warmup_steps};"
           f" hyperparameters from {preset.source}")
-    meta = {"task": preset.name, "kind": kind.name, "labels": labels, "metric": preset.metric,
+    meta = {"task": preset.name, "kind": kind.name, "head": head_name(kind.head), "labels": labels,
+            "metric": preset.metric,
             "preset": replace(preset, max_seq_length=max_len).to_json(), "columns": columns,
             "train": {**asdict(targs), "data": str(train_path), "dev": str(dev_path) if dev_path else None,
                       "base_model": str(args.model)}}

@@ -80,11 +80,8 @@ RULES: list[tuple[re.Pattern, str, bool]] = [(re.compile(f"^{p}$"), t, tr) for p
 OPTIMIZER_STATE = re.compile(r"(^|/)(global_step|adam_m|adam_v|lamb_m|lamb_v|Adam|Adam_1|Momentum|"
                              r"beta1_power|beta2_power|ExponentialMovingAverage)$")
 
-HEADS = {  # --head name -> HF architecture (litebert.heads.HEADS key)
-    "base": "AlbertModel", "pretraining": "AlbertForPreTraining", "masked_lm": "AlbertForMaskedLM",
-    "sequence_classification": "AlbertForSequenceClassification",
-    "question_answering": "AlbertForQuestionAnswering",
-}
+# The heads an official checkpoint can hold, by their names in `litebert.heads.HEAD_NAMES`.
+HEADS = ("encoder", "pretraining", "masked-lm", "sequence-classification", "question-answering")
 
 
 def map_variable(name: str) -> tuple[str, bool] | None:
@@ -186,7 +183,7 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
     CRC32C of every tensor read.
     """
-    from litebert.heads import HEADS as HEAD_CLASSES
+    from litebert.heads import HEAD_NAMES, HEADS as HEAD_CLASSES
 
     ckpt = TFCheckpoint(checkpoint)
     conv_names: dict[str, tuple[str, bool]] = {}
@@ -214,9 +211,9 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
             f"checkpoint {ckpt.prefix} has no bert/encoder/embedding_hidden_mapping_in, which modeling.py creates "
             f"whenever embedding_size != hidden_size, but the config gives embedding_size = {cfg.embedding_size} and "
             f"hidden_size = {cfg.hidden_size}; the config does not match this checkpoint")
-    arch = _auto_head(set(hf_names)) if head == "auto" else HEADS.get(head)
-    if arch is None:
+    if head != "auto" and head not in HEADS:
         raise ConfigError(f"unknown head {head!r}; choose auto or one of {', '.join(HEADS)}")
+    arch = _auto_head(set(hf_names)) if head == "auto" else HEAD_NAMES[head].HF_ARCHITECTURE
     if arch == "AlbertForSequenceClassification" and "classifier.weight" in hf_names:
         num_labels = ckpt.entry(hf_names["classifier.weight"]).shape[0]
         cfg = dataclasses.replace(cfg, num_labels=num_labels,

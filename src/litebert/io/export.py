@@ -37,16 +37,8 @@ class ExportError(LitebertError, RuntimeError):
     """Export or its verification failed, or a package it needs is missing."""
 
 
-# CLI name -> HF architecture name (the key of `litebert.heads.HEADS`).
-HEAD_NAMES = {
-    "encoder": "AlbertModel",
-    "pretraining": "AlbertForPreTraining",
-    "masked-lm": "AlbertForMaskedLM",
-    "sequence-classification": "AlbertForSequenceClassification",
-    "token-classification": "AlbertForTokenClassification",
-    "question-answering": "AlbertForQuestionAnswering",
-    "multiple-choice": "AlbertForMultipleChoice",
-}
+# --head name -> HF architecture name (the key of `litebert.heads.HEADS`): the one vocabulary of `heads.HEAD_NAMES`.
+HEAD_NAMES = {name: cls.HF_ARCHITECTURE for name, cls in heads.HEAD_NAMES.items()}
 # Outputs of each head: (name, names of its dynamic leading axes). The name is the field of the head's output
 # dataclass; trailing axes (hidden size, labels, vocabulary) are fixed by the config.
 OUTPUTS = {
