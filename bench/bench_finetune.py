@@ -29,7 +29,7 @@ from bench.report import machine, write_section  # noqa: E402
 
 def tokenizer(tmp: Path):
     from litebert.tokenizer import AlbertTokenizer
-    from litebert.tokenizer_train import train_tokenizer
+    from litebert.tokenizer import train_tokenizer
 
     shared = REPO.parent / "shared" / "data" / "albert-30k" / "spiece.model"
     if shared.is_file():

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from report import machine, write_section  # noqa: E402
 
 from litebert.tokenizer import AlbertTokenizer  # noqa: E402
-from litebert.tokenizer_train import train_tokenizer  # noqa: E402
+from litebert.tokenizer import train_tokenizer  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:

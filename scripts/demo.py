@@ -56,7 +56,7 @@ def stage_corpus(work: Path, args) -> dict:
 
 def stage_tokenizer(work: Path, args, corpus: dict):
     from litebert.tokenizer import AlbertTokenizer
-    from litebert.tokenizer_train import train_tokenizer
+    from litebert.tokenizer import train_tokenizer
 
     folder = work / "tokenizer"
     if (folder / "spiece.model").exists():

@@ -36,7 +36,7 @@ def one_thread():
 def base(tmp_path_factory):
     from litebert.config import AlbertConfig
     from litebert.heads import AlbertForPreTraining
-    from litebert.tokenizer_train import train_tokenizer
+    from litebert.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("base")
     corpus = root / "corpus.txt"

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import lzma
 
 import pytest
 
@@ -97,6 +98,27 @@ def test_user_table_formats_and_mapping(tmp_path):
     j.write_text("\n\n")
     with pytest.raises(DataError, match="empty"):
         R.read_table(j)
+
+
+def test_encoding_errors_bom_and_xz(tmp_path):
+    t = tmp_path / "latin1.tsv"
+    t.write_bytes(b"sentence\tlabel\nfine\t1\nna\xefve\t0\n")  # line 3 starts at byte 15 + 7 = 22; 0xef at 24
+    with pytest.raises(DataError, match=r"latin1\.tsv:3: invalid UTF-8 at byte offset 24 \(byte 0xef\)"):
+        R.read_glue("sst-2", t)
+    assert R.read_glue("sst-2", t, encoding_errors="replace")[1].text_a == "na\ufffdve"
+    # a spreadsheet's CSV: a UTF-8 byte order mark before the first column name, CRLF line ends
+    c = tmp_path / "excel.csv"
+    c.write_bytes(b"\xef\xbb\xbfreview,stars\r\ngood,pos\r\n")
+    ex = R.read_table(c, text_a="review", label="stars")
+    assert (ex[0].text_a, ex[0].label) == ("good", "pos")
+    j = tmp_path / "d.jsonl.xz"  # the format is named before the compression suffix
+    j.write_bytes(lzma.compress(b'{"t": "a", "y": 1}\n'))
+    assert R.read_table(j, text_a="t", label="y")[0].label == "1"
+    conll = tmp_path / "ner.txt"
+    conll.write_bytes(b"EU NNP B-ORG\nrejects VBZ O\n\nM\xfcller NNP B-PER\n")  # line 4 starts at 13 + 14 + 1 = 28
+    with pytest.raises(DataError, match=r"ner\.txt:4: invalid UTF-8 at byte offset 29 \(byte 0xfc\)"):
+        R.read_conll(conll)
+    assert R.read_conll(conll, encoding_errors="replace")[1].words == ["M\ufffdller"]
 
 
 def _squad(qas, context="The Broncos won in 2016 at Levi's Stadium.", version="v2.0"):

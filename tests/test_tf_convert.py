@@ -242,9 +242,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 
 def test_spm_tokenizer_is_saved_with_the_model(tmp_path):
-    pytest.importorskip("litebert.tokenizer_train")
-    from litebert.tokenizer import AlbertTokenizer
-    from litebert.tokenizer_train import train_tokenizer
+    from litebert.tokenizer import AlbertTokenizer, train_tokenizer
 
     rng = np.random.default_rng(0)
     letters = list("abcdefghij")

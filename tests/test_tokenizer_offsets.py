@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess_text
-from litebert.tokenizer_normalize import _normalize_chars
-from litebert.tokenizer_train import train_tokenizer
+from litebert.tokenizer.normalize import _normalize_chars
+from litebert.tokenizer import train_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = REPO.parent / "shared" / "data" / "albert-30k"

@@ -1,11 +1,13 @@
-"""train_tokenizer and `litebert tokenizer`: the official settings, text/gzip/JSONL input, HF loading of a trained
-folder with equal ids, and a clear error for every kind of bad input. Vocabularies are tiny and trained on small
+"""train_tokenizer and `litebert tokenizer`: the official settings, text/gzip/xz/bz2/JSONL input from files,
+directories and globs, HF loading of a trained folder with equal ids, and a clear error for every kind of bad input. Vocabularies are tiny and trained on small
 generated text so the module runs in seconds."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import random
 from pathlib import Path
 
@@ -13,8 +15,7 @@ import pytest
 
 from litebert.cli import main
 from litebert.errors import DataError, TokenizerError
-from litebert.tokenizer import AlbertTokenizer
-from litebert.tokenizer_train import train_tokenizer
+from litebert.tokenizer import AlbertTokenizer, train_tokenizer
 
 
 def generated_lines(n: int = 1500, seed: int = 0) -> list[str]:
@@ -89,16 +90,31 @@ def test_trained_folder_loads_in_hf_autotokenizer_with_equal_ids(trained):
     assert pair["input_ids"] == hf("ka lo mi", "ne tu", max_length=6, truncation="longest_first")["input_ids"]
 
 
-def test_gzip_and_jsonl_give_the_same_model(corpus, trained, tmp_path):
+def test_compressed_jsonl_directory_and_glob_inputs_give_the_same_model(corpus, trained, tmp_path):
+    """The same lines, however they are stored and named, make the same model as the plain file."""
     text = corpus.read_text(encoding="utf-8")
-    gz = tmp_path / "corpus.txt.gz"
-    gz.write_bytes(gzip.compress(text.encode()))
-    jsonl = tmp_path / "corpus.jsonl"
-    jsonl.write_text("".join(json.dumps({"text": line, "id": i}) + "\n" for i, line in enumerate(text.splitlines())))
-    for path in (gz, jsonl):
-        tok = train_tokenizer([path], tmp_path / path.name.replace(".", "_"), vocab_size=300, progress=False,
-                              num_threads=1)
-        assert tok.fingerprint() == trained.fingerprint(), path
+    lines = text.splitlines()
+    half = len(lines) // 2
+    (tmp_path / "gz").mkdir()
+    (tmp_path / "gz" / "corpus.txt.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "xz").mkdir()
+    (tmp_path / "xz" / "corpus.xz").write_bytes(lzma.compress(text.encode()))
+    (tmp_path / "bz2").mkdir()
+    (tmp_path / "bz2" / "corpus.txt").write_bytes(bz2.compress(text.encode()))  # bz2 under a .txt name
+    (tmp_path / "jsonl").mkdir()
+    (tmp_path / "jsonl" / "corpus.jsonl").write_text(
+        "".join(json.dumps({"text": line, "id": i}) + "\n" for i, line in enumerate(lines)))
+    # a directory in two parts (read sorted: part-0 first), with a hidden file that must be skipped
+    (tmp_path / "dir" / "b").mkdir(parents=True)
+    (tmp_path / "dir" / "a-part-0.txt").write_text("\n".join(lines[:half]) + "\n")
+    (tmp_path / "dir" / "b" / "part-1.txt.xz").write_bytes(lzma.compress(("\n".join(lines[half:]) + "\n").encode()))
+    (tmp_path / "dir" / ".notes.txt").write_text("nothing of this is corpus text\n" * 50)
+    for inputs in ([tmp_path / "gz" / "corpus.txt.gz"], [tmp_path / "xz" / "corpus.xz"],
+                   [tmp_path / "bz2" / "corpus.txt"], [tmp_path / "jsonl" / "corpus.jsonl"], [tmp_path / "dir"],
+                   [str(tmp_path / "dir" / "*.txt"), str(tmp_path / "dir" / "b" / "*.xz")]):
+        tok = train_tokenizer(inputs, tmp_path / "out", vocab_size=300, progress=False, num_threads=1)
+        assert tok.train_stats["lines"] == len(lines), inputs
+        assert tok.fingerprint() == trained.fingerprint(), inputs
 
 
 def test_cased_training(corpus, tmp_path):
@@ -115,13 +131,12 @@ def test_non_utf8_input_names_file_line_and_offset(tmp_path):
         train_tokenizer([bad], tmp_path / "out", vocab_size=20, progress=False)
 
 
-def test_non_utf8_skipped_and_counted_under_flag(corpus, tmp_path):
+def test_non_utf8_replaced_under_flag(corpus, tmp_path):
     mixed = tmp_path / "mixed.txt"
     mixed.write_bytes(corpus.read_bytes() + b"bad \xc3\x28 line\nanother \xff\n")
-    tok = train_tokenizer([mixed], tmp_path / "out", vocab_size=300, skip_invalid=True, progress=False,
+    tok = train_tokenizer([mixed], tmp_path / "out", vocab_size=300, encoding_errors="replace", progress=False,
                           num_threads=1)
-    assert tok.train_stats["skipped_lines"] == 2
-    assert tok.train_stats["lines"] == len(generated_lines())
+    assert tok.train_stats["lines"] == len(generated_lines()) + 2  # the two lines are kept, with U+FFFD
 
 
 def test_empty_corpus(tmp_path):
@@ -139,11 +154,16 @@ def test_vocab_size_the_corpus_cannot_support(corpus, tmp_path):
 
 
 def test_missing_input_and_bad_jsonl(tmp_path):
-    with pytest.raises(DataError, match="nope.txt: training input not found"):
+    with pytest.raises(DataError, match=r"nope\.txt' does not exist"):
         train_tokenizer([tmp_path / "nope.txt"], tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"text": 3}\n')
-    with pytest.raises(DataError, match=r"bad\.jsonl:2: expected a JSON object with a string field 'text'"):
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: field 'text' is a JSON number, expected a string; .*"
+                                        r"--text-field"):
+        train_tokenizer([bad], tmp_path / "out", progress=False)
+    bad.write_text('{"text": "fine"}\n{"body": "x"}\n')
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: no 'text' field"):
         train_tokenizer([bad], tmp_path / "out", progress=False)
     bad.write_text('{"text": "fine"}\n{oops\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:2: not valid JSON"):
@@ -151,11 +171,12 @@ def test_missing_input_and_bad_jsonl(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ CLI
-def test_cli_train_and_encode(corpus, tmp_path, capsys):
+def test_cli_train_and_encode(corpus, trained, tmp_path, capsys):
     out = tmp_path / "cli_tok"
     assert main(["tokenizer", "train", "--input", str(corpus), "--out", str(out), "--vocab-size", "300",
                  "--threads", "1", "--quiet"]) == 0
     tok = AlbertTokenizer.from_pretrained(out)
+    assert tok.fingerprint() == trained.fingerprint()
     capsys.readouterr()
     assert main(["tokenizer", "encode", "--tokenizer", str(out), "--text", "Kalo mi, 12, ne", "--pieces",
                  "--offsets"]) == 0
@@ -172,3 +193,34 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "error: empty corpus" in err and "Traceback" not in err
     assert main(["tokenizer", "encode", "--tokenizer", str(tmp_path / "missing"), "--text", "x"]) == 2
     assert "no such tokenizer folder" in capsys.readouterr().err
+
+
+def test_cli_directory_quoted_glob_and_xz(corpus, trained, tmp_path, capsys):
+    """`--input corpus/` (as the README shows) and a glob the shell did not expand (quoted) both work."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "c.txt.xz").write_bytes(lzma.compress(corpus.read_bytes()))
+    for given in (str(tmp_path / "corpus") + "/", str(tmp_path / "corpus" / "*.xz")):
+        out = tmp_path / "tok"
+        assert main(["tokenizer", "train", "--input", given, "--out", str(out), "--vocab-size", "300",
+                     "--threads", "1", "--quiet"]) == 0, capsys.readouterr().err
+        assert AlbertTokenizer.from_pretrained(out).fingerprint() == trained.fingerprint(), given
+    # encode --input reads through the same text input: compressed, one text a line
+    capsys.readouterr()
+    texts = tmp_path / "texts.xz"
+    texts.write_bytes(lzma.compress("Kalo mi, 12, ne\nshi po\n".encode()))
+    assert main(["tokenizer", "encode", "--tokenizer", str(tmp_path / "tok"), "--input", str(texts)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["input_ids"] for r in rows] == [trained("Kalo mi, 12, ne")["input_ids"], trained("shi po")["input_ids"]]
+
+
+def test_cli_encoding_errors_option(corpus, tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(corpus.read_bytes() + b"caf\xe9\n")
+    offset = len(corpus.read_bytes()) + 3
+    argv = ["tokenizer", "train", "--input", str(bad), "--out", str(tmp_path / "tok"), "--vocab-size", "300",
+            "--threads", "1", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"bad.txt:{len(generated_lines()) + 1}: invalid UTF-8 at byte offset {offset} (byte 0xe9)" in err
+    assert "--encoding-errors replace" in err and "Traceback" not in err
+    assert main(argv + ["--encoding-errors", "replace"]) == 0

@@ -17,7 +17,7 @@ _LAZY = {
     "AlbertForQuestionAnswering": "litebert.heads",
     "AlbertForMultipleChoice": "litebert.heads",
     "AlbertTokenizer": "litebert.tokenizer",
-    "train_tokenizer": "litebert.tokenizer_train",
+    "train_tokenizer": "litebert.tokenizer",
 }
 
 

@@ -22,7 +22,7 @@ from litebert.errors import LitebertError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "params": ("litebert.params", "exact parameter counts of every preset beside the paper's figures"),
-    "tokenizer": ("litebert.tokenizer_train", "train a SentencePiece vocabulary / encode text"),
+    "tokenizer": ("litebert.tokenizer.cli", "train a SentencePiece vocabulary / encode text"),
     "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
     "pretrain": ("litebert.train.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),

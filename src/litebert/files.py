@@ -67,19 +67,27 @@ def read_json(path: str | os.PathLike, error: type[LitebertError], *, expect: ty
     if not path.is_file():
         raise error(f"{path}: no such file")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise error(f"{path}: not UTF-8 text (byte offset {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise error(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    data = parse_json(text, path, error)
     if not isinstance(data, expect):
-        raise error(f"{path}: expected a JSON {_json_kind(expect)}, got {_json_kind(type(data))}")
+        raise error(f"{path}: expected a JSON {json_kind(expect)}, got {json_kind(type(data))}")
     return data
 
 
-def _json_kind(t: type) -> str:
+def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError]) -> Any:
+    """The JSON document ``text``, read from ``path``; bad JSON raises ``error`` naming the file and line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+
+
+def json_kind(t: type) -> str:
+    """The JSON name of a Python type from `json.loads`: ``dict`` -> ``"object"``, ``list`` -> ``"array"``..."""
     return {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
             type(None): "null"}.get(t, t.__name__)
 

@@ -36,9 +36,10 @@ from typing import Iterable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from litebert.data.readers import RawDocument, compression, expand_inputs, read_documents
+from litebert.data.readers import RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError
+from litebert.text_input import compression, expand_inputs
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1

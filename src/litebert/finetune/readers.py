@@ -1,7 +1,8 @@
 """Readers for the standard fine-tuning formats, each returning plain dataclasses.
 
-Every reader names the file and line of a bad record (``DataError``), refuses empty files, and reads ``.gz`` files
-transparently. Formats:
+Every reader names the file and line of a bad record (``DataError``) and refuses empty files. Files are opened
+through `litebert.text_input`: gzip, xz and bz2 are decompressed transparently (by their magic bytes), and invalid
+UTF-8 is an error naming the file, line and byte offset unless ``encoding_errors="replace"``. Formats:
 
 * GLUE TSV, as distributed by the GLUE benchmark (all nine tasks and the AX diagnostic): columns are found by header
   name; CoLA train/dev have no header and are read by position, as the official ``ColaProcessor`` does.
@@ -15,15 +16,15 @@ transparently. Formats:
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import json
 import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from litebert import text_input
 from litebert.errors import DataError
+from litebert.files import parse_json
 
 
 @dataclass
@@ -62,36 +63,28 @@ class SquadExample:
     title: str = ""
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, gunzipping ``*.gz``; a missing file is a DataError naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+def open_text(path: str | Path, *, encoding_errors: str = "strict") -> text_input.TextStream:
+    """A text stream of ``path``: `litebert.text_input.open_text`."""
+    return text_input.open_text(path, encoding_errors)
 
 
-def _read_tsv(path: Path) -> list[list[str]]:
-    # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
+def _read_rows(path: Path, encoding_errors: str, **csv_options) -> list[list[str]]:
+    """The rows of a CSV/TSV file; an empty file is a DataError."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with open_text(path) as f:
-        rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+    with open_text(path, encoding_errors=encoding_errors) as f:
+        rows = list(csv.reader(f, **csv_options))
     if not rows or all(not any(r) for r in rows):
         raise DataError(f"{path}: the file is empty")
     return rows
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, encoding_errors: str = "strict"):
     """A whole JSON document; an empty file or bad JSON is a DataError naming the file (and line)."""
-    with open_text(path) as f:
+    with open_text(path, encoding_errors=encoding_errors) as f:
         text = f.read()
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    return parse_json(text, path, DataError)
 
 
 def _check_label(path, line: int, value: str, label_list: list[str] | None) -> str:
@@ -127,11 +120,12 @@ def glue_task_name(task: str) -> str:
     return name
 
 
-def read_glue(task: str, path: str | Path) -> list[TextExample]:
+def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -> list[TextExample]:
     """Read one GLUE split file. Test files (no label column) give examples with ``label=None``."""
     name, path = glue_task_name(task), Path(path)
     spec = GLUE_TASKS[name]
-    rows = _read_tsv(path)
+    # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
+    rows = _read_rows(path, encoding_errors, delimiter="\t", quotechar=None)
     if name == "cola" and rows[0][:2] != ["index", "sentence"]:
         # CoLA train/dev: no header; columns: source, label, original annotation, sentence.
         header, body, first = ["source", "label", "annotation", "sentence"], rows, 1
@@ -171,28 +165,20 @@ def read_glue(task: str, path: str | Path) -> list[TextExample]:
     return out
 
 
-def _jsonl(path: Path):
-    """Yield (line number, object) of a JSON-lines file; blank lines are skipped."""
-    with open_text(path) as f:
-        any_line = False
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            any_line = True
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{line_no}: not valid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
-            yield line_no, obj
-    if not any_line:
+def _jsonl(path: Path, *, encoding_errors: str = "strict"):
+    """Yield (line number, object) of a JSON-lines file (`litebert.text_input.iter_jsonl`); an empty file is a
+    DataError."""
+    empty = True
+    for record in text_input.iter_jsonl(path, encoding_errors):
+        empty = False
+        yield record
+    if empty:
         raise DataError(f"{path}: the file is empty")
 
 
 def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None, label: str | None = "label",
-               label_list: list[str] | None = None, regression: bool = False, fmt: str | None = None
-               ) -> list[TextExample]:
+               label_list: list[str] | None = None, regression: bool = False, fmt: str | None = None, *,
+               encoding_errors: str = "strict") -> list[TextExample]:
     """A user's CSV (header row), TSV (header row) or JSONL file, with the columns named by the mapping.
 
     ``label=None`` reads unlabelled data (for ``predict``). Class labels are kept as strings (JSON numbers are
@@ -202,13 +188,9 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
     fmt = fmt or {"json": "jsonl"}.get(_format_of(path), _format_of(path))
     records: list[tuple[int, dict]] = []
     if fmt == "jsonl":
-        records = list(_jsonl(path))
+        records = list(_jsonl(path, encoding_errors=encoding_errors))
     elif fmt in ("csv", "tsv"):
-        with open_text(path) as f:
-            reader = csv.reader(f, delimiter="," if fmt == "csv" else "\t")
-            rows = list(reader)
-        if not rows:
-            raise DataError(f"{path}: the file is empty")
+        rows = _read_rows(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
         header = rows[0]
         for n, row in enumerate(rows[1:], 2):
             if not any(row):
@@ -249,12 +231,11 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
 
 
 def _format_of(path: Path) -> str:
-    suffixes = [s for s in path.suffixes if s != ".gz"]
-    ext = suffixes[-1].lstrip(".").lower() if suffixes else ""
+    ext = text_input.format_suffix(path).lstrip(".")
     return {"ndjson": "jsonl"}.get(ext, ext)
 
 
-def read_squad(path: str | Path) -> tuple[list[SquadExample], dict]:
+def read_squad(path: str | Path, *, encoding_errors: str = "strict") -> tuple[list[SquadExample], dict]:
     """Read SQuAD v1.1/v2.0 JSON. Returns (examples, report).
 
     An answer whose ``answer_start`` does not point at its text is skipped with a warning and counted in
@@ -262,7 +243,7 @@ def read_squad(path: str | Path) -> tuple[list[SquadExample], dict]:
     ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
     """
     path = Path(path)
-    doc = _read_json(path)
+    doc = _read_json(path, encoding_errors)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
     examples, bad, dropped, v2 = [], [], 0, False
@@ -313,25 +294,20 @@ def _letter_or_index(value, n: int, where: str) -> int:
     return idx
 
 
-def read_race(path: str | Path) -> list[MultipleChoiceExample]:
+def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
     """RACE: one JSON object per file (``article``, ``questions``, ``options``, ``answers``, ``id``); ``path`` is a
-    file, a folder (searched recursively for ``*.txt``/``*.json``, sorted), or a JSONL of such objects."""
+    file, a folder (searched recursively for ``*.txt``/``*.json``, optionally compressed, sorted), or a JSONL of such
+    objects."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".json") and p.is_file())
+        files = [p for p in text_input.expand_inputs([path]) if text_input.format_suffix(p) in (".txt", ".json")]
         if not files:
             raise DataError(f"{path}: no RACE .txt/.json files in this folder")
-        objs = []
-        for p in files:
-            with open_text(p) as f:
-                try:
-                    objs.append((str(p), json.load(f)))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
+        objs = [(str(p), _read_json(p, encoding_errors)) for p in files]
     elif _format_of(path) == "jsonl":
-        objs = [(f"{path}:{n}", o) for n, o in _jsonl(path)]
+        objs = [(f"{path}:{n}", o) for n, o in _jsonl(path, encoding_errors=encoding_errors)]
     else:
-        doc = _read_json(path)
+        doc = _read_json(path, encoding_errors)
         objs = [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
     out = []
     for where, o in objs:
@@ -347,11 +323,11 @@ def read_race(path: str | Path) -> list[MultipleChoiceExample]:
     return out
 
 
-def read_multiple_choice(path: str | Path) -> list[MultipleChoiceExample]:
+def read_multiple_choice(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
     """Generic multiple-choice JSONL: ``question`` and ``choices`` required; ``context``, ``id``, ``label`` optional."""
     path = Path(path)
     out, n_choices = [], None
-    for line, o in _jsonl(path):
+    for line, o in _jsonl(path, encoding_errors=encoding_errors):
         for key in ("question", "choices"):
             if key not in o:
                 raise DataError(f"{path}:{line}: missing key {key!r} (has: {sorted(o)})")
@@ -368,7 +344,8 @@ def read_multiple_choice(path: str | Path) -> list[MultipleChoiceExample]:
     return out
 
 
-def read_conll(path: str | Path, label_list: list[str] | None = None) -> list[TokenExample]:
+def read_conll(path: str | Path, label_list: list[str] | None = None, *,
+               encoding_errors: str = "strict") -> list[TokenExample]:
     """CoNLL-2003: whitespace-separated columns, the word first and the NER tag last; blank lines end sentences.
 
     A single-column file reads as unlabelled words (for ``predict``).
@@ -381,22 +358,21 @@ def read_conll(path: str | Path, label_list: list[str] | None = None) -> list[To
             out.append(TokenExample(str(len(out)), list(words), list(labels) if ncols and ncols > 1 else None))
         words.clear(), labels.clear()
 
-    with open_text(path) as f:
-        for line_no, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                flush()
-                continue
-            if parts[0] == "-DOCSTART-":
-                flush()
-                continue
-            if ncols is None:
-                ncols = len(parts)
-            elif len(parts) != ncols:
-                raise DataError(f"{path}:{line_no}: {len(parts)} columns, but earlier lines have {ncols}")
-            words.append(parts[0])
-            if ncols > 1:
-                labels.append(_check_label(path, line_no, parts[-1], label_list))
+    for line_no, _, line in text_input.iter_lines(path, encoding_errors):
+        parts = line.split()
+        if not parts:
+            flush()
+            continue
+        if parts[0] == "-DOCSTART-":
+            flush()
+            continue
+        if ncols is None:
+            ncols = len(parts)
+        elif len(parts) != ncols:
+            raise DataError(f"{path}:{line_no}: {len(parts)} columns, but earlier lines have {ncols}")
+        words.append(parts[0])
+        if ncols > 1:
+            labels.append(_check_label(path, line_no, parts[-1], label_list))
     flush()
     if not out:
         raise DataError(f"{path}: the file is empty (no sentences)")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
-from litebert.io.protobuf import fields, int64, varint
+from litebert.protobuf import fields, int64, varint
 
 # ------------------------------------------------------------------------------------------------------------------
 # CRC32C (Castagnoli), vectorised with NumPy so multi-hundred-MB tensors check in seconds.
@@ -129,7 +129,7 @@ def unmask_crc(masked: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# Bundle protos (tensorflow/core/protobuf/tensor_bundle.proto), decoded with litebert.io.protobuf
+# Bundle protos (tensorflow/core/protobuf/tensor_bundle.proto), decoded with litebert.protobuf
 # ------------------------------------------------------------------------------------------------------------------
 
 # tensorflow/core/framework/types.proto DataType -> (name, numpy dtype or None when we cannot read it)

@@ -1,6 +1,7 @@
 """Just enough of the protobuf wire format to read two kinds of message without a protobuf dependency:
-SentencePiece's ``ModelProto`` (piece types and the normalizer's charsmap, in `litebert.tokenizer`) and TensorFlow's
-tensor-bundle protos and SSTable varints (in `litebert.io.tf_checkpoint`).
+SentencePiece's ``ModelProto`` (piece types and the normalizer's charsmap, in `litebert.tokenizer.tokenizer`) and
+TensorFlow's tensor-bundle protos and SSTable varints (in `litebert.io.tf_checkpoint`). It is a low layer that
+both use, so it lives at the top of the package rather than in ``io/``.
 
 Malformed input raises ``ValueError``; the callers turn it into an error naming the file.
 """

@@ -9,7 +9,7 @@ What the released ALBERT models were trained on (google-research/albert ``tokeni
 3. ``encode_pieces``: a piece ending in a digit followed by a comma (``▁2010,``) is re-encoded without the comma and
    the comma becomes its own piece, so ``2010,`` and ``2010`` share their pieces.
 
-Offsets are character spans into the *original* text: ``normalize_with_spans`` (in `litebert.tokenizer_normalize`,
+Offsets are character spans into the *original* text: ``normalize_with_spans`` (in `litebert.tokenizer.normalize`,
 beside ``preprocess_text``) records, for every character of the normalized text, the span of original characters it
 came from, and SentencePiece reports each piece's span in the normalized text. See docs/tokenizer.md for where HF
 transformers 5 differs from the official behaviour.
@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
 from litebert.errors import TokenizerError
-from litebert.io.protobuf import fields
-from litebert.tokenizer_normalize import normalize_with_spans, preprocess_text  # noqa: F401 (public API)
+from litebert.files import atomic_write, read_json, write_json
+from litebert.protobuf import fields
+from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
 
 SPIECE_UNDERLINE = "▁"
 # The official id layout: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (the README's spm_train flags).
@@ -98,10 +97,7 @@ class AlbertTokenizer:
                 raise TokenizerError(f"{path}: no {MODEL_NAME} in this folder (expected the HF ALBERT tokenizer layout)")
             options = {}
             if cfg_path.is_file():
-                try:
-                    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    raise TokenizerError(f"{cfg_path}: not valid JSON ({e})") from None
+                cfg = read_json(cfg_path, TokenizerError)
                 for key in ("do_lower_case", "keep_accents", "remove_space"):
                     if key in cfg:
                         if not isinstance(cfg[key], bool):
@@ -115,16 +111,15 @@ class AlbertTokenizer:
     def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
         """Write ``spiece.model`` + ``tokenizer_config.json`` (HF layout; ``transformers.AutoTokenizer`` loads it)."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         config = {
             "tokenizer_class": "AlbertTokenizer", "do_lower_case": self.do_lower_case,
             "keep_accents": self.keep_accents, "remove_space": self.remove_space,
             "bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
             "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]", "model_max_length": 512,
         }
-        _atomic_write(out / MODEL_NAME, self._model_bytes)
-        _atomic_write(out / CONFIG_NAME, (json.dumps(config, indent=2) + "\n").encode())
-        _atomic_write(out / "tokenizer.json", json.dumps(self._hf_tokenizer_json(), ensure_ascii=False).encode())
+        atomic_write(out / MODEL_NAME, self._model_bytes)
+        write_json(out / CONFIG_NAME, config)
+        write_json(out / "tokenizer.json", self._hf_tokenizer_json(), indent=None)
         return out
 
     def _hf_tokenizer_json(self) -> dict:
@@ -466,14 +461,3 @@ def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
 def _ends_digit_comma(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; these are shareable model files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,0 +1,220 @@
+"""Reading text input: the one place where litebert opens the files a user gives it.
+
+* `expand_inputs`: files, directories (every file below, recursively, hidden ones skipped) and globs (also when the
+  shell did not expand them, e.g. ``'corpus/*.xz'`` quoted) to a sorted, de-duplicated list of files.
+* `open_binary`: gzip, xz and bz2 are decompressed transparently, recognised by their magic bytes, so compressed
+  files need no special name.
+* `iter_lines`: ``(line number, byte offset, text)`` of each line, decoded as UTF-8.
+* `open_text`: the same lines as a text stream, for ``csv`` and ``json.load``.
+* `iter_jsonl` and `text_field`: JSON lines and the text field of a record.
+
+Every problem is a `DataError` naming the file and line: invalid UTF-8 gives the byte offset of the bad byte (in the
+decompressed stream for compressed files) unless ``encoding_errors="replace"`` substitutes U+FFFD; a corrupt or
+truncated compressed stream and bad JSON are named likewise. A UTF-8 byte order mark at the start of a file is
+dropped (it would otherwise stick to the first word or the first column name).
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import json
+import lzma
+import os
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+from litebert.errors import DataError
+from litebert.files import json_kind
+
+ENCODING_ERRORS = ("strict", "replace")
+COMPRESSED_SUFFIXES = (".gz", ".xz", ".bz2")
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_MAGIC = {b"\x1f\x8b": gzip.GzipFile, b"\xfd7zXZ\x00": lzma.LZMAFile, b"BZh": bz2.BZ2File}
+_BOM = b"\xef\xbb\xbf"
+
+
+def expand_inputs(inputs: list[str | os.PathLike]) -> list[Path]:
+    """Files, directories and globs to a list of files: each argument's files sorted, in the order the arguments were
+    given, each file once. A directory gives every regular file below it whose path (below the directory) has no
+    hidden part; a glob is expanded here (``**`` reaches into subdirectories), a directory it matches like a
+    directory. An argument that matches no file is a `DataError`."""
+    files: list[Path] = []
+    for spec in inputs:
+        spec = str(spec)
+        path = Path(spec)
+        if path.is_dir():
+            found = _files_below(path)
+        elif path.is_file():
+            found = [path]
+        elif glob.has_magic(spec):
+            found = sorted(f for match in glob.glob(spec, recursive=True)
+                           for f in (_files_below(Path(match)) if Path(match).is_dir() else [Path(match)]))
+        else:
+            raise DataError(f"input {spec!r} does not exist (give a file, a directory or a glob such as "
+                            f"'corpus/*.txt')")
+        if not found:
+            raise DataError(f"input {spec!r} matches no files")
+        files.extend(found)
+    seen: set[Path] = set()
+    unique = []
+    for f in files:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def _files_below(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def format_suffix(path: str | os.PathLike) -> str:
+    """The suffix that names the file's format, after any compression suffix: ``'a.jsonl.gz'`` -> ``'.jsonl'``."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    while suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def is_jsonl(path: str | os.PathLike) -> bool:
+    """Whether the name says JSON lines: ``*.jsonl``, ``*.json`` or ``*.ndjson``, optionally compressed."""
+    return format_suffix(path) in JSONL_SUFFIXES
+
+
+def compression(path: str | os.PathLike) -> str | None:
+    """``'gzip'``, ``'lzma'`` (xz) or ``'bz2'`` by the file's magic bytes, or None."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    return next((cls.__module__ for magic, cls in _MAGIC.items() if head.startswith(magic)), None)
+
+
+def open_binary(path: str | os.PathLike) -> BinaryIO:
+    """Open a file for reading bytes, decompressing gzip, xz and bz2 (recognised by their magic bytes)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot open ({e.strerror or e})") from None
+    head = f.peek(6)[:6]
+    for magic, cls in _MAGIC.items():
+        if head.startswith(magic):
+            return cls(fileobj=f) if cls is gzip.GzipFile else cls(f)  # type: ignore[return-value]
+    return f
+
+
+def _check_encoding_errors(encoding_errors: str) -> None:
+    if encoding_errors not in ENCODING_ERRORS:
+        raise DataError(f"encoding errors must be one of {', '.join(ENCODING_ERRORS)}, not {encoding_errors!r}")
+
+
+def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str) -> Iterator[tuple[int, int, str]]:
+    """``(line number, byte offset, text with its line ending)`` of the open file ``f`` (closed at the end), with
+    the errors of the module docstring."""
+    offset = 0
+    with f:
+        where = "byte offset" if isinstance(f, io.BufferedReader) else "decompressed byte offset"
+        try:
+            for lineno, raw in enumerate(f, start=1):  # binary lines end at b"\n" only, as in `wc -l` and editors
+                skip = len(_BOM) if offset == 0 and raw.startswith(_BOM) else 0
+                try:
+                    text = raw[skip:].decode("utf-8", errors=encoding_errors)
+                except UnicodeDecodeError as e:
+                    bad = skip + e.start
+                    raise DataError(f"{path}:{lineno}: invalid UTF-8 at {where} {offset + bad} "
+                                    f"(byte 0x{raw[bad]:02x}); fix the file or pass --encoding-errors replace to "
+                                    f"read it as U+FFFD") from None
+                yield lineno, offset, text
+                offset += len(raw)
+        # A corrupt or truncated compressed stream: gzip raises BadGzipFile (an OSError), zlib.error or EOFError;
+        # xz LZMAError or EOFError; bz2 OSError or EOFError.
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
+            raise DataError(f"{path}: cannot read past {where} {offset} (corrupt or truncated file?): {e}") from None
+
+
+def iter_lines(path: str | os.PathLike, encoding_errors: str = "strict") -> Iterator[tuple[int, int, str]]:
+    """``(line number, byte offset, text)`` of each line of ``path``, the text without its line ending; numbers
+    from 1, offsets of the line's first byte (in the decompressed stream for compressed files)."""
+    _check_encoding_errors(encoding_errors)
+    for lineno, offset, text in _lines(open_binary(path), path, encoding_errors):
+        yield lineno, offset, text.rstrip("\r\n")
+
+
+class TextStream(io.TextIOBase):
+    """A read-only text stream over `iter_lines`' decoding: lines keep their endings (as with ``newline=""``, which
+    ``csv`` wants), and a bad byte is reported with its file, line and byte offset."""
+
+    def __init__(self, path: str | os.PathLike, encoding_errors: str = "strict"):
+        _check_encoding_errors(encoding_errors)
+        self.name = str(path)
+        self._lines = _lines(open_binary(path), path, encoding_errors)
+        self._pending = ""  # the unread rest of a line that read(size) cut
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> str:
+        line, self._pending = self._pending, ""
+        if not line:
+            line = next(self._lines, (0, 0, ""))[2]
+        if size is not None and 0 <= size < len(line):
+            line, self._pending = line[:size], line[size:]
+        return line
+
+    def read(self, size: int | None = -1) -> str:
+        if size is None or size < 0:
+            rest, self._pending = self._pending, ""
+            return rest + "".join(text for _, _, text in self._lines)
+        parts, n = [], 0
+        while n < size:
+            line = self.readline(size - n)
+            if not line:
+                break
+            parts.append(line)
+            n += len(line)
+        return "".join(parts)
+
+    def close(self) -> None:
+        self._lines.close()
+        super().close()
+
+
+def open_text(path: str | os.PathLike, encoding_errors: str = "strict") -> TextStream:
+    """``path`` as a text stream (see `TextStream`), decompressed and decoded like `iter_lines`."""
+    return TextStream(path, encoding_errors)
+
+
+def iter_jsonl(path: str | os.PathLike, encoding_errors: str = "strict") -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` of each non-blank line of a JSON-lines file (see `parse_json_line`)."""
+    for lineno, _, line in iter_lines(path, encoding_errors):
+        if line.strip():
+            yield lineno, parse_json_line(line, path, lineno)
+
+
+def parse_json_line(line: str, path: str | os.PathLike, lineno: int) -> dict:
+    """One line of a JSON-lines file, which must hold a JSON object; otherwise a `DataError` naming file and line."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{path}:{lineno}: expected a JSON object, got {json_kind(type(obj))}")
+    return obj
+
+
+def text_field(obj: dict[str, Any], field: str, path: str | os.PathLike, lineno: int) -> str:
+    """``obj[field]``, which must be a string; otherwise a `DataError` naming the file, line and field."""
+    if field not in obj:
+        raise DataError(f"{path}:{lineno}: no {field!r} field (the record has {sorted(obj)[:8]}); choose the field "
+                        f"holding the text with --text-field")
+    text = obj[field]
+    if not isinstance(text, str):
+        raise DataError(f"{path}:{lineno}: field {field!r} is a JSON {json_kind(type(text))}, expected a string; "
+                        f"choose the field holding the text with --text-field")
+    return text

@@ -1,0 +1,72 @@
+"""``litebert tokenizer train`` (a vocabulary with the official ALBERT settings) and ``litebert tokenizer encode``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Iterable
+
+from litebert.text_input import ENCODING_ERRORS, iter_lines
+from litebert.tokenizer.tokenizer import AlbertTokenizer
+from litebert.tokenizer.train import train_tokenizer
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{train,encode}")
+    # The sub-commands format their help and parse abbreviations as the `tokenizer` command itself does.
+    same = dict(formatter_class=parser.formatter_class, allow_abbrev=parser.allow_abbrev)
+    t = sub.add_parser("train", help="train a SentencePiece vocabulary with the official ALBERT settings",
+                       description="Train an ALBERT SentencePiece unigram vocabulary; writes spiece.model, "
+                                   "tokenizer_config.json and tokenizer.json (HF layout) to --out.", **same)
+    t.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                   help="files, directories (read recursively) or globs: plain text (a sentence a line) or JSON "
+                        "lines (*.jsonl/*.json); gzip/xz/bz2 are decompressed transparently")
+    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--vocab-size", type=int, default=30000)
+    t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
+    t.add_argument("--keep-accents", action="store_true", help="skip NFKD accent stripping")
+    t.add_argument("--character-coverage", type=float, default=0.99995)
+    t.add_argument("--input-sentence-size", type=int, default=10_000_000,
+                   help="sample this many sentences from larger corpora (0 = all)")
+    t.add_argument("--threads", type=int, default=None, help="default: all cores")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    t.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
+                   help="invalid UTF-8: stop with file/line/byte offset (strict) or substitute U+FFFD (replace)")
+    t.add_argument("--quiet", action="store_true")
+    e = sub.add_parser("encode", help="encode text to ids (JSON lines)",
+                       description="Encode each input line (or --text) and print one JSON object per line.", **same)
+    e.add_argument("--tokenizer", required=True, help="a tokenizer folder or a .model file")
+    e.add_argument("--text", action="append", help="text to encode (repeatable); default: read --input or stdin")
+    e.add_argument("--input", help="a text file, one text per line (gzip/xz/bz2 decompressed transparently)")
+    e.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
+                   help="invalid UTF-8 in --input: stop with file/line/byte offset (strict) or substitute U+FFFD")
+    e.add_argument("--pieces", action="store_true", help="also print the pieces")
+    e.add_argument("--offsets", action="store_true", help="also print character offsets into the input")
+    e.add_argument("--no-special-tokens", action="store_true", help="omit [CLS]/[SEP]")
+
+
+def run(args) -> int:
+    if args.action == "train":
+        train_tokenizer(args.input, args.out, args.vocab_size, do_lower_case=not args.cased,
+                        keep_accents=args.keep_accents, character_coverage=args.character_coverage,
+                        input_sentence_size=args.input_sentence_size, num_threads=args.threads, seed=args.seed,
+                        text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet)
+        return 0
+    tok = AlbertTokenizer.from_pretrained(args.tokenizer)
+    if args.text:
+        texts: Iterable[str] = args.text
+    elif args.input:
+        texts = (line for _, _, line in iter_lines(args.input, args.encoding_errors))
+    else:
+        texts = (line.rstrip("\n") for line in sys.stdin)
+    for text in texts:
+        enc = tok(text, return_offsets=args.offsets, add_special_tokens=not args.no_special_tokens)
+        row = {"input_ids": enc["input_ids"]}
+        if args.pieces:
+            row["pieces"] = tok.convert_ids_to_tokens(enc["input_ids"])
+        if args.offsets:
+            row["offsets"] = enc["offsets"]
+        print(json.dumps(row, ensure_ascii=False))
+    return 0

@@ -1,0 +1,129 @@
+"""Training an ALBERT SentencePiece vocabulary.
+
+The settings are those of the official ALBERT English vocabulary (google-research/albert README, "SentencePiece"):
+
+    spm_train --input all.txt --model_prefix=30k-clean --vocab_size=30000 --pad_id=0 --unk_id=1 --eos_id=-1
+      --bos_id=-1 --control_symbols=[CLS],[SEP],[MASK] --user_defined_symbols="(,),\\",-,.,–,£,€"
+      --shuffle_input_sentence=true --input_sentence_size=10000000 --character_coverage=0.99995 --model_type=unigram
+
+Every line goes through the same normalization the tokenizer applies at encoding time (lower-casing, accent
+stripping), which is why the released vocabulary holds no upper-case pieces.
+
+The corpus is read through `litebert.text_input`: files, directories and globs; gzip, xz and bz2; plain text (a line
+is a sentence) or JSON lines (the text under ``text_field``, each of its lines a sentence).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import sentencepiece as spm
+from tqdm import tqdm
+
+from litebert import text_input
+from litebert.errors import DataError, TokenizerError
+from litebert.files import atomic_write
+from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
+
+CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
+
+
+def corpus_lines(inputs: Iterable[str | os.PathLike], *, text_field: str = "text",
+                 encoding_errors: str = "strict") -> Iterator[str]:
+    """The lines of text in ``inputs`` (files, directories, globs: `litebert.text_input.expand_inputs`): a line of a
+    plain text file, or a line of the ``text_field`` string of a JSON-lines record (``*.jsonl``, ``*.json``,
+    ``*.ndjson``, optionally compressed)."""
+    for path in text_input.expand_inputs(list(inputs)):
+        if text_input.is_jsonl(path):
+            for lineno, record in text_input.iter_jsonl(path, encoding_errors):
+                yield from text_input.text_field(record, text_field, path, lineno).splitlines()
+        else:
+            for _, _, line in text_input.iter_lines(path, encoding_errors):
+                yield line
+
+
+def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: bool = True,
+                    keep_accents: bool = False, character_coverage: float = 0.99995,
+                    input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
+                    seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
+                    progress: bool = True) -> AlbertTokenizer:
+    """Train an ALBERT unigram vocabulary on ``files`` (files, directories, globs; see `corpus_lines`) and save it to
+    ``out_dir`` in the HF layout.
+
+    Uses the official settings (see the module docstring); SentencePiece samples ``input_sentence_size`` sentences
+    when the corpus is larger (its sampling is seeded with ``seed``), on ``num_threads`` threads (default: all cores).
+    Invalid UTF-8 stops with the file, line and byte offset, unless ``encoding_errors="replace"`` reads each bad byte
+    as U+FFFD.
+    """
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    files = text_input.expand_inputs(files)  # a missing input is reported before anything is written
+    if vocab_size < 1:
+        raise TokenizerError(f"vocab_size must be positive, got {vocab_size}")
+    n_reserved = len(("<pad>", "<unk>")) + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
+    if vocab_size <= n_reserved:
+        raise TokenizerError(f"vocab_size={vocab_size} leaves no room: the ALBERT special and user-defined pieces "
+                             f"alone take {n_reserved}")
+    stats: dict = {"lines": 0}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".train-") as tmp:
+        # Normalize into one file first: bad input is reported before SentencePiece starts (an exception raised
+        # inside its sentence iterator would surface as an opaque RuntimeError), and SentencePiece samples from it.
+        corpus = os.path.join(tmp, "corpus.txt")
+        with open(corpus, "w", encoding="utf-8") as f:
+            lines = corpus_lines(files, text_field=text_field, encoding_errors=encoding_errors)
+            for line in tqdm(lines, desc="reading corpus", unit=" lines", disable=not progress):
+                text = preprocess_text(line, lower=do_lower_case, keep_accents=keep_accents)
+                if text:
+                    stats["lines"] += 1
+                    f.write(text + "\n")
+        if stats["lines"] == 0:
+            raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        try:
+            # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
+            # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
+            with open(corpus, encoding="utf-8") as lines:
+                spm.SentencePieceTrainer.train(
+                    sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
+                    vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                    control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                    character_coverage=character_coverage, input_sentence_size=input_sentence_size,
+                    shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
+                    num_threads=num_threads or os.cpu_count() or 1, minloglevel=2)
+        except (RuntimeError, OSError) as e:
+            raise _explain_trainer_error(e, vocab_size, files) from None
+        model_path = Path(tmp) / "spiece.model"
+        model_path.write_bytes(model.getvalue())
+        tok = AlbertTokenizer(model_path, do_lower_case=do_lower_case, keep_accents=keep_accents)
+        tok.save_pretrained(out)
+        # The human-readable piece list spm_train writes beside the model (piece<TAB>score).
+        pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
+        atomic_write(out / "spiece.vocab", "".join(f"{p}\t{tok.sp.get_score(i):g}\n" for i, p in enumerate(pieces)))
+    tok = AlbertTokenizer.from_pretrained(out)
+    tok.train_stats = dict(stats)
+    if progress:
+        print(f"trained a {tok.vocab_size}-piece vocabulary on {stats['lines']} lines -> {out}", file=sys.stderr)
+    return tok
+
+
+def _explain_trainer_error(e: Exception, vocab_size: int, files) -> Exception:
+    msg = str(e)
+    m = re.search(r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value <= (\d+)", msg)
+    if m:
+        return DataError(f"vocab_size={vocab_size} is more than this corpus can support (at most {m.group(2)} "
+                         f"pieces); use a smaller --vocab-size or more text")
+    m = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", msg)
+    if m:
+        return DataError(f"vocab_size={vocab_size} is smaller than the {m.group(2)} distinct characters the corpus "
+                         f"needs at character_coverage; raise --vocab-size or lower --character-coverage")
+    return DataError(f"SentencePiece training failed on {', '.join(map(str, files))}: {msg}")
