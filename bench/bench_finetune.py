@@ -5,17 +5,15 @@ batches with the padding computed (the common HF recipe), same model, data, step
     python bench/bench_finetune.py [--preset albert-base-v2] [--layers 2] [--steps 20] [--max-seq-length 128]
 
 Data: the bundled Rotten Tomatoes sentiment snippets (real length distribution, ~25 pieces on average, long tail),
-tokenized with the real ALBERT 30k vocabulary when it is beside the repo, else a 1,000-piece vocabulary trained here.
+tokenized with the real ALBERT 30k vocabulary (bundled in data/albert-30k).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,17 +25,10 @@ sys.path.insert(0, str(REPO))
 from bench.report import machine, write_section  # noqa: E402
 
 
-def tokenizer(tmp: Path):
+def tokenizer():
     from litebert.tokenizer import AlbertTokenizer
-    from litebert.tokenizer import train_tokenizer
 
-    shared = REPO.parent / "shared" / "data" / "albert-30k" / "spiece.model"
-    if shared.is_file():
-        return AlbertTokenizer.from_pretrained(shared), "ALBERT 30k vocabulary"
-    corpus = tmp / "corpus.txt"
-    with gzip.open(REPO / "data/finetune/sentiment/train.tsv.gz", "rt", encoding="utf-8") as f:
-        corpus.write_text("".join(line.split("\t")[0] + "\n" for line in f), encoding="utf-8")
-    return train_tokenizer([corpus], tmp / "tok", vocab_size=1000, progress=False), "1k vocabulary trained here"
+    return AlbertTokenizer.from_pretrained(REPO / "data" / "albert-30k"), "ALBERT 30k vocabulary"
 
 
 def run(model, feats, steps, batch, pad_to, group, skip, seed):
@@ -67,8 +58,7 @@ def main() -> None:
     from litebert.finetune.readers import read_glue
     from litebert.heads import AlbertForSequenceClassification
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tok, vocab = tokenizer(Path(tmp))
+    tok, vocab = tokenizer()
     examples = read_glue("sst-2", REPO / "data/finetune/sentiment/train.tsv.gz")
     feats = encode_text(tok, examples, args.max_seq_length, ["0", "1"])
     lengths = [len(f["input_ids"]) for f in feats]

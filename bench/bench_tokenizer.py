@@ -1,8 +1,7 @@
 """Batch encoding throughput: litebert's AlbertTokenizer against HF transformers' AlbertTokenizer, same texts, one run.
 
-Texts: lines of the bundled demo corpus (data/corpus/*.txt.xz). Vocabulary: the real ALBERT 30k vocabulary beside the
-repo (../shared/data/albert-30k), else one trained here on the corpus. HF loads the folder written by our
-save_pretrained (so both produce the official segmentation). Writes the "tokenizer" section of docs/BENCHMARKS.md.
+Texts: lines of the bundled demo corpus (data/corpus/*.txt.xz). Vocabulary: the real ALBERT 30k vocabulary bundled in
+data/albert-30k. HF loads the folder written by our save_pretrained (so both produce the official segmentation). Writes the "tokenizer" section of docs/BENCHMARKS.md.
 
     .venv/bin/python bench/bench_tokenizer.py [--lines 20000] [--repeats 3]
 """
@@ -24,7 +23,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 from report import machine, write_section  # noqa: E402
 
 from litebert.tokenizer import AlbertTokenizer  # noqa: E402
-from litebert.tokenizer import train_tokenizer  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:
@@ -51,14 +49,7 @@ def main() -> None:
     n_chars = sum(map(len, texts))
 
     with tempfile.TemporaryDirectory() as tmp:
-        real = ROOT.parent / "shared" / "data" / "albert-30k"
-        if (real / "spiece.model").is_file():
-            tok, vocab_name = AlbertTokenizer.from_pretrained(real), "ALBERT 30k-clean (real)"
-        else:
-            corpus = Path(tmp) / "corpus.txt"
-            corpus.write_text("\n".join(lines), encoding="utf-8")
-            tok = train_tokenizer([corpus], Path(tmp) / "trained", vocab_size=8000, progress=False)
-            vocab_name = "8k trained on the demo corpus"
+        tok, vocab_name = AlbertTokenizer.from_pretrained(ROOT / "data" / "albert-30k"), "ALBERT 30k-clean (real)"
         folder = tok.save_pretrained(Path(tmp) / "saved")
         hf = transformers.AutoTokenizer.from_pretrained(str(folder))
 

@@ -6,14 +6,13 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_VOCAB = REPO.parent / "shared" / "data" / "albert-30k"
+ALBERT_VOCAB = REPO / "data" / "albert-30k"  # bundled: see data/albert-30k/README.md
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
-@pytest.fixture
-def shared_vocab() -> Path:
-    """The real ALBERT 30k vocabulary beside the repo; tests using it skip when it is absent (fresh clone)."""
-    if not (SHARED_VOCAB / "spiece.model").is_file():
-        pytest.skip(f"real ALBERT vocabulary not found at {SHARED_VOCAB}")
-    return SHARED_VOCAB
+@pytest.fixture(scope="session")
+def albert_vocab() -> Path:
+    """The folder of the official ALBERT 30k vocabulary (spiece.model + SHA256SUMS), bundled with the repository."""
+    assert (ALBERT_VOCAB / "spiece.model").is_file(), f"{ALBERT_VOCAB}/spiece.model is missing from the checkout"
+    return ALBERT_VOCAB

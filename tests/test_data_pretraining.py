@@ -17,7 +17,6 @@ from litebert.data.pretraining import PretrainingDataset, build_chunks, collate_
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import ConfigError, DataError
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "albert-30k"
 CLS, SEP, MASK = 2, 3, 4
 
 
@@ -259,14 +258,11 @@ def test_bad_configurations(corpus, tmp_path):
         PretrainingDataset(prepare_store([tmp_path / "tiny.txt"], IntTokenizer(), tmp_path / "t", progress=False))
 
 
-@pytest.mark.skipif(not (SHARED / "spiece.model").exists(), reason="the ALBERT 30k vocabulary is not available")
-def test_real_vocabulary_whole_word_spans(tmp_path):
+def test_real_vocabulary_whole_word_spans(tmp_path, albert_vocab):
     from litebert.tokenizer import AlbertTokenizer
 
     corpus = Path(__file__).resolve().parents[1] / "data" / "corpus" / "moby_dick.txt.xz"
-    if not corpus.exists():
-        pytest.skip("bundled demo corpus missing")
-    tok = AlbertTokenizer.from_pretrained(SHARED / "spiece.model")
+    tok = AlbertTokenizer.from_pretrained(albert_vocab)
     store = prepare_store([corpus], tok, tmp_path / "s", progress=False)
     ds = PretrainingDataset(TokenStore(tmp_path / "s"), max_seq_length=128, seed=0, tokenizer=tok)
     starts = tok.word_start_mask()

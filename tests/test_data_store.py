@@ -4,7 +4,6 @@ expected token known by hand; the real 30k ALBERT vocabulary is used where prese
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "albert-30k"
 
 
 class IntTokenizer:
@@ -172,13 +170,12 @@ def test_cli_prepare_and_inspect(tmp_path, capsys):
     assert "did not finish" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (SHARED / "spiece.model").exists(), reason="the ALBERT 30k vocabulary is not available")
-def test_real_vocabulary_store_via_cli(tmp_path, capsys):
+def test_real_vocabulary_store_via_cli(tmp_path, capsys, albert_vocab):
     from litebert.tokenizer import AlbertTokenizer
 
-    tok = AlbertTokenizer.from_pretrained(SHARED / "spiece.model")
+    tok = AlbertTokenizer.from_pretrained(albert_vocab)
     f = write(tmp_path / "c.txt", "This is a test\nHello, my dog is cute\n\nI was born in 92000, and this is falsé.\n")
-    assert cli_main(["data", "prepare", "--input", str(f), "--tokenizer", str(SHARED / "spiece.model"),
+    assert cli_main(["data", "prepare", "--input", str(f), "--tokenizer", str(albert_vocab / "spiece.model"),
                      "--out", str(tmp_path / "s"), "--workers", "2", "--no-progress"]) == 0
     store = TokenStore(tmp_path / "s", tokenizer=tok)
     # reference ids from the vocabulary's README (the official tokenizer on the same sentences)

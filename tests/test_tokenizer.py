@@ -18,7 +18,6 @@ from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, preprocess_text
 
 REPO = Path(__file__).resolve().parent.parent
-VOCAB = REPO.parent / "shared" / "data" / "albert-30k"
 CORPUS = REPO / "data" / "corpus"
 
 # A varied set: accents, digits with commas, CJK, emoji, control characters, whitespace runs, empty strings,
@@ -35,15 +34,8 @@ VARIED = [
 
 
 @pytest.fixture(scope="module")
-def vocab_dir() -> Path:
-    if not (VOCAB / "spiece.model").is_file():
-        pytest.skip(f"real ALBERT vocabulary not found at {VOCAB}")
-    return VOCAB
-
-
-@pytest.fixture(scope="module")
-def tok(vocab_dir) -> AlbertTokenizer:
-    return AlbertTokenizer.from_pretrained(vocab_dir)
+def tok(albert_vocab) -> AlbertTokenizer:
+    return AlbertTokenizer.from_pretrained(albert_vocab)
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +47,11 @@ def hf_saved(tok, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hf_bare(vocab_dir, tmp_path_factory):
+def hf_bare(albert_vocab, tmp_path_factory):
     """HF's AlbertTokenizer on the bare spiece.model (with the pinned transformers 4.57.6: the slow SentencePiece
     implementation, which reproduces the official tokenization)."""
     transformers = pytest.importorskip("transformers")
-    return transformers.AlbertTokenizer.from_pretrained(str(vocab_dir))
+    return transformers.AlbertTokenizer.from_pretrained(str(albert_vocab))
 
 
 def official_pieces(sp, text: str) -> list[str]:
@@ -94,19 +86,19 @@ def corpus_lines(n: int, seed: int = 0) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ reference ids
 def test_readme_reference_ids(tok):
-    # /work/shared/data/albert-30k/README.md: ids of the reference tokenizer of the ALBERT ecosystem.
+    # data/albert-30k/README.md: ids of the reference tokenizer of the ALBERT ecosystem.
     assert tok("This is a test")["input_ids"] == [2, 48, 25, 21, 1289, 3]
     assert tok("Hello, my dog is cute")["input_ids"] == [2, 10975, 15, 51, 1952, 25, 10901, 3]
     assert tok("I was born in 92000, and this is falsé.")["input_ids"] == [
         2, 31, 23, 386, 19, 561, 3050, 15, 17, 48, 25, 4997, 9, 3]
 
 
-def test_special_ids_and_fingerprint(tok, vocab_dir):
+def test_special_ids_and_fingerprint(tok, albert_vocab):
     assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (0, 1, 2, 3, 4)
     assert tok.vocab_size == len(tok) == 30000
-    sums = dict(line.split()[::-1] for line in (vocab_dir / "SHA256SUMS").read_text().splitlines() if line.strip())
+    sums = dict(line.split()[::-1] for line in (albert_vocab / "SHA256SUMS").read_text().splitlines() if line.strip())
     assert tok.fingerprint() == sums["spiece.model"]
-    assert tok.fingerprint() == hashlib.sha256((vocab_dir / "spiece.model").read_bytes()).hexdigest()
+    assert tok.fingerprint() == hashlib.sha256((albert_vocab / "spiece.model").read_bytes()).hexdigest()
 
 
 def test_digit_comma_resplit_hand_computed(tok):
@@ -279,9 +271,9 @@ def test_missing_and_corrupt_model(tmp_path):
         AlbertTokenizer(bad)
 
 
-def test_truncated_model_file(vocab_dir, tmp_path):
+def test_truncated_model_file(albert_vocab, tmp_path):
     cut = tmp_path / "cut.model"
-    cut.write_bytes((vocab_dir / "spiece.model").read_bytes()[:100_000])
+    cut.write_bytes((albert_vocab / "spiece.model").read_bytes()[:100_000])
     with pytest.raises(TokenizerError, match="cut.model"):
         AlbertTokenizer(cut)
 

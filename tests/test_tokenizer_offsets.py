@@ -14,8 +14,6 @@ from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess
 from litebert.tokenizer.normalize import _normalize_chars
 from litebert.tokenizer import train_tokenizer
 
-REPO = Path(__file__).resolve().parent.parent
-VOCAB = REPO.parent / "shared" / "data" / "albert-30k"
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -46,11 +44,9 @@ def _tiny_tokenizer(tmp: Path) -> AlbertTokenizer:
 
 
 @pytest.fixture(scope="module", params=["real", "trained"])
-def tok(request, tmp_path_factory) -> AlbertTokenizer:
+def tok(request, albert_vocab, tmp_path_factory) -> AlbertTokenizer:
     if request.param == "real":
-        if not (VOCAB / "spiece.model").is_file():
-            pytest.skip(f"real ALBERT vocabulary not found at {VOCAB}")
-        return AlbertTokenizer.from_pretrained(VOCAB)
+        return AlbertTokenizer.from_pretrained(albert_vocab)
     return _tiny_tokenizer(tmp_path_factory.mktemp("tiny_vocab"))
 
 
@@ -140,9 +136,8 @@ def test_arbitrary_unicode_never_crashes(tok, text, pair, max_length):
     assert tok.encode_batch_ids([text, pair]) == [tok.encode_ids(text), tok.encode_ids(pair)]
 
 
-def test_offsets_hand_computed(tok):
-    if tok.vocab_size != 30000:
-        pytest.skip("hand-computed on the real vocabulary")
+def test_offsets_hand_computed(albert_vocab):
+    tok = AlbertTokenizer.from_pretrained(albert_vocab)  # hand-computed on the real vocabulary
     text = "  ``Café''\u00a0 naïve 2010, ok"
     ids, spans = tok.encode_with_offsets(text)
     got = [(tok.convert_ids_to_tokens(i), text[s:e]) for i, (s, e) in zip(ids, spans)]
