@@ -55,8 +55,7 @@ def stage_corpus(work: Path, args) -> dict:
 
 
 def stage_tokenizer(work: Path, args, corpus: dict):
-    from litebert.tokenizer import AlbertTokenizer
-    from litebert.tokenizer import train_tokenizer
+    from litebert.tokenizer import AlbertTokenizer, train_tokenizer
 
     folder = work / "tokenizer"
     if (folder / "spiece.model").exists():

@@ -1,6 +1,7 @@
 """The token store: exact contents for hand-written corpora, parallel == serial bytes, atomicity and damage checks,
 the tokenizer check, and the `litebert data` CLI. A tiny integer tokenizer ("12 7 9" -> [12, 7, 9]) makes every
-expected token known by hand; the real 30k ALBERT vocabulary is used where present."""
+expected token known by hand; the real 30k ALBERT vocabulary (bundled) checks real ids and the tokenizer the store
+carries."""
 
 import hashlib
 import json
@@ -12,6 +13,7 @@ from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
 
+VOCAB_SHA256 = "886d527728990f8448a117db5d7e8ae23ff7e36638edf47ae3144a9bdd4ce8d7"  # data/albert-30k/SHA256SUMS
 
 
 class IntTokenizer:
@@ -182,3 +184,34 @@ def test_real_vocabulary_store_via_cli(tmp_path, capsys, albert_vocab):
     assert read_all(store) == [[[48, 25, 21, 1289], [10975, 15, 51, 1952, 25, 10901]],
                                [[31, 23, 386, 19, 561, 3050, 15, 17, 48, 25, 4997, 9]]]
     assert np.array_equal(store.facts.word_start, tok.word_start_mask())
+
+
+def test_store_carries_its_tokenizer(tmp_path, albert_vocab):
+    from litebert.tokenizer import AlbertTokenizer
+
+    f = write(tmp_path / "c.txt", "Hello, my dog is cute\n")
+    store = prepare_store([f], AlbertTokenizer.from_pretrained(albert_vocab), tmp_path / "s", progress=False)
+    assert store.tokenizer_path == tmp_path / "s" / "tokenizer"
+    assert sorted(p.name for p in store.tokenizer_path.iterdir()) == ["spiece.model", "tokenizer.json",
+                                                                      "tokenizer_config.json"]
+    # recorded (and verified) like every other file of the store; the model is the bundled one, byte for byte
+    assert store.manifest["aux_files"]["tokenizer/spiece.model"]["sha256"] == VOCAB_SHA256
+    tok = TokenStore(tmp_path / "s", verify=True).tokenizer()
+    assert tok("Hello, my dog is cute")["input_ids"] == [2, 10975, 15, 51, 1952, 25, 10901, 3]  # the README's ids
+    config = store.tokenizer_path / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("true", "fals"))  # same size, other bytes
+    with pytest.raises(DataError, match="tokenizer_config.json does not match its sha256"):
+        TokenStore(tmp_path / "s", verify=True)
+
+
+def test_store_without_a_tokenizer_still_loads(tmp_path):
+    """A store written before stores kept their tokenizer: no tokenizer/ and no mention of it in the manifest."""
+    f = write(tmp_path / "c.txt", "10 11\n12\n")
+    prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)  # IntTokenizer cannot save itself
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert manifest.pop("tokenizer_folder") is None and set(manifest["aux_files"]) == {"word_start.npy",
+                                                                                      "normal_ids.npy"}
+    (tmp_path / "s" / "manifest.json").write_text(json.dumps(manifest))
+    store = TokenStore(tmp_path / "s", verify=True)
+    assert store.tokenizer_path is None and store.tokenizer() is None
+    assert read_all(store) == [[[10, 11], [12]]]

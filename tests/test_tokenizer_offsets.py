@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess_text
+from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess_text, train_tokenizer
 from litebert.tokenizer.normalize import _normalize_chars
-from litebert.tokenizer import train_tokenizer
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,6 +1,6 @@
 """train_tokenizer and `litebert tokenizer`: the official settings, text/gzip/xz/bz2/JSONL input from files,
-directories and globs, HF loading of a trained folder with equal ids, and a clear error for every kind of bad input. Vocabularies are tiny and trained on small
-generated text so the module runs in seconds."""
+directories and globs, HF loading of a trained folder with equal ids, and a clear error for every kind of bad input.
+Vocabularies are tiny and trained on small generated text so the module runs in seconds."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                    "and print their measured statistics beside the paper's targets.")
     q.add_argument("store", metavar="STORE")
     q.add_argument("--verify", action="store_true", help="check the sha256 of every file")
-    q.add_argument("--tokenizer", metavar="DIR", help="check it is the store's tokenizer; needed by --show")
+    q.add_argument("--tokenizer", metavar="DIR",
+                   help="check it is the store's tokenizer; --show uses it (default: the one inside the store)")
     q.add_argument("--sample", type=int, default=0, metavar="N", help="examples to sample for statistics")
     q.add_argument("--show", type=int, default=0, metavar="K", help="print the first K examples as pieces")
     q.add_argument("--max-seq-length", type=int, default=128)
@@ -88,7 +89,8 @@ def _inspect(args) -> int:
     m = store.manifest
     if not args.json:
         print(store)
-        print(f"  tokenizer sha256 {m['tokenizer']['fingerprint']}, vocab {m['tokenizer']['vocab_size']}")
+        print(f"  tokenizer sha256 {m['tokenizer']['fingerprint']}, vocab {m['tokenizer']['vocab_size']}, "
+              + (f"saved in {store.tokenizer_path}" if store.tokenizer_path else "not saved in the store"))
         print(f"  {len(m['inputs'])} input file(s), format {m['input_format']}; "
               f"{len(m['empty_inputs'])} empty; {m['dropped_empty_documents']} empty documents dropped")
         if args.verify:
@@ -99,8 +101,9 @@ def _inspect(args) -> int:
                             masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions_per_seq,
                             max_ngram=args.max_ngram, short_seq_prob=args.short_seq_prob)
     if args.show:
+        tok = tok or store.tokenizer()
         if tok is None:
-            raise DataError("--show needs --tokenizer to print pieces")
+            raise DataError(f"--show needs --tokenizer to print pieces: the store {store.path} holds no tokenizer")
         for i in range(min(args.show, ds.num_examples)):
             e = ds.example(args.epoch, i)
             pieces = tok.convert_ids_to_tokens(e["input_ids"].tolist())

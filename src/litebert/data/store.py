@@ -3,6 +3,8 @@
 Layout of a store directory::
 
     manifest.json              format, tokenizer facts and fingerprint, counts, every file's size and sha256
+    tokenizer/                 the tokenizer the store was prepared with (``save_pretrained``: spiece.model,
+                               tokenizer_config.json, tokenizer.json), so that `pretrain` can save it beside the model
     word_start.npy             bool[vocab]: piece starts a word (official ``_is_start_piece``), for whole-word masking
     normal_ids.npy             int32[n]: ids of normal pieces, the pool for the 10% random replacements
     shard-00000.tokens         uint16 (vocab <= 65536) or uint32, little-endian: all token ids of the shard, flat
@@ -13,7 +15,8 @@ Layout of a store directory::
 Documents never span shards. The manifest is written last and the whole directory is built under a temporary name
 and renamed into place, so a store either is complete or has no manifest; a store whose files do not have the sizes
 the manifest records (truncated, half-copied) is refused with a :class:`DataError`, and ``verify=True`` also checks
-the sha256 of every file.
+the sha256 of every file. Stores prepared before the tokenizer was kept inside have no ``tokenizer/`` and still load
+(`TokenStore.tokenizer` is then None).
 
 Preparation streams: a reader process feeds blocks of documents to ``workers`` tokenizing processes with a bounded
 number of blocks in flight, and one writer appends their output to the current shard. Peak memory depends on the
@@ -44,6 +47,7 @@ from litebert.text_input import compression, expand_inputs
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+TOKENIZER_FOLDER = "tokenizer"
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,11 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
         # np.save is written once, small; the arrays come from the tokenizer, never from untrusted input.
         np.save(tmp / "word_start.npy", facts.word_start)
         np.save(tmp / "normal_ids.npy", facts.normal_ids)
+        aux_files = ["word_start.npy", "normal_ids.npy"]
+        keeps_tokenizer = hasattr(tokenizer, "save_pretrained")  # an AlbertTokenizer, not bare TokenizerFacts
+        if keeps_tokenizer:
+            tokenizer.save_pretrained(tmp / TOKENIZER_FOLDER)
+            aux_files += sorted(f"{TOKENIZER_FOLDER}/{p.name}" for p in (tmp / TOKENIZER_FOLDER).iterdir())
         blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
         # The bar counts input bytes; its total is unknown when some input is compressed.
         total = None if any(compression(f) for f in files) else sum(f.stat().st_size for f in files)
@@ -268,7 +277,8 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "dtype": dtype.str,
             "tokenizer": facts.to_json(), **totals, "shards": shards,
-            "aux_files": {name: _file_record(tmp / name) for name in ("word_start.npy", "normal_ids.npy")},
+            "aux_files": {name: _file_record(tmp, name) for name in aux_files},
+            "tokenizer_folder": TOKENIZER_FOLDER if keeps_tokenizer else None,
             "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
             "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
         }
@@ -286,8 +296,8 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
     return TokenStore(out)
 
 
-def _file_record(path: Path) -> dict:
-    return {"name": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+def _file_record(folder: Path, name: str) -> dict:
+    return {"name": name, "bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
 
 
 def _sha256(path: Path) -> str:
@@ -367,6 +377,23 @@ class TokenStore:
                                 f"records {r['bytes']} (half-written or truncated copy?); prepare it again")
             if verify and _sha256(p) != r["sha256"]:
                 raise DataError(f"store {self.path} is damaged: {r['name']} does not match its sha256 checksum")
+
+    @property
+    def tokenizer_path(self) -> Path | None:
+        """The folder of the tokenizer the store was prepared with (HF layout), or None if the store holds none."""
+        folder = self.manifest.get("tokenizer_folder")
+        return self.path / folder if folder else None
+
+    def tokenizer(self):
+        """The `AlbertTokenizer` the store was prepared with, or None if the store holds none (prepared by an older
+        litebert, or with a tokenizer that cannot save itself)."""
+        if self.tokenizer_path is None:
+            return None
+        from litebert.tokenizer import AlbertTokenizer
+
+        tok = AlbertTokenizer.from_pretrained(self.tokenizer_path)
+        self.check_tokenizer(tok)
+        return tok
 
     def check_tokenizer(self, tokenizer) -> None:
         """Raise :class:`DataError` unless ``tokenizer`` (or its facts) is the one the store was made with."""

@@ -59,7 +59,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", choices=sorted(RECIPES), help="named settings, e.g. albert-paper")
     parser.add_argument("--config", type=Path, help="JSON file of settings (overrides the recipe)")
     parser.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
-    parser.add_argument("--tokenizer", type=Path, help="tokenizer folder/.model to copy next to the final model")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="tokenizer folder/.model to save beside the final model (default: the one the store "
+                             "--data was prepared with)")
     parser.add_argument("--device", help="cpu | cuda (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--gradient-checkpointing", action="store_true", default=None,
@@ -131,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if eval_data is not None and eval_data.facts.fingerprint != train_data.facts.fingerprint:
             raise ConfigError(f"--eval-data {args.eval_data} was prepared with another tokenizer than --data {args.data}")
         model_cfg = _model_config(args, preset, train_data.facts.vocab_size, cfg.seq_len)
+        tokenizer = _tokenizer(args.tokenizer, train_data.store)  # checked now, saved beside the final model
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         model = AlbertForPreTraining(model_cfg)
         if dist.is_main:
@@ -149,10 +152,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"stopped at step {summary['step']} (signal {summary['signal']}); checkpoint saved in "
                       f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
             else:
-                if args.tokenizer:
-                    _copy_tokenizer(args.tokenizer, args.out / "model")
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(args.out / "model")
                 print(json.dumps({k: v for k, v in summary.items() if k != "signal"}, indent=2))
                 print(f"final model (HF format): {args.out / 'model'}", file=sys.stderr)
+                if tokenizer is None:
+                    print(f"note: {args.out / 'model'} has no tokenizer: the store {args.data} holds none; pass "
+                          f"--tokenizer to save one beside the model", file=sys.stderr)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
         # another still talks to it: gloo aborts a peer whose connection closes mid-operation.
         D.barrier(dist)
@@ -161,10 +167,16 @@ def run(args: argparse.Namespace) -> int:
         D.shutdown(dist)
 
 
-def _copy_tokenizer(src: Path, dest: Path) -> None:
+def _tokenizer(path: Path | None, store):
+    """The tokenizer to save beside the model: ``path`` (checked to be the store's) or the store's own (None if the
+    store holds none)."""
+    if path is None:
+        return store.tokenizer()
     from litebert.tokenizer import AlbertTokenizer
 
-    AlbertTokenizer.from_pretrained(src).save_pretrained(dest)
+    tok = AlbertTokenizer.from_pretrained(path)
+    store.check_tokenizer(tok)
+    return tok
 
 
 if __name__ == "__main__":  # python -m litebert.train.cli ... (litebert.cli is the usual entry point)
