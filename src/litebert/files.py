@@ -7,6 +7,7 @@ file or the new one, never a torn one, and a failed write leaves the old file as
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -84,6 +85,15 @@ def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError]) -
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, as hex, read in chunks (memory does not grow with the file)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def json_kind(t: type) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import multiprocessing
 import os
 import shutil
@@ -42,6 +41,7 @@ from tqdm import tqdm
 from litebert.data.readers import RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError
+from litebert.files import read_json, sha256_file, write_json
 from litebert.text_input import compression, expand_inputs
 
 FORMAT = "litebert-token-store"
@@ -282,7 +282,7 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
             "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
             "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        write_json(tmp / MANIFEST, manifest, indent=1)
         if out.exists():  # overwrite: move the old store aside first so a crash never leaves neither
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             os.replace(out, old)
@@ -297,15 +297,7 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
 
 
 def _file_record(folder: Path, name: str) -> dict:
-    return {"name": name, "bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return {"name": name, "bytes": (folder / name).stat().st_size, "sha256": sha256_file(folder / name)}
 
 
 # ------------------------------------------------------------------------------------------------------- reading
@@ -324,10 +316,7 @@ class TokenStore:
         if not mpath.exists():
             raise DataError(f"{self.path} has no {MANIFEST}: it is not a store, or its preparation did not finish; "
                             f"run `litebert data prepare` again")
-        try:
-            self.manifest = json.loads(mpath.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"{mpath}: corrupt manifest ({e})") from None
+        self.manifest = read_json(mpath, DataError)
         m = self.manifest
         if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
             raise DataError(f"{mpath}: not a {FORMAT} v{FORMAT_VERSION} manifest "
@@ -375,7 +364,7 @@ class TokenStore:
             if size != r["bytes"]:
                 raise DataError(f"store {self.path} is damaged: {r['name']} has {size} bytes, the manifest "
                                 f"records {r['bytes']} (half-written or truncated copy?); prepare it again")
-            if verify and _sha256(p) != r["sha256"]:
+            if verify and sha256_file(p) != r["sha256"]:
                 raise DataError(f"store {self.path} is damaged: {r['name']} does not match its sha256 checksum")
 
     @property

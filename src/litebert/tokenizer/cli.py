@@ -14,29 +14,28 @@ from litebert.tokenizer.train import train_tokenizer
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="{train,encode}")
-    # The sub-commands format their help and parse abbreviations as the `tokenizer` command itself does.
-    same = dict(formatter_class=parser.formatter_class, allow_abbrev=parser.allow_abbrev)
     t = sub.add_parser("train", help="train a SentencePiece vocabulary with the official ALBERT settings",
                        description="Train an ALBERT SentencePiece unigram vocabulary; writes spiece.model, "
-                                   "tokenizer_config.json and tokenizer.json (HF layout) to --out.", **same)
+                                   "tokenizer_config.json and tokenizer.json (HF layout) to --out.")
     t.add_argument("--input", nargs="+", required=True, metavar="PATH",
                    help="files, directories (read recursively) or globs: plain text (a sentence a line) or JSON "
                         "lines (*.jsonl/*.json); gzip/xz/bz2 are decompressed transparently")
     t.add_argument("--out", required=True, help="output folder")
-    t.add_argument("--vocab-size", type=int, default=30000)
+    t.add_argument("--vocab-size", type=int, default=30000, help="pieces in the vocabulary, special pieces included")
     t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     t.add_argument("--keep-accents", action="store_true", help="skip NFKD accent stripping")
-    t.add_argument("--character-coverage", type=float, default=0.99995)
+    t.add_argument("--character-coverage", type=float, default=0.99995,
+                   help="fraction of the corpus's characters the vocabulary covers (the rest become <unk>)")
     t.add_argument("--input-sentence-size", type=int, default=10_000_000,
                    help="sample this many sentences from larger corpora (0 = all)")
     t.add_argument("--threads", type=int, default=None, help="default: all cores")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="seed of SentencePiece's sentence sampling")
     t.add_argument("--text-field", default="text", help="JSONL field holding the text")
     t.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
                    help="invalid UTF-8: stop with file/line/byte offset (strict) or substitute U+FFFD (replace)")
-    t.add_argument("--quiet", action="store_true")
+    t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     e = sub.add_parser("encode", help="encode text to ids (JSON lines)",
-                       description="Encode each input line (or --text) and print one JSON object per line.", **same)
+                       description="Encode each input line (or --text) and print one JSON object per line.")
     e.add_argument("--tokenizer", required=True, help="a tokenizer folder or a .model file")
     e.add_argument("--text", action="append", help="text to encode (repeatable); default: read --input or stdin")
     e.add_argument("--input", help="a text file, one text per line (gzip/xz/bz2 decompressed transparently)")
