@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
+from litebert.files import sha256_file
 
 FORMAT = "litebert-train-checkpoint"
 VERSION = 1
@@ -44,14 +45,6 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
         return []
     found = [(int(m.group(1)), folder / n) for n in os.listdir(folder) if (m := _NAME.fullmatch(n))]
     return sorted(found)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -130,7 +123,7 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
     if not sums.is_file():
         raise CheckpointError(f"checkpoint {path} has no checksum file {sums.name}: it was not completely written")
     expected = sums.read_text().split()[0] if sums.read_text().strip() else ""
-    if _sha256(path) != expected:
+    if sha256_file(path) != expected:
         raise CheckpointError(f"checkpoint {path} does not match its checksum in {sums.name}: the file is corrupt")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
