@@ -271,19 +271,10 @@ def review_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def tokenizer():
-    """The real ALBERT vocabulary when ../shared has it, else a vocabulary trained on the corpus."""
+    """The official ALBERT 30k vocabulary, bundled in data/albert-30k."""
     from litebert.tokenizer import AlbertTokenizer
 
-    shared = REPO.parent / "shared" / "data" / "albert-30k"
-    if (shared / "spiece.model").is_file():
-        return AlbertTokenizer.from_pretrained(shared)
-    import tempfile
-
-    from litebert.tokenizer_train import train_tokenizer
-
-    tmp = Path(tempfile.mkdtemp())
-    (tmp / "corpus.txt").write_text("\n".join(corpus_texts(20000, seed=1)))
-    return train_tokenizer([tmp / "corpus.txt"], tmp / "tok", vocab_size=8000, progress=False)
+    return AlbertTokenizer.from_pretrained(REPO / "data" / "albert-30k")
 
 
 def tokenize(texts: list[str], seq: int) -> list[list[int]]:
