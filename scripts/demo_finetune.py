@@ -1,7 +1,7 @@
 """Fine-tune a pretrained model folder on the bundled Rotten Tomatoes sentiment task and report dev accuracy beside
 the majority-class baseline.
 
-    python scripts/demo_finetune.py --model PRETRAINED_DIR [--out DIR] [--steps 400] [--lr 1e-4]
+    python scripts/demo_finetune.py --model PRETRAINED_DIR [--out DIR] [--max-steps 400] [--lr 1e-4]
 
 The data (data/finetune/sentiment, from the vaderSentiment 3.3.2 sdist, MIT) is 8,568 training, 1,000 dev and 1,000
 test movie review snippets labelled by the sign of their mean human rating. The checkpoint kept is the best on dev (as
@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=True, help="pretrained model folder (e.g. the pretraining demo's output)")
     ap.add_argument("--tokenizer", help="tokenizer folder or .model (default: the model folder)")
     ap.add_argument("--out", help="where to keep the fine-tuned model (default: a temporary folder)")
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--max-steps", type=int, default=400)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-4, help="small demo models like a higher rate than the paper's")
-    ap.add_argument("--max-seq-length", type=int, default=64, help="the snippets average ~25 pieces")
+    ap.add_argument("--seq-len", type=int, default=64, help="the snippets average ~25 pieces")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true")
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
         cmd = ["finetune", "sentiment", "--model", args.model, "--data", str(DATA), "--out", str(out),
-               "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-               "--max-seq-length", str(args.max_seq_length), "--eval-every", str(args.eval_every),
+               "--max-steps", str(args.max_steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+               "--seq-len", str(args.seq_len), "--eval-every", str(args.eval_every),
                "--seed", str(args.seed)]
         cmd += ["--tokenizer", args.tokenizer] if args.tokenizer else []
         cmd += ["--no-progress"] if args.no_progress else []

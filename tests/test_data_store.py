@@ -164,7 +164,7 @@ def test_cli_prepare_and_inspect(tmp_path, capsys):
     assert code == 2 and "error" in capsys.readouterr().err
     prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)
     assert cli_main(["data", "inspect", str(tmp_path / "s"), "--verify", "--sample", "50", "--json",
-                     "--max-seq-length", "32"]) == 0
+                     "--seq-len", "32"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["examples"] == 50 and stats["length_max"] <= 32 and stats["masked_special_tokens"] == 0
     (tmp_path / "s" / "manifest.json").unlink()

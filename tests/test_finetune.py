@@ -197,7 +197,7 @@ def test_cli_finetune_evaluate_predict_on_a_separable_task(base, tmp_path, capsy
     _separable(data / "dev.jsonl", 100, 1)
     out = tmp_path / "out"
     code = main(["finetune", "classify", "--model", str(model), "--data", str(data), "--out", str(out),
-                 "--columns", "text_a=review,label=stars", "--steps", "250", "--eval-every", "50",
+                 "--columns", "text_a=review,label=stars", "--max-steps", "250", "--eval-every", "50",
                  "--patience", "2", "--batch-size", "16", "--lr", "5e-4", "--no-progress"])
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
@@ -235,9 +235,9 @@ def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
     model, _ = base
     # a question longer than max_seq_length allows: the error names the question and the fix
     code = main(["finetune", "squad2", "--model", str(model), "--data", str(DATA / "squad"), "--out",
-                 str(tmp_path / "o"), "--max-seq-length", "8", "--max-train-examples", "4", "--no-progress"])
+                 str(tmp_path / "o"), "--seq-len", "8", "--max-train-examples", "4", "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "leaves no room for context" in err and "--max-seq-length" in err and "Traceback" not in err
+    assert code == 2 and "leaves no room for context" in err and "--seq-len" in err and "Traceback" not in err
     # a damaged finetune.json
     folder = tmp_path / "ft"
     folder.mkdir()
@@ -260,8 +260,8 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     model, _ = base
     out = tmp_path / "sq"
     code = main(["finetune", "squad2", "--model", str(model), "--data", str(DATA / "squad"), "--out", str(out),
-                 "--steps", "6", "--eval-every", "3", "--batch-size", "8", "--max-train-examples", "24",
-                 "--max-eval-examples", "16", "--max-seq-length", "96", "--lr", "1e-3", "--no-progress"])
+                 "--max-steps", "6", "--eval-every", "3", "--batch-size", "8", "--max-train-examples", "24",
+                 "--max-eval-examples", "16", "--seq-len", "96", "--lr", "1e-3", "--no-progress"])
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(meta["dev_metrics"])
@@ -270,7 +270,7 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     ctx = "The common allotrope of elemental oxygen on Earth is called dioxygen. " * 8  # several windows
     inp.write_text(json.dumps({"id": "x", "question": "What is it called?", "context": ctx}) + "\n")
     assert main(["predict", "--model", str(out), "--input", str(inp), "--output", str(tmp_path / "a.jsonl"),
-                 "--max-seq-length", "48", "--no-progress"]) == 0
+                 "--seq-len", "48", "--no-progress"]) == 0
     row = json.loads((tmp_path / "a.jsonl").read_text())
     assert 0 <= row["no_answer_prob"] <= 1
     if row["answer"]:
@@ -288,8 +288,8 @@ def test_multiple_choice_and_race_run(base, tmp_path):
     model, _ = base
     for task, data in (("mc", DATA / "mc"), ("race", DATA / "race" / "question_selection.json.gz")):
         out = tmp_path / task
-        args = ["finetune", task, "--model", str(model), "--data", str(data), "--out", str(out), "--steps", "2",
-                "--batch-size", "4", "--max-train-examples", "8", "--max-seq-length", "64", "--no-progress"]
+        args = ["finetune", task, "--model", str(model), "--data", str(data), "--out", str(out), "--max-steps", "2",
+                "--batch-size", "4", "--max-train-examples", "8", "--seq-len", "64", "--no-progress"]
         if task == "race":
             args += ["--dev", str(data), "--max-eval-examples", "8"]
         else:

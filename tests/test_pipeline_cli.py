@@ -44,7 +44,7 @@ def test_tokenizer_data_pretrain_finetune(tmp_path, capsys):
     sentiment = str(REPO / "data" / "finetune" / "sentiment")
     assert main(["finetune", "sentiment", "--model", str(model), "--data", sentiment, "--out", clf,
                  "--max-train-examples", "16", "--max-eval-examples", "16", "--epochs", "1", "--batch-size", "8",
-                 "--max-seq-length", "64", "--threads", "1", "--no-progress"]) == 0
+                 "--seq-len", "64", "--threads", "1", "--no-progress"]) == 0
     assert sha256(Path(clf) / "spiece.model") == sha256(Path(tok) / "spiece.model")
 
 

@@ -90,7 +90,7 @@ def test_official_config_errors(tmp_path):
         official_config(bad)
     with pytest.raises(ConfigError, match="hidden_act = 'swish'"):
         official_config({"vocab_size": 10, "hidden_act": "swish"})
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="nope.json: no such file"):
         official_config(tmp_path / "nope.json")
 
 

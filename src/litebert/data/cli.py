@@ -42,10 +42,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="check it is the store's tokenizer; --show uses it (default: the one inside the store)")
     q.add_argument("--sample", type=int, default=0, metavar="N", help="examples to sample for statistics")
     q.add_argument("--show", type=int, default=0, metavar="K", help="print the first K examples as pieces")
-    q.add_argument("--max-seq-length", type=int, default=128)
+    q.add_argument("--seq-len", type=int, default=128, help="sequence length of the examples")
     q.add_argument("--objective", default="sop", choices=("sop", "nsp"))
     q.add_argument("--masked-lm-prob", type=float, default=0.15)
-    q.add_argument("--max-predictions-per-seq", type=int, default=20)
+    q.add_argument("--max-predictions", type=int, default=20, help="masked positions per sequence")
     q.add_argument("--max-ngram", type=int, default=3)
     q.add_argument("--short-seq-prob", type=float, default=0.1)
     q.add_argument("--seed", type=int, default=0)
@@ -97,8 +97,8 @@ def _inspect(args) -> int:
             print("  checksums verified")
     if not (args.sample or args.show):
         return 0
-    ds = PretrainingDataset(store, max_seq_length=args.max_seq_length, objective=args.objective, seed=args.seed,
-                            masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions_per_seq,
+    ds = PretrainingDataset(store, max_seq_length=args.seq_len, objective=args.objective, seed=args.seed,
+                            masked_lm_prob=args.masked_lm_prob, max_predictions_per_seq=args.max_predictions,
                             max_ngram=args.max_ngram, short_seq_prob=args.short_seq_prob)
     if args.show:
         tok = tok or store.tokenizer()

@@ -31,10 +31,12 @@ def run_command(name: str, args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-size", type=int, help="batch size (finetune: the preset's; evaluation: 64)")
-    p.add_argument("--max-seq-length", type=int, help="maximum pieces per input (default: the preset's, capped by "
-                                                      "the model's max_position_embeddings)")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--batch-size", type=int, help="batch size (default: finetune the preset's; otherwise 64)")
+    p.add_argument("--seq-len", type=int, help="maximum pieces per input (default: the preset's, capped by the "
+                                               "model's max_position_embeddings)")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
+                   help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -49,18 +51,21 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", help="tokenizer folder or .model file (default: the --model folder)")
     p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
     p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--steps", type=int, help="training steps (overrides --epochs and the preset)")
-    p.add_argument("--epochs", type=float)
-    p.add_argument("--warmup", type=float, help="warmup steps (>= 1) or proportion of the steps (< 1)")
-    p.add_argument("--eval-every", type=int, help="evaluate on dev every N steps, keeping the best checkpoint")
-    p.add_argument("--patience", type=int, help="stop after N evaluations without improvement")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dropout", type=float, help="override hidden/classifier dropout")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
+    p.add_argument("--max-steps", type=int, help="training steps (default: the preset's, or from --epochs)")
+    p.add_argument("--epochs", type=float, help="passes over the training data (default: the preset's)")
+    warmup = p.add_mutually_exclusive_group()
+    warmup.add_argument("--warmup-steps", type=int, help="linear warmup steps (default: the preset's)")
+    warmup.add_argument("--warmup-proportion", type=float, help="linear warmup as a proportion of the steps")
+    p.add_argument("--eval-every", type=int, help="evaluate on dev every N steps, keeping the best checkpoint "
+                                                  "(default: the preset's)")
+    p.add_argument("--patience", type=int, help="stop after N evaluations without improvement (default: never)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the head's initialisation, dropout and batch order")
+    p.add_argument("--dropout", type=float, help="hidden and classifier dropout (default: the model's)")
     p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
     p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
-    p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --max-seq-length (no dynamic "
-                                                             "padding, no length grouping)")
+    p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --seq-len (no dynamic padding, "
+                                                             "no length grouping)")
     _common(p)
 
 
@@ -82,9 +87,10 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
 
 def _configure_embed(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="any litebert/HF ALBERT folder")
-    p.add_argument("--input", required=True, help=".txt (one text a line) or .jsonl (with --field)")
+    p.add_argument("--input", required=True, help="text (one a line) or .jsonl (the text under --text-field); "
+                                                   "gzip/xz/bz2 are read transparently")
     p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
-    p.add_argument("--field", default="text", help="JSONL key holding the text (default: text)")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text")
     p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
                    help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
                         "raw [CLS] vector")
@@ -132,31 +138,34 @@ def run_finetune(args: argparse.Namespace) -> int:
     tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
     train_path, dev_path = _split_paths(args.data, args.dev)
     labels = args.labels.split(",") if args.labels else None
-    train_ex = kind.read(train_path, labels, columns)
+    train_ex = kind.read(train_path, labels, columns, args.encoding_errors)
     if args.max_train_examples:
         train_ex = train_ex[:args.max_train_examples]
     labels = labels or kind.collect_labels(train_ex, preset.labels)
-    dev_ex = kind.read(dev_path, labels, columns) if dev_path else None
+    dev_ex = kind.read(dev_path, labels, columns, args.encoding_errors) if dev_path else None
     if dev_ex and args.max_eval_examples:
         dev_ex = dev_ex[:args.max_eval_examples]
     overrides = {}
     if args.dropout is not None:
         overrides = dict(hidden_dropout_prob=args.dropout, classifier_dropout_prob=args.dropout)
     model = kind.new_model(args.model, labels, **overrides)
-    max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
+    max_len = min(args.seq_len or preset.max_seq_length, model.config.max_position_embeddings)
     feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
     dev_feats = kind.featurize(tok, dev_ex, labels, max_len) if dev_ex else None
     batch = args.batch_size or preset.batch_size
-    if args.steps:
-        steps = args.steps
+    if args.max_steps:
+        steps = args.max_steps
     elif args.epochs or preset.train_steps is None:
         steps = steps_for(len(feats), batch, args.epochs or preset.epochs or 3.0)
     else:
         steps = preset.train_steps
-    warm = args.warmup if args.warmup is not None else preset.warmup_steps
-    if warm is None:
-        warm = preset.warmup_proportion
-    warmup = int(warm * steps) if warm < 1 else int(warm)
+    if args.warmup_steps is not None:
+        warmup = args.warmup_steps
+    elif args.warmup_proportion is not None or preset.warmup_steps is None:
+        warmup = int((args.warmup_proportion if args.warmup_proportion is not None else preset.warmup_proportion)
+                     * steps)
+    else:
+        warmup = preset.warmup_steps
     eval_every = args.eval_every or preset.eval_every
     targs = TrainArgs(lr=args.lr or preset.lr, batch_size=batch, train_steps=steps, warmup_steps=min(warmup, steps),
                       eval_every=eval_every, patience=args.patience, seed=args.seed,
@@ -200,12 +209,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if path is None:
             raise DataError(f"--data {args.data}: no dev/valid file in this folder")
     labels = meta.get("labels")
-    examples = preset.kind.read(path, labels, meta.get("columns"))
+    examples = preset.kind.read(path, labels, meta.get("columns"), args.encoding_errors)
     unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
     if unlabelled:
         raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); "
                         f"`evaluate` needs labels — use `litebert predict` for unlabelled data")
-    max_len = min(args.max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
+    max_len = min(args.seq_len or preset.max_seq_length, model.config.max_position_embeddings)
     threshold = args.null_threshold if args.null_threshold is not None else meta.get("null_threshold")
     metrics, preds = runner.evaluate(preset, model, tok, examples, labels, max_len, args.batch_size or 64,
                                      null_threshold=threshold, progress=not args.no_progress)
@@ -219,8 +228,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from litebert.finetune.predict import predict_file
 
-    n = predict_file(args.model, args.input, args.output, args.max_seq_length, args.batch_size or 64,
-                     not args.no_progress)
+    n = predict_file(args.model, args.input, args.output, args.seq_len, args.batch_size or 64,
+                     not args.no_progress, args.encoding_errors)
     print(f"wrote {n} predictions to {args.output}")
     return 0
 
@@ -229,7 +238,7 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_embed(args: argparse.Namespace) -> int:
     from litebert.finetune.predict import embed_file
 
-    out = embed_file(args.model, args.input, args.output, args.field, args.pooling, args.max_seq_length,
-                     args.batch_size or 64)
+    out = embed_file(args.model, args.input, args.output, args.text_field, args.pooling, args.seq_len,
+                     args.batch_size or 64, args.encoding_errors)
     print(f"wrote {out.shape[0]} x {out.shape[1]} {args.pooling} embeddings to {args.output}")
     return 0

@@ -49,8 +49,10 @@ class TaskKind(ABC):
     head: ClassVar[type]  # the `litebert.heads` class the kind fine-tunes
 
     @abstractmethod
-    def read(self, path: Path, labels: list[str] | None = None, columns: dict[str, str] | None = None) -> list:
-        """The examples of one split's file (or folder). ``columns`` maps text_a/text_b/label for users' tables."""
+    def read(self, path: Path, labels: list[str] | None = None, columns: dict[str, str] | None = None,
+             encoding_errors: str = "strict") -> list:
+        """The examples of one split's file (or folder). ``columns`` maps text_a/text_b/label for users' tables;
+        ``encoding_errors``: "strict" (bad UTF-8 is an error naming file, line and byte offset) or "replace"."""
 
     @abstractmethod
     def examples_from_json(self, rows: list[tuple[int, dict]], path: Path, columns: dict | None = None) -> list:
@@ -105,12 +107,12 @@ class _SentenceKind(TaskKind):
     head: ClassVar[type] = heads.AlbertForSequenceClassification
     float_labels: ClassVar[bool] = False
 
-    def read(self, path, labels=None, columns=None):
+    def read(self, path, labels=None, columns=None, encoding_errors="strict"):
         if self.glue is not None:
-            return R.read_glue(self.glue, path)
+            return R.read_glue(self.glue, path, encoding_errors=encoding_errors)
         cols = {"text_a": "text", "text_b": None, "label": "label", **(columns or {})}
         return R.read_table(path, cols["text_a"], cols["text_b"], cols["label"], label_list=labels,
-                            regression=self.float_labels)
+                            regression=self.float_labels, encoding_errors=encoding_errors)
 
     def examples_from_json(self, rows, path, columns=None):
         cols = columns or {}
@@ -184,8 +186,8 @@ class TokenClassification(TaskKind):
     name: ClassVar[str] = "token"
     head: ClassVar[type] = heads.AlbertForTokenClassification
 
-    def read(self, path, labels=None, columns=None):
-        return R.read_conll(path, labels)
+    def read(self, path, labels=None, columns=None, encoding_errors="strict"):
+        return R.read_conll(path, labels, encoding_errors=encoding_errors)
 
     def examples_from_json(self, rows, path, columns=None):
         out = []
@@ -239,8 +241,9 @@ class MultipleChoice(TaskKind):
     name: ClassVar[str] = "multiple_choice"
     head: ClassVar[type] = heads.AlbertForMultipleChoice
 
-    def read(self, path, labels=None, columns=None):
-        return R.read_race(path) if self.format == "race" else R.read_multiple_choice(path)
+    def read(self, path, labels=None, columns=None, encoding_errors="strict"):
+        reader = R.read_race if self.format == "race" else R.read_multiple_choice
+        return reader(path, encoding_errors=encoding_errors)
 
     def examples_from_json(self, rows, path, columns=None):
         out = []
@@ -280,8 +283,8 @@ class ExtractiveQA(TaskKind):
     name: ClassVar[str] = "squad"
     head: ClassVar[type] = heads.AlbertForQuestionAnswering
 
-    def read(self, path, labels=None, columns=None):
-        return R.read_squad(path)[0]
+    def read(self, path, labels=None, columns=None, encoding_errors="strict"):
+        return R.read_squad(path, encoding_errors=encoding_errors)[0]
 
     def examples_from_json(self, rows, path, columns=None):
         return [R.SquadExample(str(o.get("id", line)), json_text(o, ("question",), f"{path}:{line}"),

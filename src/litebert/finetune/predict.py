@@ -17,22 +17,23 @@ from pathlib import Path
 
 import numpy as np
 
+from litebert import text_input
 from litebert.errors import DataError
 from litebert.files import atomic_write
 from litebert.finetune import readers as R
 from litebert.finetune import runner
-from litebert.finetune.kinds import json_text
 from litebert.finetune.trainer import predict_outputs
 
 
 def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
-                 max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True) -> int:
+                 max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
+                 encoding_errors: str = "strict") -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` and write each object,
     with the prediction added, to ``output_path``. Returns the number of predictions."""
     preset, model, tok, meta = runner.load_finetuned(model_dir)
     kind, labels = preset.kind, meta.get("labels")
     path = Path(input_path)
-    rows = list(R._jsonl(path))
+    rows = list(R._jsonl(path, encoding_errors=encoding_errors))
     examples = kind.examples_from_json(rows, path, meta.get("columns"))
     max_len = min(max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
     feats = kind.featurize(tok, examples, labels, max_len)
@@ -54,11 +55,12 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
-def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, field: str = "text",
-               pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64) -> np.ndarray:
-    """Embed each text of ``input_path`` (a .txt file, one text a line, or JSONL with the text under ``field``) with
-    the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy) and return it.
-    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector)."""
+def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
+               pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
+               encoding_errors: str = "strict") -> np.ndarray:
+    """Embed each text of ``input_path`` (text, one a line, or JSONL with the text under ``text_field``; compressed
+    or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy) and
+    return it. ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector)."""
     import torch
 
     from litebert.finetune.features import collate, sorted_batches
@@ -66,11 +68,10 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     from litebert.tokenizer import AlbertTokenizer
 
     path = Path(input_path)
-    if path.suffix == ".jsonl" or path.name.endswith(".jsonl.gz"):
-        texts = [json_text(o, (field,), f"{path}:{n}") for n, o in R._jsonl(path)]
+    if text_input.is_jsonl(path):
+        texts = [text_input.text_field(o, text_field, path, n) for n, o in R._jsonl(path, encoding_errors=encoding_errors)]
     else:
-        with R.open_text(path) as f:
-            texts = [line.rstrip("\n") for line in f if line.strip()]
+        texts = [line for _, _, line in text_input.iter_lines(path, encoding_errors) if line.strip()]
         if not texts:
             raise DataError(f"{path}: the file is empty")
     tok = AlbertTokenizer.from_pretrained(model_dir)

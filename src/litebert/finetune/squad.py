@@ -39,7 +39,7 @@ def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, d
         if budget < 1:
             raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for context after the "
                               f"{len(q_ids)}-piece question of {ex.qas_id!r} ([CLS] question [SEP] context [SEP]); "
-                              f"raise --max-seq-length above {len(q_ids) + 3}")
+                              f"raise --seq-len above {len(q_ids) + 3}")
         windows, start = [], 0
         while True:
             length = min(budget, len(c_ids) - start)

@@ -18,7 +18,6 @@ Two declarative pieces and one function:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import torch
 
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
+from litebert.files import atomic_write, read_json
 from litebert.io.tf_checkpoint import TFCheckpoint
 
 # Keys of the official config that modeling.py never reads.
@@ -100,14 +100,7 @@ def official_config(data: dict | str | os.PathLike) -> AlbertConfig:
     source = "albert_config.json"
     if not isinstance(data, dict):
         source = str(data)
-        try:
-            data = json.loads(Path(data).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: config file not found") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{source}:{e.lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a JSON object of config keys")
+        data = read_json(data, ConfigError)
     hf = {k: v for k, v in data.items() if k not in OFFICIAL_ONLY_KEYS}
     act = hf.get("hidden_act", "gelu")
     if act not in OFFICIAL_ACTIVATIONS and act not in OFFICIAL_ACTIVATIONS.values():
@@ -291,12 +284,7 @@ def write_folder(result: Conversion, out: str | os.PathLike, extra: dict[str, to
         weights = out / "model.safetensors"
         tensors = load_file(str(weights))
         tensors.update({k: v.contiguous() for k, v in extra.items()})
-        tmp = weights.with_name(f".{weights.name}.tmp-{os.getpid()}")
-        try:
-            save_file(tensors, str(tmp), metadata={"format": "pt"})
-            os.replace(tmp, weights)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(weights, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     return out

@@ -30,7 +30,7 @@ from torch import nn
 from litebert import heads
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
-from litebert.files import read_json
+from litebert.files import atomic_write, read_json
 
 
 class ExportError(LitebertError, RuntimeError):
@@ -157,33 +157,30 @@ def export_onnx(model: nn.Module, out: str | os.PathLike, *, opset: Optional[int
     model = model.eval()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp-{os.getpid()}.onnx")
     names = output_names(model)
     mc = isinstance(model, heads.AlbertForMultipleChoice)
     in_axes = ("batch", "choices", "sequence") if mc else ("batch", "sequence")
     batch, choices, seq_len = EXAMPLE
     inputs = example_inputs(model, batch, choices, seq_len)
-    start = time.perf_counter()
-    try:
+    result: dict = {}
+
+    def export(tmp: Path) -> None:  # the file takes its name only once it is written and verified
+        start = time.perf_counter()
         if exporter == "torchscript":
             dynamic_axes = {name: dict(enumerate(in_axes)) for name in INPUT_NAMES}
             dynamic_axes.update({name: dict(enumerate(axes)) for name, axes in names})
             with warnings.catch_warnings():
-                # The deprecation notice, and the tracer's note on unpacking q, k, v from the fused QKV tensor
-                # (its leading dim is always 3, so the trace is exact).
-                warnings.simplefilter("ignore")
+                warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
                 torch.onnx.export(_Graph(model), tuple(inputs.values()), str(tmp), dynamo=False,
                                   input_names=list(INPUT_NAMES), output_names=[n for n, _ in names],
                                   dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=True)
         else:
             _dynamo_export(model, inputs, in_axes, names, tmp, opset)
-        seconds = time.perf_counter() - start
-        result = {"seconds": seconds, "bytes": tmp.stat().st_size, "opset": opset, "exporter": exporter}
+        result.update(seconds=time.perf_counter() - start, bytes=tmp.stat().st_size, opset=opset, exporter=exporter)
         if verify:
             result["verified"] = verify_onnx(model, tmp, atol=atol)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(out, export)
     return result
 
 

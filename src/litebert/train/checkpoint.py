@@ -3,8 +3,8 @@
 A run folder holds ``checkpoints/step-00001000.pt`` (one file: model, optimizer, loss scaler, RNG states of every rank,
 data position, counters, and the configs the run was started with) and beside it ``step-00001000.pt.sha256``.
 
-- Atomic: the file is written to a temporary name in the same folder, fsynced, then ``os.replace``d; the checksum is
-  written the same way *after* it. A crash at any moment leaves either the complete new pair or no new file.
+- Atomic: the file is written through `litebert.files.atomic_write` (a temporary in the same folder, fsynced, then
+  renamed); the checksum is written the same way *after* it. A crash at any moment leaves either the complete new pair or no new file.
 - Verified: a checkpoint counts only when its checksum file exists and matches. ``latest_valid`` walks from the newest
   to the oldest and warns about each one it skips (half-written, truncated, bit-rotted), so ``--resume`` continues
   from the newest good one.
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
-from litebert.files import sha256_file
+from litebert.files import atomic_write, sha256_file
 
 FORMAT = "litebert-train-checkpoint"
 VERSION = 1
@@ -45,34 +45,6 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
         return []
     found = [(int(m.group(1)), folder / n) for n in os.listdir(folder) if (m := _NAME.fullmatch(n))]
     return sorted(found)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not supported on every platform/filesystem; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write) -> None:
-    """``write(file_object)`` into ``path.tmp``, fsync, rename over ``path``; the temp file never outlives a failure."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) -> Path:
@@ -97,9 +69,13 @@ def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) ->
         def flush(self):
             self.f.flush()
 
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            torch.save(payload, _Hashing(f))
+
     try:
-        _atomic_write(path, lambda f: torch.save(payload, _Hashing(f)))
-        _atomic_write(path.with_name(path.name + ".sha256"), lambda f: f.write(f"{digest.hexdigest()}  {path.name}\n".encode()))
+        atomic_write(path, save)
+        atomic_write(path.with_name(path.name + ".sha256"), f"{digest.hexdigest()}  {path.name}\n")
     except OSError as e:
         path.unlink(missing_ok=True)  # a .pt without its checksum would be skipped anyway; do not leave it around
         previous = [p.name for _, p in list_checkpoints(folder)]

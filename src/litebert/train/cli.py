@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from litebert.errors import ConfigError
+from litebert.files import write_json
 from litebert.train.config import RECIPES, TrainConfig, recipe
 
 # flag -> (TrainConfig field, type, help). Defaults live in TrainConfig; None here means "not given".
@@ -138,9 +139,9 @@ def run(args: argparse.Namespace) -> int:
         model = AlbertForPreTraining(model_cfg)
         if dist.is_main:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "train_config.json").write_text(json.dumps(
-                {"preset": preset, **cfg.to_dict(), "data": str(args.data), "eval_data": str(args.eval_data or ""),
-                 "world_size": dist.world_size}, indent=2) + "\n")
+            write_json(args.out / "train_config.json",
+                       {"preset": preset, **cfg.to_dict(), "data": str(args.data),
+                        "eval_data": str(args.eval_data or ""), "world_size": dist.world_size})
             print(f"pretraining {preset or args.model_config}: {model.num_parameters():,} parameters, "
                   f"{train_data.num_examples:,} examples/epoch, global batch {cfg.global_batch} = "
                   f"{cfg.micro_batch} x {cfg.accumulation(dist.world_size)} x {dist.world_size} process(es)",

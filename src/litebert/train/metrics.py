@@ -9,11 +9,12 @@ every file reads as one uninterrupted run.
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
 from pathlib import Path
 
 from litebert.config import AlbertConfig
+from litebert.files import atomic_write
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps"]
@@ -24,9 +25,7 @@ def _truncate_jsonl(path: Path, after_step: int) -> None:
     if not path.exists():
         return
     keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= after_step]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in keep))
-    os.replace(tmp, path)
+    atomic_write(path, "".join(line + "\n" for line in keep))
 
 
 def _truncate_csv(path: Path, after_step: int) -> None:
@@ -35,10 +34,9 @@ def _truncate_csv(path: Path, after_step: int) -> None:
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     keep = rows[:1] + [r for r in rows[1:] if r and int(r[0]) <= after_step]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows(keep)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(keep)
+    atomic_write(path, text.getvalue())
 
 
 class MetricsWriter:
