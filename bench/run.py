@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in one run; each writes its own section of docs/BENCHMARKS.md.
 
-    .venv/bin/python bench/run.py [--only model,tokenizer,data,finetune] [--quick]
+    .venv/bin/python bench/run.py [--only model,tokenizer,data,finetune,kernels] [--quick]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ SCRIPTS = {
     "tokenizer": "bench_tokenizer.py",  # batch encoding vs HF's tokenizer
     "data": "bench_data.py",  # example building vs the training step; memory while preparing a store
     "finetune": "bench_finetune.py",  # dynamic padding + length grouping vs fixed padding
+    "kernels": "bench_kernels.py",  # the former CPU kernels against the reference model (only with --only)
 }
+DEFAULT = ["model", "tokenizer", "data", "finetune"]
 
 
 def main() -> int:
@@ -25,7 +27,7 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated subset of: " + ", ".join(SCRIPTS))
     parser.add_argument("--quick", action="store_true", help="pass --quick to the scripts that take it")
     args = parser.parse_args()
-    names = args.only.split(",") if args.only else list(SCRIPTS)
+    names = args.only.split(",") if args.only else DEFAULT
     unknown = [n for n in names if n not in SCRIPTS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(SCRIPTS)}")

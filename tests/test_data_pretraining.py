@@ -17,30 +17,14 @@ from litebert.data.pretraining import PretrainingDataset, build_chunks, collate_
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import ConfigError, DataError
 
+from helpers import IntTokenizer as _IntTokenizer
+
 CLS, SEP, MASK = 2, 3, 4
 
 
-class IntTokenizer:
-    """Sentences are whitespace-separated integers; ids < 5 are the ALBERT specials; id % 6 == 0 continues a word."""
-
-    pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = 0, 1, 2, 3, 4
-
-    def __init__(self, vocab_size=70000, name="int"):
-        self.vocab_size, self.name = vocab_size, name
-
-    def encode_batch_ids(self, texts):
-        return [[int(w) for w in t.split()] for t in texts]
-
-    def word_start_mask(self):
-        m = np.arange(self.vocab_size) % 6 != 0
-        m[:5] = True
-        return m
-
-    def normal_piece_ids(self):
-        return np.arange(5, self.vocab_size)
-
-    def fingerprint(self):
-        return hashlib.sha256(f"{self.name}-{self.vocab_size}".encode()).hexdigest()
+def IntTokenizer(**kw):
+    """The corpus below has ~43k distinct ids: a vocabulary large enough for them (and a uint32 store)."""
+    return _IntTokenizer(**{"vocab_size": 70000, **kw})
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ def test_layering_recipe_then_file_then_flags(tmp_path):
 def test_bad_config_files(tmp_path):
     f = tmp_path / "bad.json"
     f.write_text('{\n  "lr": 0.1,\n  "max_steps": }\n')
-    with pytest.raises(ConfigError, match=r"bad\.json:3:\d+: invalid JSON"):
+    with pytest.raises(ConfigError, match=r"bad\.json:3: not valid JSON"):
         build_train_config(parse("--config", str(f)))
     f.write_text('{"learning_rate": 0.1}')
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) learning_rate"):
@@ -47,7 +47,7 @@ def test_bad_config_files(tmp_path):
     f.write_text('{"optimizer": "sgd"}')
     with pytest.raises(ConfigError, match=r"TrainConfig.optimizer = 'sgd'"):
         build_train_config(parse("--config", str(f)))
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="missing.json: no such file"):
         build_train_config(parse("--config", str(tmp_path / "missing.json")))
 
 

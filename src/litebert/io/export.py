@@ -8,11 +8,11 @@ names of its PyTorch output dataclass (``last_hidden_state``/``pooler_output``, 
 ``start_logits``/``end_logits``, ``prediction_logits``/``sop_logits``).
 
 Exporter: the TorchScript-based one (``dynamo=False``) by default. On ALBERT both exporters give graphs that match
-PyTorch to ~1e-6 and ran at about the same speed in onnxruntime (ALBERT-base 1 x 128), but the TorchScript one needs no extra package and exports
-~5x faster (tiny model 0.3 s vs 6 s; ALBERT-base 3 s vs 15 s, measured with torch 2.13). The dynamo exporter
-(``--exporter dynamo``, needs ``onnxscript``) is kept as the way forward: torch deprecates the TorchScript exporter.
-`litebert.model` skips its data-dependent input checks and its no-padding shortcut while exporting (``_tracing()``),
-so the mask path is always in the graph and no input value is baked in as a constant.
+PyTorch to ~1e-6 and run at about the same speed in onnxruntime, but the TorchScript one needs no extra package and
+exports several times faster (docs/export.md). The dynamo exporter (``--exporter dynamo``, needs ``onnxscript``) is
+kept as the way forward: torch deprecates the TorchScript exporter. `litebert.model` skips its data-dependent input
+checks and its no-padding shortcut while exporting (``_tracing()``), so the mask path is always in the graph and no
+input value is baked in as a constant.
 """
 
 from __future__ import annotations

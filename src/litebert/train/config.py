@@ -8,12 +8,12 @@ there is one (LAMB, β 0.9/0.999, ε 1e-6, weight decay 0.01, clip 1.0, polynomi
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
 from litebert.errors import ConfigError
+from litebert.files import read_json
 
 
 @dataclass
@@ -103,14 +103,7 @@ class TrainConfig:
     def from_json(cls, path: str | Path) -> dict[str, Any]:
         """The fields of a JSON config file (validated by name; values are validated when the config is built)."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a JSON object of training settings")
+        data = read_json(path, ConfigError)
         known = {f.name for f in fields(cls)} | {"preset", "recipe"}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -5,7 +5,7 @@ talks to other processes only through the small functions below, which are no-op
 entry point runs under ``python`` and under ``torchrun``:
 
     litebert pretrain ...                                         # one process
-    torchrun --nproc_per_node 2 -m litebert.cli pretrain ...      # 2 processes on this machine (gloo on CPU)
+    torchrun --nproc_per_node 2 -m litebert.cli pretrain ...      # 2 processes on one machine (gloo on CPU)
     torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 -m litebert.cli pretrain ...
 
 torchrun describes each process through the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...). Reading it
