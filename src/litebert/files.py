@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -114,3 +116,114 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------------ output folders
+# Every folder a litebert command creates as its output (a token store, a pretraining run, a fine-tuned model, a
+# converted model, a tokenizer) holds this small file, naming what kind of output it is. A command only ever deletes
+# or replaces files in a folder that carries its own kind's marker, and only the names that kind writes.
+OWNER_FILE = ".litebert.json"
+_TEMPORARY = re.compile(r"^\..+\.(?:tmp|old)-(\d+)$")
+
+
+class OutputError(LitebertError, FileExistsError):
+    """An output folder cannot be used: it holds files litebert did not write, or another kind of output."""
+
+
+def output_kind(folder: str | os.PathLike) -> str | None:
+    """The kind of litebert output ``folder`` holds according to its marker, or None (no marker, unreadable)."""
+    try:
+        data = json.loads((Path(folder) / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def check_output_folder(folder: str | os.PathLike, kind: str, *, flag: str = "--out") -> bool:
+    """Whether ``folder`` already holds a litebert output of ``kind`` (True) or is absent or empty (False).
+
+    Raises `OutputError`, writing nothing, when ``folder`` is a file, holds another kind of litebert output, or is
+    not empty and was not written by litebert. Leftover temporaries of killed writes do not count as content.
+    """
+    folder = Path(folder)
+    if not folder.exists():
+        return False
+    if not folder.is_dir():
+        raise OutputError(f"{flag} {folder} is a file; give a folder")
+    entries = sorted(p.name for p in folder.iterdir() if not _TEMPORARY.match(p.name))
+    if not entries:
+        return False
+    found = output_kind(folder)
+    if found is None:
+        shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
+        raise OutputError(f"{flag} {folder} is not empty and was not written by litebert (it holds {shown}); "
+                          f"choose a new or empty folder")
+    if found != kind:
+        raise OutputError(f"{flag} {folder} holds a litebert {found}, not a {kind}; choose another folder")
+    return True
+
+
+def clear_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], *,
+                        flag: str = "--out") -> None:
+    """Delete what a ``kind`` output wrote in ``folder`` (the entries whose names ``owned`` accepts), keeping the
+    marker. Refuses, deleting nothing, when the folder holds any other entry (a file the user put there)."""
+    folder = Path(folder)
+    if not check_output_folder(folder, kind, flag=flag):
+        return
+    names = [p.name for p in folder.iterdir() if p.name != OWNER_FILE and not _TEMPORARY.match(p.name)]
+    foreign = sorted(n for n in names if not owned(n))
+    if foreign:
+        raise OutputError(f"{flag} {folder} holds files a litebert {kind} does not write ({', '.join(foreign[:4])}"
+                          f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes only "
+                          f"what litebert wrote")
+    remove_stale_temporaries(folder)
+    for name in names:
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
+def mark_output_folder(folder: str | os.PathLike, kind: str, **info: Any) -> Path:
+    """Create ``folder`` if needed and write its marker: ``{"kind": kind, "litebert_version": ..., **info}``."""
+    from litebert import __version__
+
+    return write_json(Path(folder) / OWNER_FILE, {"kind": kind, "litebert_version": __version__, **info})
+
+
+def read_marker(folder: str | os.PathLike) -> dict:
+    """The marker of an output folder as a dict ({} when there is none or it cannot be read)."""
+    try:
+        data = json.loads((Path(folder) / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, recursive: bool = False) -> list[Path]:
+    """Remove the temporaries (``.NAME.tmp-PID``, ``.NAME.old-PID``) that killed litebert processes left in
+    ``folder``; those of a process still running are kept. Returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for path in (folder.rglob(".*") if recursive else folder.glob(".*")):
+        m = _TEMPORARY.match(path.name)
+        if m and not _process_alive(int(m.group(1))):
+            try:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0
+    return True
