@@ -77,9 +77,12 @@ class AlbertTokenizer:
         self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
         self.num_threads = num_threads
         self.vocab_size = self.sp.get_piece_size()
-        self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
-        # SentencePiece's ModelProto.SentencePiece.Type of each id, and the nmt_nfkc table (for tokenizer.json)
-        self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
+        try:  # a damaged model can load and still hold pieces that are not UTF-8, or a torn protobuf
+            self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+            # SentencePiece's ModelProto.SentencePiece.Type of each id, and the nmt_nfkc table (for tokenizer.json)
+            self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
+        except (UnicodeDecodeError, ValueError, IndexError) as e:
+            raise TokenizerError(f"{path}: not a valid SentencePiece model ({type(e).__name__}: {e})") from None
         self._special_ids = {i for i in range(self.vocab_size) if self.sp.is_control(i)}
         # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
         # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.

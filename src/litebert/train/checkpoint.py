@@ -98,7 +98,8 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
     sums = path.with_name(path.name + ".sha256")
     if not sums.is_file():
         raise CheckpointError(f"checkpoint {path} has no checksum file {sums.name}: it was not completely written")
-    expected = sums.read_text().split()[0] if sums.read_text().strip() else ""
+    words = sums.read_bytes().decode("ascii", errors="replace").split()
+    expected = words[0] if words else ""
     if sha256_file(path) != expected:
         raise CheckpointError(f"checkpoint {path} does not match its checksum in {sums.name}: the file is corrupt")
     try:
