@@ -266,3 +266,28 @@ def test_edited_json_values_and_keys_end_in_a_data_error_or_a_read(name, tmp_pat
         path.write_text(text)
         seen[outcome(read, path)] += 1
     assert seen["error"] > 0
+
+
+# ------------------------------------------------------------------------------------- sharded safetensors index
+def test_sharded_index_may_name_only_files_inside_the_model_folder(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from litebert.errors import CheckpointError
+    from litebert.io.checkpoint import SHARDED_INDEX, load_weights
+
+    folder = tmp_path / "a" / "model"
+    (folder / "sub").mkdir(parents=True)
+    first, second = {"w": torch.arange(4.0)}, {"v": torch.ones(2, 2)}
+    save_file(first, str(folder / "model-1.safetensors"))
+    save_file(second, str(folder / "model-2.safetensors"))
+    for outside in (tmp_path / "x", tmp_path / "a" / "x.safetensors", folder / "sub" / "s.safetensors"):
+        save_file(second, str(outside))
+    index = folder / SHARDED_INDEX
+    index.write_text(json.dumps({"weight_map": {"w": "model-1.safetensors", "v": "model-2.safetensors"}}))
+    loaded = load_weights(folder)
+    assert sorted(loaded) == ["v", "w"] and torch.equal(loaded["w"], first["w"])
+    for shard in ("../../x", "../x.safetensors", "sub/s.safetensors", str(tmp_path / "x"), ".."):
+        index.write_text(json.dumps({"weight_map": {"w": "model-1.safetensors", "v": shard}}))
+        with pytest.raises(CheckpointError, match="which is not a file name inside"):
+            load_weights(folder)

@@ -33,7 +33,8 @@ _RANGES = {
     **{name: AT_LEAST_1 for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
                                      "num_hidden_groups", "inner_group_num", "num_attention_heads", "intermediate_size",
                                      "max_position_embeddings", "type_vocab_size", "num_labels")},
-    **{name: PROBABILITY for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")},
+    **{name: PROBABILITY
+       for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")},
     **{name: AT_LEAST_0 for name in ("pad_token_id", "bos_token_id", "eos_token_id")},
     "initializer_range": POSITIVE, "layer_norm_eps": POSITIVE,
 }
