@@ -35,6 +35,11 @@ def test_train_config_refuses(field, value, message):
         TrainConfig(**{field: value})
 
 
+def test_a_huge_integer_for_a_float_is_a_range_error_not_an_overflow():
+    with pytest.raises(ConfigError, match=r"TrainConfig.masked_lm_prob = 1000000000000000000000000000000\d*: must lie"):
+        TrainConfig(masked_lm_prob=10 ** 400)
+
+
 def test_train_config_accepts_ints_for_floats_and_null_for_optional():
     c = TrainConfig(lr=1, poly_power=2, clip_norm=1, peak_tflops=None, gradient_checkpointing=True)
     assert c.lr == 1 and c.poly_power == 2 and c.gradient_checkpointing is True
@@ -124,3 +129,69 @@ def test_train_args_refuses(field, value, message):
     with pytest.raises(ConfigError, match=message) as e:
         TrainArgs(**args)
     assert isinstance(e.value, LitebertError)
+
+
+VALUES = [None, True, False, 0, 1, -1, 3, 2 ** 40, 10 ** 400, 0.5, -0.5, 1.0, 1e-12, math.nan, math.inf, "", "1",
+          "0.001", "no", "gelu", [], [1], {}, {"0": "a"}]
+
+
+def _fuzz(build, base: dict, tmp_path, seeds: int = 300) -> dict:
+    """Each seed edits one or two values (or a key) of ``base``, writes it as JSON and builds: a ConfigError (one
+    line) or a config whose every field has the edited value."""
+    import random
+
+    seen = {"ok": 0, "error": 0}
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        data = dict(base)
+        for _ in range(rng.randint(1, 2)):
+            key = rng.choice(sorted(data))
+            if rng.random() < 0.1:
+                data[key + "x"] = data.pop(key)
+            else:
+                data[key] = rng.choice(VALUES)
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(data))  # NaN and Infinity as JSON writes them
+        try:
+            built = build(path)
+        except ConfigError as e:
+            assert "\n" not in str(e)
+            seen["error"] += 1
+            continue
+        seen["ok"] += 1
+        for key, value in json.loads(path.read_text()).items():
+            if hasattr(built, key) and not isinstance(value, (dict, list)):
+                assert getattr(built, key) == value or key in ("num_labels", "embedding_projection"), (key, value)
+    return seen
+
+
+def test_edited_train_config_files(tmp_path):
+    seen = _fuzz(lambda p: TrainConfig.from_dict(TrainConfig.from_json(p), source=str(p)), TrainConfig().to_dict(),
+                 tmp_path)
+    assert seen["error"] > 200 and seen["ok"] > 0
+
+
+def test_edited_model_config_files(tmp_path):
+    tiny = AlbertConfig.from_preset("tiny")
+    for base in (tiny.to_dict(), tiny.to_hf_dict()):
+        seen = _fuzz(AlbertConfig.from_json, {k: v for k, v in base.items() if k != "id2label"}, tmp_path)
+        assert seen["error"] > 150 and seen["ok"] > 0
+
+
+def test_edited_finetune_presets(tmp_path):
+    seen = {"ok": 0, "error": 0}
+    import random
+
+    base = PRESETS["squad2"].to_json()
+    for seed in range(300):
+        rng = random.Random(seed)
+        saved = json.loads(json.dumps(base))
+        target = saved["extra"] if rng.random() < 0.3 else saved
+        target[rng.choice(sorted(target))] = rng.choice(VALUES)
+        try:
+            preset_from_json("squad2", saved)
+            seen["ok"] += 1
+        except ConfigError as e:
+            assert "\n" not in str(e)
+            seen["error"] += 1
+    assert seen["error"] > 100 and seen["ok"] > 0

@@ -82,7 +82,9 @@ def matches(value: Any, hint: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Union or origin is types.UnionType:
         return any(matches(value, a) for a in args)
