@@ -42,9 +42,11 @@ def _at_least_1(text: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-size", type=_at_least_1, help="batch size (default: finetune the preset's; otherwise 64)")
-    p.add_argument("--seq-len", type=_at_least_1, help="maximum pieces per input (default: the preset's, capped by the "
-                                               "model's max_position_embeddings)")
+    p.add_argument("--batch-size", type=_at_least_1,
+                   help="batch size (default: finetune the preset's; otherwise 64)")
+    p.add_argument("--seq-len", type=_at_least_1,
+                   help="maximum pieces per input (default: the preset's, capped by the model's "
+                        "max_position_embeddings)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
     p.add_argument("--threads", type=_at_least_1, help="torch CPU threads (default: torch's)")
