@@ -22,11 +22,23 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, check_fields
 from litebert.errors import ConfigError
 from litebert.files import read_json, write_json
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "silu")
 SHARING = ("all", "attention", "ffn", "none")
+PROBLEM_TYPES = (None, "single_label_classification", "regression", "multi_label_classification")
+_RANGES = {
+    **{name: AT_LEAST_1 for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                                     "num_hidden_groups", "inner_group_num", "num_attention_heads", "intermediate_size",
+                                     "max_position_embeddings", "type_vocab_size", "num_labels")},
+    **{name: PROBABILITY
+       for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob")},
+    **{name: AT_LEAST_0 for name in ("pad_token_id", "bos_token_id", "eos_token_id")},
+    "initializer_range": POSITIVE, "layer_norm_eps": POSITIVE,
+}
+_CHOICES = {"hidden_act": ACTIVATIONS, "sharing": SHARING, "problem_type": PROBLEM_TYPES}
 
 
 @dataclass(frozen=True)
@@ -77,27 +89,9 @@ class AlbertConfig:
         def bad(name: str, why: str) -> ConfigError:
             return ConfigError(f"AlbertConfig.{name} = {getattr(self, name)!r}: {why}")
 
-        positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-                    "inner_group_num", "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                    "type_vocab_size", "num_labels")
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise bad(name, "must be a positive integer")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise bad(name, "must be a probability in [0, 1)")
-        if not (isinstance(self.initializer_range, (int, float)) and self.initializer_range > 0):
-            raise bad("initializer_range", "must be > 0")
-        if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
-            raise bad("layer_norm_eps", "must be > 0")
+        check_fields(self, _RANGES, _CHOICES)
         if self.hidden_size % self.num_attention_heads:
             raise bad("hidden_size", f"must be divisible by num_attention_heads = {self.num_attention_heads}")
-        if self.hidden_act not in ACTIVATIONS:
-            raise bad("hidden_act", f"unknown activation; choose one of {', '.join(ACTIVATIONS)}")
-        if self.sharing not in SHARING:
-            raise bad("sharing", f"choose one of {', '.join(SHARING)}")
         if self.sharing == "none" and self.num_hidden_groups not in (1, self.num_hidden_layers):
             raise bad("num_hidden_groups", "sharing='none' gives every layer its own blocks; leave num_hidden_groups "
                       f"at 1 or set it to num_hidden_layers = {self.num_hidden_layers}")
@@ -111,13 +105,10 @@ class AlbertConfig:
             if not 0 <= getattr(self, name) < self.vocab_size:
                 raise bad(name, f"must be a token id in [0, vocab_size = {self.vocab_size})")
         if self.id2label is not None:
-            if not (isinstance(self.id2label, dict) and sorted(self.id2label) == list(range(len(self.id2label)))
-                    and all(isinstance(v, str) for v in self.id2label.values())):
+            if sorted(self.id2label) != list(range(len(self.id2label))):
                 raise bad("id2label", "must map the class ids 0..n-1 (integers) to label names (strings)")
             if self.num_labels != len(self.id2label):
                 raise bad("num_labels", f"but id2label names {len(self.id2label)} labels; give both consistently")
-        if self.problem_type not in (None, "single_label_classification", "regression", "multi_label_classification"):
-            raise bad("problem_type", "choose single_label_classification, regression or multi_label_classification")
 
     # ------------------------------------------------------------------ sharing schedule
     def schedule(self) -> tuple[list[int], list[int]]:
@@ -168,7 +159,10 @@ class AlbertConfig:
             except ValueError:
                 raise ConfigError(f"{source}: id2label keys must be class ids 0..n-1, got "
                                   f"{sorted(data['id2label'])}") from None
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
 
     def to_json(self, path: str | os.PathLike) -> None:
         write_json(path, self.to_dict(), sort_keys=True)
@@ -218,13 +212,17 @@ class AlbertConfig:
             # Anything else (architectures, transformers_version, dtype, label2id, the official config's
             # net_structure_type / gap_size / down_scale_factor, ...) shapes nothing in the model: ignored.
         if out.get("id2label") is not None:
-            labels = {int(k): v for k, v in out["id2label"].items()}
+            try:
+                labels = {int(k): v for k, v in out["id2label"].items()}
+            except (AttributeError, TypeError, ValueError):
+                raise ConfigError(f"{source}: id2label = {out['id2label']!r}: expected an object mapping class ids "
+                                  "0..n-1 to label names") from None
             if all(v == f"LABEL_{k}" for k, v in labels.items()):  # HF's placeholder names: keep only the count
                 out.pop("id2label")
                 out["num_labels"] = len(labels)
             else:
                 out["id2label"], out["num_labels"] = labels, len(labels)
-        if out.get("eos_token_id") is not None and isinstance(out["eos_token_id"], list):
+        if isinstance(out.get("eos_token_id"), list) and out["eos_token_id"]:
             out["eos_token_id"] = out["eos_token_id"][0]
         for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
             if out.get(key, 0) is None:

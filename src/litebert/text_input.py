@@ -127,15 +127,37 @@ def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str) -> Iterat
                     text = raw[skip:].decode("utf-8", errors=encoding_errors)
                 except UnicodeDecodeError as e:
                     bad = skip + e.start
+                    if where != "byte offset":  # garbage from a damaged compressed stream is not the text's fault
+                        _check_decompresses(f, path, offset)
                     raise DataError(f"{path}:{lineno}: invalid UTF-8 at {where} {offset + bad} "
                                     f"(byte 0x{raw[bad]:02x}); fix the file or pass --encoding-errors replace to "
                                     f"read it as U+FFFD") from None
                 yield lineno, offset, text
                 offset += len(raw)
-        # A corrupt or truncated compressed stream: gzip raises BadGzipFile (an OSError), zlib.error or EOFError;
-        # xz LZMAError or EOFError; bz2 OSError or EOFError.
-        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
-            raise DataError(f"{path}: cannot read past {where} {offset} (corrupt or truncated file?): {e}") from None
+        except _DECOMPRESS_ERRORS as e:
+            raise _corrupt(path, f, offset, e) from None
+
+
+# A corrupt or truncated compressed stream: gzip raises BadGzipFile (an OSError), zlib.error or EOFError; xz
+# LZMAError or EOFError; bz2 OSError or EOFError.
+_DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+
+
+def _corrupt(path: str | os.PathLike, f: BinaryIO, offset: int, e: BaseException) -> DataError:
+    if isinstance(f, io.BufferedReader):
+        return DataError(f"{path}: cannot read past byte offset {offset}: {e}")
+    kind = {"gzip": "gzip", "lzma": "xz", "bz2": "bz2"}.get(type(f).__module__, "compressed")
+    return DataError(f"{path}: corrupt or truncated {kind} file (cannot decompress past byte {offset} of its "
+                     f"content: {e}); compress it again or give the uncompressed file")
+
+
+def _check_decompresses(f: BinaryIO, path: str | os.PathLike, offset: int) -> None:
+    """Read the rest of the compressed stream ``f``: a `DataError` if it is corrupt (its checksum or framing)."""
+    try:
+        while f.read(1 << 20):
+            pass
+    except _DECOMPRESS_ERRORS as e:
+        raise _corrupt(path, f, offset, e) from None
 
 
 def iter_lines(path: str | os.PathLike, encoding_errors: str = "strict") -> Iterator[tuple[int, int, str]]:
@@ -203,6 +225,8 @@ def parse_json_line(line: str, path: str | os.PathLike, lineno: int) -> dict:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise DataError(f"{path}:{lineno}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise DataError(f"{path}:{lineno}: expected a JSON object, got {json_kind(type(obj))}")
     return obj

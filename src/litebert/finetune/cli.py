@@ -30,13 +30,26 @@ def run_command(name: str, args: argparse.Namespace) -> int:
     return {"finetune": run_finetune, "evaluate": run_evaluate, "predict": run_predict, "embed": run_embed}[name](args)
 
 
+def _at_least_1(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--batch-size 0`` would otherwise fall back to the default unseen)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer >= 1")
+    return value
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-size", type=int, help="batch size (default: finetune the preset's; otherwise 64)")
-    p.add_argument("--seq-len", type=int, help="maximum pieces per input (default: the preset's, capped by the "
-                                               "model's max_position_embeddings)")
+    p.add_argument("--batch-size", type=_at_least_1,
+                   help="batch size (default: finetune the preset's; otherwise 64)")
+    p.add_argument("--seq-len", type=_at_least_1,
+                   help="maximum pieces per input (default: the preset's, capped by the model's "
+                        "max_position_embeddings)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=_at_least_1, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -22,12 +22,20 @@ def encode_text(tok, examples: list[TextExample], max_length: int, labels: list[
     ``labels`` None = regression (float label); otherwise the label's index in ``labels``. Unlabelled -> no "labels".
     """
     index = {l: i for i, l in enumerate(labels)} if labels is not None else None
-    a = [e.text_a for e in examples]
-    b = [e.text_b or "" for e in examples] if any(e.text_b is not None for e in examples) else None
-    enc = tok(a, b, max_length=max_length, truncation=True)
+    # Pairs and single sentences are encoded apart, so that an example's features never depend on the others in
+    # the list (predict reads its input in chunks).
+    pairs = [i for i, e in enumerate(examples) if e.text_b is not None]
+    singles = [i for i, e in enumerate(examples) if e.text_b is None]
+    ids: list = [None] * len(examples)
+    types: list = [None] * len(examples)
+    for group, b in ((pairs, [examples[i].text_b for i in pairs]), (singles, None)):
+        if group:
+            enc = tok([examples[i].text_a for i in group], b, max_length=max_length, truncation=True)
+            for n, i in enumerate(group):
+                ids[i], types[i] = enc["input_ids"][n], enc["token_type_ids"][n]
     feats = []
     for i, e in enumerate(examples):
-        f = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i]}
+        f = {"input_ids": ids[i], "token_type_ids": types[i]}
         if e.label is not None:
             f["labels"] = float(e.label) if index is None else index[e.label]
         feats.append(f)

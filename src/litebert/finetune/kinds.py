@@ -121,7 +121,8 @@ class _SentenceKind(TaskKind):
         for line, o in rows:
             a = json_text(o, text_a, f"{path}:{line}")
             bkey = next((k for k in (cols.get("text_b"), "text_b") if k and k in o), None)
-            out.append(R.TextExample(str(o.get("id", line)), a, o[bkey] if bkey else None))
+            b = json_text(o, (bkey,), f"{path}:{line}") if bkey else None
+            out.append(R.TextExample(str(o.get("id", line)), a, b))
         return out
 
     def featurize(self, tok, examples, labels, max_length, training=False):
@@ -249,9 +250,10 @@ class MultipleChoice(TaskKind):
         out = []
         for line, o in rows:
             choices = o.get("choices")
-            if not isinstance(choices, list) or len(choices) < 2:
+            if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
                 raise DataError(f"{path}:{line}: 'choices' must be a list of at least two strings")
-            out.append(R.MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""),
+            context = json_text(o, ("context",), f"{path}:{line}") if "context" in o else ""
+            out.append(R.MultipleChoiceExample(str(o.get("id", line)), context,
                                                json_text(o, ("question",), f"{path}:{line}"), choices))
         if len({len(e.choices) for e in out}) > 1:  # one [B, K, L] batch needs the same K
             raise DataError(f"{path}: every item needs the same number of choices")

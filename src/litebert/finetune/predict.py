@@ -8,14 +8,21 @@ Input objects by task kind (extra keys are kept and echoed back):
 * multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
 * SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
   v2, ``no_answer_prob``
+
+Both commands stream: the input is read ``chunk_size`` inputs at a time, each chunk is featurized, run (batched by
+length within the chunk, order restored) and its output rows written to the output's temporary file, which replaces
+the output only when every input is done. Memory does not grow with the number of inputs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from litebert import text_input
 from litebert.errors import DataError
@@ -24,27 +31,46 @@ from litebert.finetune import readers as R
 from litebert.finetune import runner
 from litebert.finetune.trainer import predict_outputs
 
+CHUNK_SIZE = 2048  # inputs read, featurized and run at a time
+
+
+def chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of ``size`` items (the last one shorter)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
 
 def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
                  max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
-                 encoding_errors: str = "strict") -> int:
+                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` and write each object,
-    with the prediction added, to ``output_path``. Returns the number of predictions."""
+    with the prediction added, to ``output_path``, in the input's order. Returns the number of predictions."""
     preset, model, tok, meta = runner.load_finetuned(model_dir)
     kind, labels = preset.kind, meta.get("labels")
     path = Path(input_path)
-    rows = list(R._jsonl(path, encoding_errors=encoding_errors))
-    examples = kind.examples_from_json(rows, path, meta.get("columns"))
     max_len = min(max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
-    feats = kind.featurize(tok, examples, labels, max_len)
-    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress)
-    preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
-    results = [{**obj, **added} for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels))]
-    write_jsonl(output_path, results)
-    return len(results)
+    count = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w", encoding="utf-8") as f, \
+                tqdm(desc="predicting", unit=" inputs", disable=not progress, leave=False) as bar:
+            for rows in chunks(R._jsonl(path, encoding_errors=encoding_errors), chunk_size):
+                examples = kind.examples_from_json(rows, path, meta.get("columns"))
+                feats = kind.featurize(tok, examples, labels, max_len)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id)
+                preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
+                for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
+                    f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")
+                count += len(rows)
+                bar.update(len(rows))
+
+    atomic_write(output_path, write)
+    return count
 
 
-def write_jsonl(path: str | Path, rows: list[dict]) -> None:
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
     """One JSON object a line (UTF-8), written atomically."""
 
     def write(tmp: Path) -> None:
@@ -55,12 +81,26 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
+def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "strict") -> Iterator[str]:
+    """The texts `embed` reads: the ``text_field`` of each JSONL object, or each non-blank line of a text file."""
+    if text_input.is_jsonl(path):
+        for n, o in R._jsonl(path, encoding_errors=encoding_errors):
+            yield text_input.text_field(o, text_field, path, n)
+    else:
+        for _, _, line in text_input.iter_lines(path, encoding_errors):
+            if line.strip():
+                yield line
+
+
 def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
-               encoding_errors: str = "strict") -> np.ndarray:
+               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE) -> np.ndarray:
     """Embed each text of ``input_path`` (text, one a line, or JSONL with the text under ``text_field``; compressed
-    or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy) and
-    return it. ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector)."""
+    or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy).
+    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector).
+
+    A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
+    chunk by chunk. Returns the written array, memory-mapped (read-only)."""
     import torch
 
     from litebert.finetune.features import collate, sorted_batches
@@ -68,34 +108,45 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     from litebert.tokenizer import AlbertTokenizer
 
     path = Path(input_path)
-    if text_input.is_jsonl(path):
-        texts = [text_input.text_field(o, text_field, path, n) for n, o in R._jsonl(path, encoding_errors=encoding_errors)]
-    else:
-        texts = [line for _, _, line in text_input.iter_lines(path, encoding_errors) if line.strip()]
-        if not texts:
-            raise DataError(f"{path}: the file is empty")
+    n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
+    if not n_texts:
+        raise DataError(f"{path}: the file is empty")
     tok = AlbertTokenizer.from_pretrained(model_dir)
     model = AlbertModel.from_pretrained(model_dir).eval()
     max_len = min(max_seq_length or 512, model.config.max_position_embeddings)
-    enc = tok(texts, max_length=max_len, truncation=True)
-    feats = [{"input_ids": i, "token_type_ids": t} for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
-    out = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
-    with torch.no_grad():
-        for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
-            b = collate([feats[i] for i in idx], tok.pad_token_id)
-            res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
-            if pooling == "pooled":
-                v = res.pooler_output
-            elif pooling == "cls":
-                v = res.last_hidden_state[:, 0]
-            else:  # mean over real tokens: [B, L, H] * [B, L, 1] summed / count
-                m = b["attention_mask"].unsqueeze(-1).to(res.last_hidden_state.dtype)
-                v = (res.last_hidden_state * m).sum(1) / m.sum(1)
-            out[idx] = v.float().numpy()
+    hidden = model.config.hidden_size
+
+    def embed(texts: list[str]) -> np.ndarray:
+        enc = tok(texts, max_length=max_len, truncation=True)
+        feats = [{"input_ids": i, "token_type_ids": t} for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
+        out = np.zeros((len(texts), hidden), dtype=np.float32)
+        with torch.no_grad():
+            for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
+                b = collate([feats[i] for i in idx], tok.pad_token_id)
+                res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+                if pooling == "pooled":
+                    v = res.pooler_output
+                elif pooling == "cls":
+                    v = res.last_hidden_state[:, 0]
+                else:  # mean over real tokens: [B, L, H] * [B, L, 1] summed / count
+                    m = b["attention_mask"].unsqueeze(-1).to(res.last_hidden_state.dtype)
+                    v = (res.last_hidden_state * m).sum(1) / m.sum(1)
+                out[idx] = v.float().numpy()
+        return out
 
     def save(tmp: Path) -> None:
-        with open(tmp, "wb") as f:  # a file object: np.save would add ".npy" to a name
-            np.save(f, out)
+        written = 0
+        with open(tmp, "wb") as f:
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
+                      "shape": (n_texts, hidden)}
+            np.lib.format.write_array_header_1_0(f, header)
+            for texts in chunks(iter_texts(path, text_field, encoding_errors), chunk_size):
+                written += len(texts)
+                if written > n_texts:
+                    break
+                f.write(embed(texts).astype("<f4", copy=False).tobytes())
+        if written != n_texts:  # the file changed between the two passes
+            raise DataError(f"{path}: changed while being read ({n_texts} texts, then {written}); run embed again")
 
     atomic_write(output_path, save)
-    return out
+    return np.load(output_path, mmap_mode="r")

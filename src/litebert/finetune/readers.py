@@ -70,12 +70,43 @@ def open_text(path: str | Path, *, encoding_errors: str = "strict") -> text_inpu
 
 def _read_rows(path: Path, encoding_errors: str, **csv_options) -> list[list[str]]:
     """The rows of a CSV/TSV file; an empty file is a DataError."""
+    return [row for _, _, row in _read_spans(path, encoding_errors, **csv_options)]
+
+
+def _read_spans(path: Path, encoding_errors: str, **csv_options) -> list[tuple[int, int, list[str]]]:
+    """``(first line, last line, fields)`` of each row of a CSV/TSV file (a quoted field may span lines). An empty
+    file, a malformed row, or a quote left open at the end of the file is a DataError naming the line."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    spans: list[tuple[int, int, list[str]]] = []
     with open_text(path, encoding_errors=encoding_errors) as f:
-        rows = list(csv.reader(f, **csv_options))
-    if not rows or all(not any(r) for r in rows):
+        row_lines: list[str] = []  # the lines of the row being read: csv pulls exactly these before yielding it
+
+        def lines():
+            for line in f:
+                row_lines.append(line)
+                yield line
+
+        reader = csv.reader(lines(), **csv_options)
+        start = 1
+        try:
+            for row in reader:
+                spans.append((start, reader.line_num, row))
+                start = reader.line_num + 1
+                last, row_lines = row_lines, []
+        except csv.Error as e:
+            raise DataError(f"{path}:{reader.line_num}: malformed CSV/TSV row ({e})") from None
+    if not spans or all(not any(r) for _, _, r in spans):
         raise DataError(f"{path}: the file is empty")
-    return rows
+    first, end, _ = spans[-1]
+    if end > first and csv_options.get("quotechar", '"') is not None:
+        try:  # the last row spans lines: was its quote ever closed, or did the file end inside it?
+            list(csv.reader(last, strict=True, **csv_options))
+        except csv.Error as e:
+            if "unexpected end of data" in str(e):
+                raise DataError(f"{path}:{first}: unbalanced quote: a quoted field opened on this line is never "
+                                f"closed (the file ends inside it, at line {end}); close or escape "
+                                f"the quote (\"\" inside a quoted field)") from None
+    return spans
 
 
 def _read_json(path: Path, encoding_errors: str = "strict"):
@@ -190,11 +221,14 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
     if fmt == "jsonl":
         records = list(_jsonl(path, encoding_errors=encoding_errors))
     elif fmt in ("csv", "tsv"):
-        rows = _read_rows(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
-        header = rows[0]
-        for n, row in enumerate(rows[1:], 2):
+        rows = _read_spans(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
+        header = rows[0][2]
+        for n, end, row in rows[1:]:
             if not any(row):
                 continue
+            if len(row) != len(header) and end > n:
+                raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}, in a row that a "
+                                f"quoted field stretches to line {end}: an unbalanced quote on line {n}?")
             if len(row) > len(header):
                 raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}")
             records.append((n, dict(zip(header, row))))
@@ -215,6 +249,8 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
         if not isinstance(a, str):
             raise DataError(f"{path}:{line}: column {text_a!r} must be text, got {a!r}")
         b = get(text_b) if text_b else None
+        if b is not None and not isinstance(b, str):
+            raise DataError(f"{path}:{line}: column {text_b!r} must be text, got {b!r}")
         y = None
         if label is not None:
             raw = get(label)
@@ -247,32 +283,45 @@ def read_squad(path: str | Path, *, encoding_errors: str = "strict") -> tuple[li
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
     examples, bad, dropped, v2 = [], [], 0, False
-    for a, article in enumerate(doc["data"]):
-        for p, para in enumerate(article.get("paragraphs", [])):
+
+    def items(value, where: str, key: str) -> list[dict]:
+        """``value[key]``: a list of JSON objects (absent: empty)."""
+        got = value.get(key, [])
+        if not isinstance(got, list) or not all(isinstance(x, dict) for x in got):
+            raise DataError(f"{where}: {key!r} must be a list of JSON objects")
+        return got
+
+    for a, article in enumerate(items(doc, str(path), "data")):
+        for p, para in enumerate(items(article, f"{path}: data[{a}]", "paragraphs")):
             where = f"{path}: data[{a}].paragraphs[{p}]"
             context = para.get("context")
             if not isinstance(context, str):
-                raise DataError(f"{where}: missing key 'context'")
-            for q, qa in enumerate(para.get("qas", [])):
-                for key in ("id", "question"):
-                    if key not in qa:
-                        raise DataError(f"{where}.qas[{q}]: missing key {key!r}")
-                impossible = bool(qa.get("is_impossible", False))
+                raise DataError(f"{where}: 'context' must be a string")
+            for q, qa in enumerate(items(para, where, "qas")):
+                for key, kinds, kind in (("id", (str, int), "string or an integer"), ("question", str, "string")):
+                    if not isinstance(qa.get(key), kinds) or isinstance(qa.get(key), bool):
+                        raise DataError(f"{where}.qas[{q}]: {key!r} must be a {kind}")
+                impossible = qa.get("is_impossible", False)
+                if not isinstance(impossible, bool):
+                    raise DataError(f"{where}.qas[{q}] (id {qa['id']}): 'is_impossible' must be true or false")
                 v2 |= "is_impossible" in qa
                 answers = []
-                for ans in qa.get("answers", []):
-                    if "text" not in ans or "answer_start" not in ans:
-                        raise DataError(f"{where}.qas[{q}] (id {qa['id']}): an answer lacks 'text' or 'answer_start'")
+                for ans in items(qa, f"{where}.qas[{q}]", "answers"):
+                    if not isinstance(ans.get("text"), str) or "answer_start" not in ans:
+                        raise DataError(f"{where}.qas[{q}] (id {qa['id']}): an answer lacks 'text' (a string) or "
+                                        "'answer_start'")
                     s = ans["answer_start"]
-                    if not isinstance(s, int) or context[s:s + len(ans["text"])] != ans["text"]:
+                    if not isinstance(s, int) or isinstance(s, bool) or s < 0 \
+                            or context[s:s + len(ans["text"])] != ans["text"]:
                         bad.append(qa["id"])
                         continue
                     answers.append({"text": ans["text"], "answer_start": s})
                 if not impossible and not answers:
                     dropped += 1
                     continue
+                title = article.get("title", "")
                 examples.append(SquadExample(str(qa["id"]), qa["question"], context, answers, impossible,
-                                             article.get("title", "")))
+                                             title if isinstance(title, str) else str(title)))
     if bad:
         warnings.warn(f"{path}: skipped {len(bad)} answer(s) whose answer_start does not match their text "
                       f"(first in question {bad[0]}); dropped {dropped} question(s) left without an answer",
@@ -311,10 +360,17 @@ def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[Mult
         objs = [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
     out = []
     for where, o in objs:
+        if not isinstance(o, dict):
+            raise DataError(f"{where}: expected a JSON object with 'article', 'questions' and 'options'")
         for key in ("article", "questions", "options"):
             if key not in o:
                 raise DataError(f"{where}: missing key {key!r}")
         answers = o.get("answers") or [None] * len(o["questions"])
+        if not (isinstance(o["article"], str) and isinstance(o["questions"], list) and isinstance(answers, list)
+                and all(isinstance(q, str) for q in o["questions"]) and isinstance(o["options"], list)
+                and all(isinstance(x, list) and all(isinstance(c, str) for c in x) for x in o["options"])):
+            raise DataError(f"{where}: 'article' must be a string, 'questions' a list of strings, 'options' a list of "
+                            "lists of strings and 'answers' a list")
         if not len(o["questions"]) == len(o["options"]) == len(answers):
             raise DataError(f"{where}: 'questions', 'options' and 'answers' have different lengths")
         for i, (q, opts, ans) in enumerate(zip(o["questions"], o["options"], answers)):
@@ -338,6 +394,9 @@ def read_multiple_choice(path: str | Path, *, encoding_errors: str = "strict") -
             raise DataError(f"{path}:{line}: {len(choices)} choices, but earlier lines have {n_choices}; "
                             f"every item needs the same number")
         n_choices = len(choices)
+        for key in ("question", "context"):
+            if not isinstance(o.get(key, ""), str):
+                raise DataError(f"{path}:{line}: {key!r} must be a string")
         label = o.get("label")
         label = None if label is None else _letter_or_index(label, len(choices), f"{path}:{line}")
         out.append(MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""), o["question"], choices, label))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, check_fields
 from litebert.errors import ConfigError
 from litebert.finetune.kinds import (Classification, ExtractiveQA, ExtractiveQAWithNoAnswer, MultipleChoice,
                                      Regression, TaskKind, TokenClassification)
@@ -43,22 +44,41 @@ class TaskPreset:
     labels: tuple[str, ...] | None = None
     source: str = ""
 
+    def __post_init__(self) -> None:
+        check_fields(self, _RANGES)
+        check_fields(self.kind, _KIND_RANGES, {"format": ("race", "jsonl")})
+        if self.train_steps is None and self.epochs is None:
+            raise ConfigError(f"TaskPreset {self.name!r}: give train_steps or epochs")
+
     def to_json(self) -> dict:
         """The preset as finetune.json stores it: the kind by its name, the kind's fields under "extra"."""
         return {**asdict(self), "kind": self.kind.name, "extra": asdict(self.kind)}
 
 
-def preset_from_json(task: str, saved: dict | None) -> TaskPreset:
+def preset_from_json(task: str, saved: dict | None, source: str = "finetune.json") -> TaskPreset:
     """The preset ``task`` with the values a run stored in finetune.json (``TaskPreset.to_json``; e.g. its
     max_seq_length, max_qa_length). Keys this version does not know are ignored, so folders written by earlier
     versions load (their "extra" also held SQuAD's "version", which the task name now tells)."""
     preset = get_preset(task)
     if not saved:
         return preset
-    known = {f.name for f in fields(preset.kind)}
-    kind = replace(preset.kind, **{k: v for k, v in (saved.get("extra") or {}).items() if k in known})
-    known = {f.name for f in fields(TaskPreset)} - {"name", "kind", "labels"}  # labels: finetune.json's own entry
-    return replace(preset, kind=kind, **{k: v for k, v in saved.items() if k in known})
+    extra = saved.get("extra") or {} if isinstance(saved, dict) else None
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{source}: 'preset' and its 'extra' must be JSON objects")
+    try:
+        known = {f.name for f in fields(preset.kind)}
+        kind = replace(preset.kind, **{k: v for k, v in extra.items() if k in known})
+        known = {f.name for f in fields(TaskPreset)} - {"name", "kind", "labels"}  # labels: finetune.json's own entry
+        return replace(preset, kind=kind, **{k: v for k, v in saved.items() if k in known})
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+_RANGES = {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1, "epochs": POSITIVE,
+           "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "max_seq_length": AT_LEAST_1,
+           "eval_every": AT_LEAST_1}
+_KIND_RANGES = {name: AT_LEAST_1 for name in ("max_qa_length", "doc_stride", "max_query_length", "n_best",
+                                              "max_answer_length")}
 
 
 _GLUE_SRC = "google-research/albert run_glue.sh"

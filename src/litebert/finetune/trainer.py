@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
 from litebert.finetune.features import collate, length_grouped_batches, length_of, random_batches, sorted_batches
 from litebert.heads import training_skips_padding
 from litebert.optim import build_optimizer, build_scheduler
@@ -37,6 +38,12 @@ class TrainArgs:
     skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
     eval_batch_size: int = 64
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1,
+                            "warmup_steps": AT_LEAST_0, "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE,
+                            "eval_every": AT_LEAST_1, "patience": AT_LEAST_1, "seed": AT_LEAST_0,
+                            "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1})
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, Range, check_fields
 from litebert.errors import ConfigError
 from litebert.files import read_json
 
@@ -50,26 +51,7 @@ class TrainConfig:
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
 
     def __post_init__(self) -> None:
-        pos = ["max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions", "max_ngram", "log_every",
-               "max_bad_steps"]
-        for name in pos:
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ConfigError(f"TrainConfig.{name} = {getattr(self, name)!r}: must be a positive integer")
-        for name in ["warmup_steps", "eval_every", "eval_examples", "save_every", "keep_last"]:
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ConfigError(f"TrainConfig.{name} = {getattr(self, name)!r}: must be an integer >= 0")
-        if self.optimizer not in ("lamb", "adamw"):
-            raise ConfigError(f"TrainConfig.optimizer = {self.optimizer!r}: choose 'lamb' or 'adamw'")
-        if self.objective not in ("sop", "nsp"):
-            raise ConfigError(f"TrainConfig.objective = {self.objective!r}: choose 'sop' or 'nsp'")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ConfigError(f"TrainConfig.precision = {self.precision!r}: choose auto, fp32, bf16 or fp16")
-        if not self.lr > 0:
-            raise ConfigError(f"TrainConfig.lr = {self.lr!r}: must be > 0")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ConfigError(f"TrainConfig.masked_lm_prob = {self.masked_lm_prob!r}: must lie in (0, 1)")
-        if not self.clip_norm > 0:
-            raise ConfigError(f"TrainConfig.clip_norm = {self.clip_norm!r}: must be > 0")
+        check_fields(self, _RANGES, _CHOICES)
 
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per optimizer step on each process; the global batch must split evenly."""
@@ -97,7 +79,10 @@ class TrainConfig:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
 
     @classmethod
     def from_json(cls, path: str | Path) -> dict[str, Any]:
@@ -109,6 +94,17 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return data
+
+
+_RANGES = {
+    **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions",
+                                     "max_ngram", "log_every", "max_bad_steps")},
+    **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "eval_examples", "save_every", "keep_last",
+                                     "weight_decay", "seed")},
+    "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
+    "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
+}
+_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp"), "precision": ("auto", "fp32", "bf16", "fp16")}
 
 
 # The paper's recipe (Lan et al. 2020, Section 4.1: "batch size of 4096 ... LAMB optimizer with learning rate 0.00176

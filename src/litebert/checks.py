@@ -1,0 +1,117 @@
+"""Type and range checks of the typed config dataclasses, driven by their annotations.
+
+`check_fields` is called from each config's ``__post_init__`` (`AlbertConfig`, `TrainConfig`, the fine-tuning
+`TaskPreset` and `TrainArgs`), so a config read from JSON is checked exactly like one built in Python. The rules, as a
+user writing a JSON file expects them:
+
+* ``bool`` fields take only ``true``/``false`` (``"no"`` or ``0`` would otherwise read as a truth value);
+* ``int`` fields take integers, never ``true``/``false``; ``float`` fields take integers too, but not NaN or infinity;
+* strings are never converted (``"lr": "0.001"`` is an error, not 0.001); ``Optional`` fields also take ``null``.
+
+Each failure is one line naming the field, the value and what was expected: ``TrainConfig.lr = '0.001': expected
+float``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Union
+
+from litebert.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Range:
+    """``low <= value`` (``low < value`` with ``low_open``) and ``value < high`` (``<=`` with ``high_closed``)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_closed: bool = False
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value > self.high if self.high_closed else value >= self.high):
+            return False
+        return True
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
+        return (f"must lie in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+                f"{']' if self.high_closed else ')'}")
+
+
+AT_LEAST_1 = Range(1)
+AT_LEAST_0 = Range(0)
+POSITIVE = Range(0, low_open=True)
+PROBABILITY = Range(0, 1)  # [0, 1): a dropout or a share of sequences
+FRACTION = Range(0, 1, high_closed=True)  # [0, 1]
+
+
+def check_fields(obj: Any, ranges: dict[str, Range] | None = None,
+                 choices: dict[str, tuple] | None = None) -> None:
+    """Check every field of the dataclass instance ``obj`` against its annotation, then the fields named in
+    ``ranges`` (numbers, unless None) and ``choices`` (allowed values). Raises a one-line `ConfigError`."""
+    cls = type(obj)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        where = f"{cls.__name__}.{f.name} = {value!r}"
+        if not matches(value, hints[f.name]):
+            raise ConfigError(f"{where}: expected {describe(hints[f.name])}")
+        if choices and f.name in choices and value not in choices[f.name]:
+            raise ConfigError(f"{where}: choose one of {', '.join(repr(c) for c in choices[f.name])}")
+        if ranges and f.name in ranges and value is not None and not ranges[f.name].holds(value):
+            raise ConfigError(f"{where}: {ranges[f.name]}")
+
+
+def matches(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the annotated type ``hint`` under the rules of the module docstring."""
+    if hint is Any:
+        return True
+    if hint is type(None) or hint is None:
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union or origin is types.UnionType:
+        return any(matches(value, a) for a in args)
+    if origin is dict:
+        return isinstance(value, dict) and all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+    if origin is list:
+        return isinstance(value, list) and all(matches(v, args[0]) for v in value)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(matches(v, args[0]) for v in value)
+        return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
+    if origin is typing.ClassVar:
+        return True
+    return isinstance(value, origin or hint)
+
+
+def describe(hint: Any) -> str:
+    """The type as a user reads it: ``float``, ``int or null``, ``list of str``..."""
+    if hint is type(None) or hint is None:
+        return "null"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union or origin is types.UnionType:
+        return " or ".join(describe(a) for a in args)
+    if origin is dict:
+        return f"dict of {describe(args[0])} to {describe(args[1])}"
+    if origin in (list, tuple):
+        return f"{'list' if origin is list else 'tuple'} of {describe(args[0])}"
+    return getattr(hint, "__name__", str(hint))

@@ -1,0 +1,169 @@
+"""`predict` and `embed` stream their input in chunks: the output equals the model run on each input alone, in the
+input's order; a bad input leaves no output and no temporary; peak memory does not grow with the number of inputs."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.errors import DataError
+from litebert.finetune import predict as P
+from litebert.finetune import runner
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "data" / "finetune"
+WORDS = "the movie was great awful and a plot with actors in story film it wonderful boring".split()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def build_models(root: Path) -> tuple[Path, Path]:
+    """A tiny pretrained folder (tokenizer trained on the bundled sentiment snippets) and a classifier fine-tuned
+    from it for 2 steps: (encoder folder, fine-tuned folder)."""
+    from litebert.config import AlbertConfig
+    from litebert.heads import AlbertForPreTraining
+    from litebert.tokenizer import train_tokenizer
+
+    corpus = root / "corpus.txt"
+    with gzip.open(DATA / "sentiment" / "train.tsv.gz", "rt", encoding="utf-8") as f:
+        corpus.write_text("".join(line.split("\t")[0] + "\n" for line in f), encoding="utf-8")
+    tok = train_tokenizer([corpus], root / "model", vocab_size=1000, progress=False)
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(root / "model")
+    train = root / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in
+                             [("a great film", "pos"), ("an awful plot", "neg")] * 8))
+    code = main(["finetune", "classify", "--model", str(root / "model"), "--data", str(train),
+                 "--out", str(root / "ft"), "--max-steps", "2", "--batch-size", "4", "--no-progress"])
+    assert code == 0
+    return root / "model", root / "ft"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return build_models(tmp_path_factory.mktemp("models"))
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, int(rng.integers(1, 40)))) for _ in range(n)]
+
+
+def test_predict_streamed_equals_the_model_run_on_each_input(models, tmp_path):
+    _, ft = models
+    inputs = [{"text": t, "n": i} for i, t in enumerate(texts(50))]
+    inputs[7]["text_b"] = "a second sentence"  # a pair among single sentences
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(o) + "\n" for o in inputs))
+    assert P.predict_file(ft, inp, tmp_path / "out.jsonl", progress=False, chunk_size=7) == 50
+    rows = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()]
+    preset, model, tok, meta = runner.load_finetuned(ft)
+    model.eval()
+    for o, row in zip(inputs, rows, strict=True):
+        assert {k: row[k] for k in o} == o  # the input object comes back, in order
+        enc = tok(o["text"], o.get("text_b"), max_length=preset.max_seq_length, truncation=True)
+        with torch.no_grad():
+            logits = model(torch.tensor([enc["input_ids"]]), token_type_ids=torch.tensor([enc["token_type_ids"]])
+                           ).logits[0]
+        probs = torch.softmax(logits, -1).tolist()
+        assert [row["probabilities"][l] for l in meta["labels"]] == pytest.approx(probs, abs=1e-5)
+        assert row["label"] == meta["labels"][int(np.argmax(probs))]
+    # One chunk or many: the same rows.
+    P.predict_file(ft, inp, tmp_path / "one.jsonl", progress=False, chunk_size=1000)
+    one = [json.loads(l) for l in (tmp_path / "one.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in one] == [r["label"] for r in rows]
+    for a, b in zip(one, rows):
+        assert list(a["probabilities"].values()) == pytest.approx(list(b["probabilities"].values()), abs=1e-6)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "pooled"])
+def test_embed_streamed_equals_the_model_run_on_each_input(models, tmp_path, pooling):
+    from litebert.heads import AlbertModel
+    from litebert.tokenizer import AlbertTokenizer
+
+    enc_dir, _ = models
+    ts = texts(30, seed=1)
+    inp = tmp_path / "t.txt"
+    inp.write_text("\n".join(ts[:10]) + "\n\n" + "\n".join(ts[10:]) + "\n")  # a blank line is skipped
+    out = P.embed_file(enc_dir, inp, tmp_path / "e.npy", pooling=pooling, chunk_size=4, batch_size=3)
+    saved = np.load(tmp_path / "e.npy")
+    assert saved.shape == out.shape == (30, 32) and saved.dtype == np.float32
+    tok, model = AlbertTokenizer.from_pretrained(enc_dir), AlbertModel.from_pretrained(enc_dir).eval()
+    for t, row in zip(ts, saved):
+        ids = torch.tensor([tok(t, max_length=128, truncation=True)["input_ids"]])
+        with torch.no_grad():
+            res = model(ids)
+        want = {"mean": res.last_hidden_state[0].mean(0), "cls": res.last_hidden_state[0, 0],
+                "pooled": res.pooler_output[0]}[pooling]
+        np.testing.assert_allclose(row, want.numpy(), atol=1e-5)
+
+
+def test_a_bad_input_late_in_the_file_leaves_the_old_output_and_no_temporary(models, tmp_path):
+    enc_dir, ft = models
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts(20)) + '{"text": "x"\n')
+    for out, run in ((tmp_path / "o.jsonl", lambda o: P.predict_file(ft, inp, o, progress=False, chunk_size=4)),
+                     (tmp_path / "e.npy", lambda o: P.embed_file(enc_dir, inp, o, chunk_size=4))):
+        out.write_bytes(b"old")
+        with pytest.raises(DataError, match=r"in.jsonl:21: not valid JSON"):
+            run(out)
+        assert out.read_bytes() == b"old"
+        assert {p.name for p in tmp_path.iterdir()} <= {"in.jsonl", "o.jsonl", "e.npy"}  # no temporary left
+
+
+# ------------------------------------------------------------------------------------------------- peak memory
+_MEASURE = """
+import sys, torch
+torch.set_num_threads(1)
+from litebert.cli import main
+code = main(sys.argv[1:])
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+print("VmHWM_KB", code, hwm)
+"""
+
+
+def peak_rss_kb(args: list[str]) -> int:
+    """Peak resident memory (VmHWM, KB) of a fresh process running ``litebert ARGS``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    line = [l for l in out.splitlines() if l.startswith("VmHWM_KB")][-1].split()
+    assert line[1] == "0", out
+    return int(line[2])
+
+
+def measure(models, folder: Path, sizes: tuple[int, ...]) -> dict[str, dict[int, int]]:
+    enc_dir, ft = models
+    ts = texts(2000, seed=3)
+    figures: dict[str, dict[int, int]] = {"predict": {}, "embed": {}}
+    for n in sizes:
+        inp = folder / f"in{n}.jsonl"
+        with open(inp, "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"text": ts[i % len(ts)]}) + "\n")
+        figures["predict"][n] = peak_rss_kb(["predict", "--model", str(ft), "--input", str(inp), "--output",
+                                             str(folder / "p.jsonl"), "--no-progress"])
+        figures["embed"][n] = peak_rss_kb(["embed", "--model", str(enc_dir), "--input", str(inp), "--output",
+                                           str(folder / "e.npy"), "--no-progress"])
+    print(json.dumps(figures))
+    return figures
+
+
+@pytest.mark.slow
+def test_peak_memory_of_100k_inputs_within_1_2x_of_1k(models, tmp_path):
+    figures = measure(models, tmp_path, (1000, 100_000))
+    for command, peak in figures.items():
+        assert peak[100_000] <= 1.2 * peak[1000], (command, peak)
