@@ -12,6 +12,7 @@ import pytest
 from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
+from litebert.files import OutputError
 
 from helpers import IntTokenizer
 
@@ -94,7 +95,7 @@ def test_bad_inputs_and_existing_output(tmp_path):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     store = prepare_store([bad], tok, tmp_path / "s", encoding_errors="replace", progress=False)
     assert read_all(store) == [[[5, 6], [7, 8]]]
-    with pytest.raises(DataError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     good = write(tmp_path / "g.txt", "9\n")
     assert read_all(prepare_store([good], tok, tmp_path / "s", overwrite=True, progress=False)) == [[[9]]]
@@ -122,10 +123,10 @@ def test_damaged_and_foreign_stores_are_refused(tmp_path):
     tokens.write_bytes(data[:-2])  # a half-copied shard
     with pytest.raises(DataError, match="shard-00000.tokens has 10 bytes, the manifest records 12"):
         TokenStore(tmp_path / "s")
-    tokens.write_bytes(data[:-2] + b"\x00\x01")  # same size, other bytes: only the checksum sees it
-    TokenStore(tmp_path / "s")
+    tokens.write_bytes(data[:-2] + b"\x00\x01")  # same size, other bytes, id 256 < vocab: only the checksum sees it
+    assert read_all(TokenStore(tmp_path / "s", verify=False))[-1] == [[14, 256]]
     with pytest.raises(DataError, match="does not match its sha256"):
-        TokenStore(tmp_path / "s", verify=True)
+        TokenStore(tmp_path / "s")  # verify=True is the default
     (tmp_path / "s" / "manifest.json").unlink()  # what an interrupted preparation leaves
     with pytest.raises(DataError, match="preparation did not finish"):
         TokenStore(tmp_path / "s")
@@ -188,6 +189,7 @@ def test_store_without_a_tokenizer_still_loads(tmp_path):
     f = write(tmp_path / "c.txt", "10 11\n12\n")
     prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)  # IntTokenizer cannot save itself
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    del manifest["manifest_sha256"]  # older stores carry no checksum of their manifest
     assert manifest.pop("tokenizer_folder") is None and set(manifest["aux_files"]) == {"word_start.npy",
                                                                                       "normal_ids.npy"}
     (tmp_path / "s" / "manifest.json").write_text(json.dumps(manifest))
