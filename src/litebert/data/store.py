@@ -485,8 +485,7 @@ class TokenStore:
                 raise bad(f"{MANIFEST} field {where} is {value}, expected an integer in [{low}, {high}]")
             return value
 
-        stored = m.get("manifest_sha256")
-        if stored is not None and stored != manifest_checksum(m):
+        if "manifest_sha256" in m and m["manifest_sha256"] != manifest_checksum(m):  # absent in older stores
             raise bad(f"{MANIFEST} does not match its checksum (manifest_sha256): it was edited or damaged")
         dtype = get(m, "dtype", "dtype", str)
         if dtype not in TOKEN_DTYPES:
