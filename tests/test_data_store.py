@@ -196,3 +196,61 @@ def test_store_without_a_tokenizer_still_loads(tmp_path):
     store = TokenStore(tmp_path / "s", verify=True)
     assert store.tokenizer_path is None and store.tokenizer() is None
     assert read_all(store) == [[[10, 11], [12]]]
+
+
+def test_prepare_out_folder_rules(tmp_path, capsys):
+    """--out: a new or empty folder, or a token store with --overwrite. Anything else is refused in one line and
+    nothing is deleted; the store folder carries the token-store marker."""
+    import os
+
+    from litebert.files import OWNER_FILE, read_marker
+
+    tok = IntTokenizer()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    f = write(corpus / "a.txt", "10 11\n12\n")
+    # the user's corpus folder as --out: refused with and without --overwrite, nothing touched
+    for overwrite in (False, True):
+        with pytest.raises(OutputError, match="not empty and was not written by litebert"):
+            prepare_store([f], tok, corpus, overwrite=overwrite, progress=False)
+    assert sorted(p.name for p in corpus.iterdir()) == ["a.txt"] and f.read_text() == "10 11\n12\n"
+    # an empty folder is fine; the store carries its marker
+    (tmp_path / "empty").mkdir()
+    store = prepare_store([f], tok, tmp_path / "empty", progress=False)
+    assert read_marker(store.path)["kind"] == "token-store" and read_all(store) == [[[10, 11], [12]]]
+    # a store with a user's file added: --overwrite refuses and deletes nothing
+    s = tmp_path / "s"
+    prepare_store([f], tok, s, progress=False)
+    before = sorted(p.name for p in s.iterdir())
+    write(s / "notes.txt", "mine")
+    with pytest.raises(OutputError, match=r"holds files a token store does not \(notes.txt\)"):
+        prepare_store([f], tok, s, overwrite=True, progress=False)
+    assert sorted(p.name for p in s.iterdir()) == sorted(before + ["notes.txt"])
+    (s / "notes.txt").unlink()
+    # an input inside --out (the corpus kept inside the store folder) is refused
+    inner = write(s / "shard-00009.tokens", "13\n")
+    with pytest.raises(OutputError, match="lies inside --out"):
+        prepare_store([inner], tok, s, overwrite=True, progress=False)
+    inner.unlink()
+    # a store prepared before folders carried a marker is still recognised as a store
+    (s / OWNER_FILE).unlink()
+    g = write(tmp_path / "g.txt", "20\n")
+    assert read_all(prepare_store([g], tok, s, overwrite=True, progress=False)) == [[[20]]]
+    # temporaries of killed preparations of this --out are removed; a live process's and others' are kept
+    dead = tmp_path / ".s.tmp-999999999"
+    dead.mkdir()
+    live = tmp_path / f".s.tmp-{os.getppid()}"
+    live.mkdir()
+    other = tmp_path / ".t.tmp-999999999"
+    other.mkdir()
+    prepare_store([g], tok, s, overwrite=True, progress=False)
+    assert not dead.exists() and live.exists() and other.exists()
+    # through the CLI: one line, exit 2, nothing deleted
+    capsys.readouterr()
+    code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(corpus),
+                     "--overwrite", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not written by litebert" in err and f.exists()
+    code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(s), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "already exists (a token store)" in err and "--overwrite" in err

@@ -71,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(args) -> int:
-    from litebert.data.store import prepare_store
+    from litebert.data.store import check_store_out, prepare_store
 
     if args.shard_tokens < 1:
         raise DataError(f"--shard-tokens must be >= 1, got {args.shard_tokens}")
+    check_store_out(args.out, args.overwrite)  # before any work
     store = prepare_store(args.input, _load_tokenizer(args.tokenizer), args.out, workers=args.workers,
                           fmt=args.format, encoding_errors=args.encoding_errors, text_field=args.text_field,
                           shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.no_progress)

@@ -230,10 +230,7 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
     out = Path(out_dir)
     if workers < 1:
         raise DataError(f"workers must be >= 1, got {workers}")
-    _remove_killed_preparations(out)
-    exists = _existing_store(out)
-    if exists and not overwrite:
-        raise OutputError(f"--out {out} already exists (a token store); choose another --out or pass --overwrite")
+    check_store_out(out, overwrite)
     files = expand_inputs(inputs)
     if out.exists():
         inside = [f for f in files if _is_within(f, out)]
@@ -317,6 +314,15 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore(out, verify=False)
+
+
+def check_store_out(out: str | os.PathLike, overwrite: bool = False) -> None:
+    """Raise `OutputError`, writing nothing, unless a store can be prepared at ``out``: a new or empty folder, or an
+    existing token store with ``overwrite``. Removes what killed preparations of ``out`` left beside it."""
+    out = Path(out)
+    _remove_killed_preparations(out)
+    if _existing_store(out) and not overwrite:
+        raise OutputError(f"--out {out} already exists (a token store); choose another --out or pass --overwrite")
 
 
 def _existing_store(out: Path) -> bool:
