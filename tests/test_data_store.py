@@ -254,3 +254,24 @@ def test_prepare_out_folder_rules(tmp_path, capsys):
     code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(s), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "already exists (a token store)" in err and "--overwrite" in err
+
+
+def test_resume_fingerprint_covers_the_whole_store(tmp_path):
+    """The fingerprint a run checks on --resume sees a change of the corpus's last token (the first examples do not
+    change), and does not depend on where the store lies."""
+    import shutil
+
+    from litebert.data.pretraining import PretrainingDataset
+    from litebert.train.loop import data_fingerprint
+
+    rng = np.random.default_rng(3)
+    lines = "\n\n".join("\n".join(" ".join(map(str, rng.integers(5, 999, 12))) for _ in range(6)) for _ in range(50))
+    prepare_store([write(tmp_path / "a.txt", lines)], IntTokenizer(), tmp_path / "s", progress=False)
+    prepare_store([write(tmp_path / "b.txt", lines[:-3] + " 77")], IntTokenizer(), tmp_path / "t", progress=False)
+    shutil.copytree(tmp_path / "s", tmp_path / "copy")
+    a, b, copy = (PretrainingDataset(tmp_path / n, max_seq_length=32, shuffle=False) for n in ("s", "t", "copy"))
+    assert [a.example(0, i)["input_ids"].tolist() for i in range(4)] == \
+        [b.example(0, i)["input_ids"].tolist() for i in range(4)]
+    assert data_fingerprint(a) == data_fingerprint(copy) != data_fingerprint(b)
+    assert data_fingerprint(a) != data_fingerprint(PretrainingDataset(tmp_path / "s", max_seq_length=32, seed=1,
+                                                                      shuffle=False))

@@ -541,7 +541,8 @@ class TokenStore:
         folder = get(m, "tokenizer_folder", "tokenizer_folder", str, optional=True)
         if folder is not None and folder != TOKENIZER_FOLDER:
             raise bad(f"{MANIFEST} field tokenizer_folder is {folder!r}, expected {TOKENIZER_FOLDER!r} or null")
-        for name in ("word_start.npy", "normal_ids.npy"):
+        needed = ["word_start.npy", "normal_ids.npy"] + ([f"{TOKENIZER_FOLDER}/spiece.model"] if folder else [])
+        for name in needed:
             if name not in aux:
                 raise bad(f"{MANIFEST} field aux_files has no {name}")
         for name, r in aux.items():
