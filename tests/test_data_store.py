@@ -12,6 +12,7 @@ import pytest
 from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
+from litebert.files import OutputError
 
 from helpers import IntTokenizer
 
@@ -94,7 +95,7 @@ def test_bad_inputs_and_existing_output(tmp_path):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     store = prepare_store([bad], tok, tmp_path / "s", encoding_errors="replace", progress=False)
     assert read_all(store) == [[[5, 6], [7, 8]]]
-    with pytest.raises(DataError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     good = write(tmp_path / "g.txt", "9\n")
     assert read_all(prepare_store([good], tok, tmp_path / "s", overwrite=True, progress=False)) == [[[9]]]
@@ -122,10 +123,10 @@ def test_damaged_and_foreign_stores_are_refused(tmp_path):
     tokens.write_bytes(data[:-2])  # a half-copied shard
     with pytest.raises(DataError, match="shard-00000.tokens has 10 bytes, the manifest records 12"):
         TokenStore(tmp_path / "s")
-    tokens.write_bytes(data[:-2] + b"\x00\x01")  # same size, other bytes: only the checksum sees it
-    TokenStore(tmp_path / "s")
+    tokens.write_bytes(data[:-2] + b"\x00\x01")  # same size, other bytes, id 256 < vocab: only the checksum sees it
+    assert read_all(TokenStore(tmp_path / "s", verify=False))[-1] == [[14, 256]]
     with pytest.raises(DataError, match="does not match its sha256"):
-        TokenStore(tmp_path / "s", verify=True)
+        TokenStore(tmp_path / "s")  # verify=True is the default
     (tmp_path / "s" / "manifest.json").unlink()  # what an interrupted preparation leaves
     with pytest.raises(DataError, match="preparation did not finish"):
         TokenStore(tmp_path / "s")
@@ -188,9 +189,89 @@ def test_store_without_a_tokenizer_still_loads(tmp_path):
     f = write(tmp_path / "c.txt", "10 11\n12\n")
     prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False)  # IntTokenizer cannot save itself
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    del manifest["manifest_sha256"]  # older stores carry no checksum of their manifest
     assert manifest.pop("tokenizer_folder") is None and set(manifest["aux_files"]) == {"word_start.npy",
                                                                                       "normal_ids.npy"}
     (tmp_path / "s" / "manifest.json").write_text(json.dumps(manifest))
     store = TokenStore(tmp_path / "s", verify=True)
     assert store.tokenizer_path is None and store.tokenizer() is None
     assert read_all(store) == [[[10, 11], [12]]]
+
+
+def test_prepare_out_folder_rules(tmp_path, capsys):
+    """--out: a new or empty folder, or a token store with --overwrite. Anything else is refused in one line and
+    nothing is deleted; the store folder carries the token-store marker."""
+    import os
+
+    from litebert.files import OWNER_FILE, read_marker
+
+    tok = IntTokenizer()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    f = write(corpus / "a.txt", "10 11\n12\n")
+    # the user's corpus folder as --out: refused with and without --overwrite, nothing touched
+    for overwrite in (False, True):
+        with pytest.raises(OutputError, match="not empty and was not written by litebert"):
+            prepare_store([f], tok, corpus, overwrite=overwrite, progress=False)
+    assert sorted(p.name for p in corpus.iterdir()) == ["a.txt"] and f.read_text() == "10 11\n12\n"
+    # an empty folder is fine; the store carries its marker
+    (tmp_path / "empty").mkdir()
+    store = prepare_store([f], tok, tmp_path / "empty", progress=False)
+    assert read_marker(store.path)["kind"] == "token-store" and read_all(store) == [[[10, 11], [12]]]
+    # a store with a user's file added: --overwrite refuses and deletes nothing
+    s = tmp_path / "s"
+    prepare_store([f], tok, s, progress=False)
+    before = sorted(p.name for p in s.iterdir())
+    write(s / "notes.txt", "mine")
+    with pytest.raises(OutputError, match=r"holds files a token store does not \(notes.txt\)"):
+        prepare_store([f], tok, s, overwrite=True, progress=False)
+    assert sorted(p.name for p in s.iterdir()) == sorted(before + ["notes.txt"])
+    (s / "notes.txt").unlink()
+    # an input inside --out (the corpus kept inside the store folder) is refused
+    inner = write(s / "shard-00009.tokens", "13\n")
+    with pytest.raises(OutputError, match="lies inside --out"):
+        prepare_store([inner], tok, s, overwrite=True, progress=False)
+    inner.unlink()
+    # a store prepared before folders carried a marker is still recognised as a store
+    (s / OWNER_FILE).unlink()
+    g = write(tmp_path / "g.txt", "20\n")
+    assert read_all(prepare_store([g], tok, s, overwrite=True, progress=False)) == [[[20]]]
+    # temporaries of killed preparations of this --out are removed; a live process's and others' are kept
+    dead = tmp_path / ".s.tmp-999999999"
+    dead.mkdir()
+    live = tmp_path / f".s.tmp-{os.getppid()}"
+    live.mkdir()
+    other = tmp_path / ".t.tmp-999999999"
+    other.mkdir()
+    prepare_store([g], tok, s, overwrite=True, progress=False)
+    assert not dead.exists() and live.exists() and other.exists()
+    # through the CLI: one line, exit 2, nothing deleted
+    capsys.readouterr()
+    code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(corpus),
+                     "--overwrite", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not written by litebert" in err and f.exists()
+    code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(s), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "already exists (a token store)" in err and "--overwrite" in err
+
+
+def test_resume_fingerprint_covers_the_whole_store(tmp_path):
+    """The fingerprint a run checks on --resume sees a change of the corpus's last token (the first examples do not
+    change), and does not depend on where the store lies."""
+    import shutil
+
+    from litebert.data.pretraining import PretrainingDataset
+    from litebert.train.loop import data_fingerprint
+
+    rng = np.random.default_rng(3)
+    lines = "\n\n".join("\n".join(" ".join(map(str, rng.integers(5, 999, 12))) for _ in range(6)) for _ in range(50))
+    prepare_store([write(tmp_path / "a.txt", lines)], IntTokenizer(), tmp_path / "s", progress=False)
+    prepare_store([write(tmp_path / "b.txt", lines[:-3] + " 77")], IntTokenizer(), tmp_path / "t", progress=False)
+    shutil.copytree(tmp_path / "s", tmp_path / "copy")
+    a, b, copy = (PretrainingDataset(tmp_path / n, max_seq_length=32, shuffle=False) for n in ("s", "t", "copy"))
+    assert [a.example(0, i)["input_ids"].tolist() for i in range(4)] == \
+        [b.example(0, i)["input_ids"].tolist() for i in range(4)]
+    assert data_fingerprint(a) == data_fingerprint(copy) != data_fingerprint(b)
+    assert data_fingerprint(a) != data_fingerprint(PretrainingDataset(tmp_path / "s", max_seq_length=32, seed=1,
+                                                                      shuffle=False))

@@ -47,6 +47,9 @@ class SignalAt:
         self.ds, self.at, self.count = ds, at, 0
         self.num_examples = ds.num_examples
 
+    def __getattr__(self, name):  # store, settings: the same data fingerprint as the wrapped dataset
+        return getattr(self.ds, name)
+
     def example(self, epoch, index):
         self.count += 1
         if self.count == self.at:
@@ -57,10 +60,10 @@ class SignalAt:
 def test_sigterm_checkpoint_then_resume_is_exact(setup, tmp_path):
     tr, ev = datasets(setup)
     ref = train(model(), tr, ev, cfg(), tmp_path / "ref", progress=False)
-    # SIGTERM arrives while step 7's batch is loaded (4 fingerprint fetches + 8 per step): the step completes,
-    # a checkpoint is written, the call returns.
+    # SIGTERM arrives while step 7's batch is loaded (8 examples per step): the step completes, a checkpoint is
+    # written, the call returns.
     out = tmp_path / "run"
-    first = train(model(), SignalAt(tr, 4 + 6 * 8 + 3), ev, cfg(), out, progress=False)
+    first = train(model(), SignalAt(tr, 6 * 8 + 3), ev, cfg(), out, progress=False)
     assert first["interrupted"] and first["signal"] == signal.SIGTERM and first["step"] == 7
     assert [s for s, _ in list_checkpoints(out / "checkpoints")] == [4, 7]  # keep_last=2
     # resume in a fresh model with different initial weights: everything must come from the checkpoint

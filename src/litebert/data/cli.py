@@ -20,7 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="files, directories (read recursively) or globs; gzip/xz/bz2 are decompressed transparently")
     p.add_argument("--tokenizer", required=True, metavar="DIR",
                    help="tokenizer folder (spiece.model [+ tokenizer_config.json]) or a .model file")
-    p.add_argument("--out", required=True, metavar="STORE", help="store directory to create")
+    p.add_argument("--out", required=True, metavar="STORE",
+                   help="store folder to create (new or empty; an existing store only with --overwrite)")
     p.add_argument("--workers", type=int, default=1, help="tokenizing processes (default 1)")
     p.add_argument("--format", default="auto", choices=FORMATS,
                    help="official: a sentence per line, blank line between documents; paragraphs: a document per "
@@ -30,14 +31,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
     p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing token store (refused if the folder holds anything else)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     q = sub.add_parser("inspect", help="summarise a store; sample examples and check their statistics",
                        description="Print a store's manifest summary; with --sample N build N pretraining examples "
                                    "and print their measured statistics beside the paper's targets.")
     q.add_argument("store", metavar="STORE")
-    q.add_argument("--verify", action="store_true", help="check the sha256 of every file")
+    q.add_argument("--verify", action="store_true",
+                   help="check the sha256 of every file (the default; the flag is kept for scripts that pass it)")
+    q.add_argument("--no-verify-data", action="store_true",
+                   help="skip the sha256 check of the store's files (the size, token id and offset checks still run)")
     q.add_argument("--tokenizer", metavar="DIR",
                    help="check it is the store's tokenizer; --show uses it (default: the one inside the store)")
     q.add_argument("--sample", type=int, default=0, metavar="N", help="examples to sample for statistics")
@@ -66,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(args) -> int:
-    from litebert.data.store import prepare_store
+    from litebert.data.store import check_store_out, prepare_store
 
     if args.shard_tokens < 1:
         raise DataError(f"--shard-tokens must be >= 1, got {args.shard_tokens}")
+    check_store_out(args.out, args.overwrite)  # before any work
     store = prepare_store(args.input, _load_tokenizer(args.tokenizer), args.out, workers=args.workers,
                           fmt=args.format, encoding_errors=args.encoding_errors, text_field=args.text_field,
                           shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.no_progress)
@@ -85,7 +91,10 @@ def _inspect(args) -> int:
     from litebert.data.store import TokenStore
 
     tok = _load_tokenizer(args.tokenizer) if args.tokenizer else None
-    store = TokenStore(args.store, tokenizer=tok, verify=args.verify)
+    if args.verify and args.no_verify_data:
+        raise DataError("--verify and --no-verify-data contradict each other; give one")
+    verify = not args.no_verify_data
+    store = TokenStore(args.store, tokenizer=tok, verify=verify)
     m = store.manifest
     if not args.json:
         print(store)
@@ -93,8 +102,8 @@ def _inspect(args) -> int:
               + (f"saved in {store.tokenizer_path}" if store.tokenizer_path else "not saved in the store"))
         print(f"  {len(m['inputs'])} input file(s), format {m['input_format']}; "
               f"{len(m['empty_inputs'])} empty; {m['dropped_empty_documents']} empty documents dropped")
-        if args.verify:
-            print("  checksums verified")
+        print("  checked: manifest, sizes, token ids, offsets" + (", sha256 checksums" if verify else
+                                                                   " (sha256 checksums skipped: --no-verify-data)"))
     if not (args.sample or args.show):
         return 0
     ds = PretrainingDataset(store, max_seq_length=args.seq_len, objective=args.objective, seed=args.seed,

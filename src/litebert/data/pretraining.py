@@ -74,14 +74,16 @@ class PretrainingDataset:
     ``example(epoch, index)`` builds example ``index`` (0 <= index < ``num_examples``) of an epoch; ``len(self)``
     and :meth:`for_epoch` give this rank's share (indices ``rank, rank + world_size, ...``; the last
     ``num_examples % world_size`` examples of each epoch are dropped so all ranks take the same number of steps).
+    ``store`` is a :class:`TokenStore` or its path, opened with ``verify`` (check every file's sha256; the other
+    checks of the store always run).
     """
 
     def __init__(self, store: TokenStore | str, max_seq_length: int = 128, objective: str = "sop", seed: int = 0,
                  masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20, max_ngram: int = 3,
                  short_seq_prob: float = 0.1, tokenizer=None, rank: int = 0, world_size: int = 1,
-                 dupe_factor: int | None = None, shuffle: bool = True):
+                 dupe_factor: int | None = None, shuffle: bool = True, verify: bool = True):
         if not isinstance(store, TokenStore):
-            store = TokenStore(store)
+            store = TokenStore(store, verify=verify)
         if tokenizer is not None:
             store.check_tokenizer(tokenizer)
         if objective not in ("sop", "nsp"):

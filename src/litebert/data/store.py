@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import multiprocessing
 import os
+import re
 import shutil
 from collections import deque
 from dataclasses import dataclass, field
@@ -41,13 +43,25 @@ from tqdm import tqdm
 from litebert.data.readers import RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError
-from litebert.files import read_json, sha256_file, write_json
+from litebert.files import (OWNER_FILE, OutputError, _process_alive, check_output_folder, mark_output_folder,
+                            read_json, sha256_file, write_json)
 from litebert.text_input import compression, expand_inputs
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 TOKENIZER_FOLDER = "tokenizer"
+OUTPUT_KIND = "token-store"  # the kind in the output-folder marker (litebert.files.mark_output_folder)
+TOKEN_DTYPES = ("<u2", "<u4")
+_SHARD_FILE = re.compile(r"^shard-\d{5,}\.(?:tokens|sentences|documents)$")
+_TOKENIZER_FILES = ("spiece.model", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+_SCAN_ITEMS = 1 << 22  # elements per chunk when scanning token ids and offsets (32 MiB of int64 at most)
+
+
+def store_owns(name: str) -> bool:
+    """Whether ``name`` (an entry of a store folder) is something `prepare_store` writes there."""
+    return name in (MANIFEST, TOKENIZER_FOLDER, "word_start.npy", "normal_ids.npy", OWNER_FILE) or bool(
+        _SHARD_FILE.match(name))
 
 
 @dataclass(frozen=True)
@@ -216,9 +230,13 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
     out = Path(out_dir)
     if workers < 1:
         raise DataError(f"workers must be >= 1, got {workers}")
-    if out.exists() and not overwrite:
-        raise DataError(f"{out} already exists; choose another --out or pass --overwrite")
+    check_store_out(out, overwrite)
     files = expand_inputs(inputs)
+    if out.exists():
+        inside = [f for f in files if _is_within(f, out)]
+        if inside:
+            raise OutputError(f"--input {inside[0]} lies inside --out {out}, which would be replaced; choose an "
+                              f"--out outside the corpus")
     facts = TokenizerFacts.from_tokenizer(tokenizer)
     dtype = token_dtype(facts.vocab_size)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -282,8 +300,10 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
             "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
             "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
         }
+        manifest["manifest_sha256"] = manifest_checksum(manifest)
         write_json(tmp / MANIFEST, manifest, indent=1)
-        if out.exists():  # overwrite: move the old store aside first so a crash never leaves neither
+        mark_output_folder(tmp, OUTPUT_KIND, format=FORMAT)
+        if _existing_store(out):  # overwrite: move the old store aside first so a crash never leaves neither
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             os.replace(out, old)
             os.replace(tmp, out)
@@ -293,7 +313,80 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return TokenStore(out)
+    return TokenStore(out, verify=False)
+
+
+def check_store_out(out: str | os.PathLike, overwrite: bool = False) -> None:
+    """Raise `OutputError`, writing nothing, unless a store can be prepared at ``out``: a new or empty folder, or an
+    existing token store with ``overwrite``. Removes what killed preparations of ``out`` left beside it."""
+    out = Path(out)
+    _remove_killed_preparations(out)
+    if _existing_store(out) and not overwrite:
+        raise OutputError(f"--out {out} already exists (a token store); choose another --out or pass --overwrite")
+
+
+def _existing_store(out: Path) -> bool:
+    """Whether ``out`` holds a token store (True) or is absent or empty (False). Raises `OutputError`, deleting
+    nothing, when it is a file, another kind of output, or holds anything a store does not: --overwrite replaces
+    only what `prepare_store` wrote. A store prepared before folders carried a marker is known by its manifest."""
+    try:
+        found = check_output_folder(out, OUTPUT_KIND)
+    except OutputError:
+        if not _unmarked_store(out):
+            raise
+        found = True
+    if found:
+        foreign = sorted(p.name for p in out.iterdir() if not store_owns(p.name) and not _temporary(p.name))
+        tok = out / TOKENIZER_FOLDER
+        if tok.is_dir():
+            foreign += sorted(f"{TOKENIZER_FOLDER}/{p.name}" for p in tok.iterdir() if p.name not in _TOKENIZER_FILES)
+        elif tok.exists():
+            foreign.append(TOKENIZER_FOLDER)
+        if foreign:
+            raise OutputError(f"--out {out} holds files a token store does not ({', '.join(foreign[:4])}"
+                              f"{', ...' if len(foreign) > 4 else ''}); move them out first or choose another "
+                              f"--out: --overwrite replaces only what litebert wrote")
+    return found
+
+
+def _unmarked_store(out: Path) -> bool:
+    try:
+        m = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format") == FORMAT and not (out / OWNER_FILE).exists()
+
+
+def _temporary(name: str) -> bool:
+    return bool(re.match(r"^\..+\.(?:tmp|old)-\d+$", name))
+
+
+def _remove_killed_preparations(out: Path) -> None:
+    """Remove the temporary folders (``.NAME.tmp-PID``, ``.NAME.old-PID``) that killed preparations of ``out``
+    left beside it; those of a process still running are kept."""
+    if not out.parent.is_dir():
+        return
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(\d+)$")
+    for path in out.parent.glob(f".{out.name}.*"):
+        m = pattern.match(path.name)
+        if m and not _process_alive(int(m.group(1))):
+            try:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            except OSError:
+                pass
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+def manifest_checksum(manifest: dict) -> str:
+    """sha256 of a manifest's content without its own ``manifest_sha256`` field (key order and spacing ignored)."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def _file_record(folder: Path, name: str) -> dict:
@@ -303,12 +396,18 @@ def _file_record(folder: Path, name: str) -> dict:
 # ------------------------------------------------------------------------------------------------------- reading
 
 class TokenStore:
-    """Read-only view of a prepared store; token arrays are memory-mapped, so opening costs O(number of shards).
+    """Read-only view of a prepared store; token arrays are memory-mapped.
+
+    Opening a store checks it before anything reads it: the manifest's schema (every field's type and range, and its
+    own checksum), every file's size, the sha256 recorded for every file at preparation (``verify=True``, the
+    default; ``verify=False`` skips only this hashing), every token id below the vocabulary size, sentence and
+    document offsets starting at 0, strictly increasing and ending at the recorded counts, and the word-start and
+    normal-id arrays. Any damage raises a one-line :class:`DataError` naming the store and the file.
 
     Sentences and documents are numbered globally across shards (0 .. num_sentences-1, 0 .. num_documents-1).
     """
 
-    def __init__(self, path: str | os.PathLike, tokenizer=None, verify: bool = False):
+    def __init__(self, path: str | os.PathLike, tokenizer=None, verify: bool = True, *, _check_content: bool = True):
         self.path = Path(path)
         mpath = self.path / MANIFEST
         if not self.path.is_dir():
@@ -316,17 +415,19 @@ class TokenStore:
         if not mpath.exists():
             raise DataError(f"{self.path} has no {MANIFEST}: it is not a store, or its preparation did not finish; "
                             f"run `litebert data prepare` again")
-        self.manifest = read_json(mpath, DataError)
+        try:
+            self.manifest = read_json(mpath, DataError)
+        except DataError as e:
+            raise self._damaged(str(e).replace(str(mpath), MANIFEST)) from None
         m = self.manifest
         if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
             raise DataError(f"{mpath}: not a {FORMAT} v{FORMAT_VERSION} manifest "
                             f"(format={m.get('format')!r}, version={m.get('format_version')!r})")
+        self._check_manifest()
         self._check_files(verify)
         t = m["tokenizer"]
-        self.facts = TokenizerFacts(
-            t["vocab_size"], t["pad_id"], t["cls_id"], t["sep_id"], t["mask_id"], t["fingerprint"],
-            np.load(self.path / "word_start.npy", allow_pickle=False),
-            np.load(self.path / "normal_ids.npy", allow_pickle=False))
+        self.facts = TokenizerFacts(t["vocab_size"], t["pad_id"], t["cls_id"], t["sep_id"], t["mask_id"],
+                                    t["fingerprint"], *self._load_aux(t["vocab_size"]))
         if tokenizer is not None:
             self.check_tokenizer(tokenizer)
         self.dtype = np.dtype(m["dtype"])
@@ -336,36 +437,207 @@ class TokenStore:
             self._tokens.append(self._memmap(f["tokens"]["name"], self.dtype, s["num_tokens"]))
             self._sentences.append(self._memmap(f["sentences"]["name"], np.dtype("<i8"), s["num_sentences"] + 1))
             self._documents.append(self._memmap(f["documents"]["name"], np.dtype("<i8"), s["num_documents"] + 1))
+        if _check_content:
+            for k, s in enumerate(m["shards"]):
+                self._check_shard(k, s)
         # Global numbering: shard k holds sentences [sent_base[k], sent_base[k+1]) and documents likewise.
         self.sent_base = np.concatenate([[0], np.cumsum([s["num_sentences"] for s in m["shards"]])]).astype(np.int64)
         self.doc_base = np.concatenate([[0], np.cumsum([s["num_documents"] for s in m["shards"]])]).astype(np.int64)
 
     def __getstate__(self) -> dict:
         # Pickle by path (DataLoader workers under the "spawn" start method): pickling the memmaps would copy
-        # every token into the pickle.
+        # every token into the pickle. The store was checked when it was opened; a worker re-checks only sizes.
         return {"path": str(self.path)}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"])
+        self.__init__(state["path"], verify=False, _check_content=False)
+
+    def _damaged(self, what: str) -> DataError:
+        return DataError(f"store {self.path} is damaged: {what}; prepare it again")
 
     def _memmap(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
         if count == 0:
             return np.zeros(0, dtype)
-        return np.memmap(self.path / name, dtype=dtype, mode="r", shape=(count,))
+        try:
+            return np.memmap(self.path / name, dtype=dtype, mode="r", shape=(count,))
+        except (OSError, ValueError) as e:
+            raise self._damaged(f"{name} cannot be mapped ({e})") from None
+
+    # ---------------------------------------------------------------------------------------------- checks
+    def _check_manifest(self) -> None:
+        """Types and ranges of every manifest field the readers use, so that no edit ends in a KeyError,
+        IndexError or a wrong read. Field paths in messages look like ``shards[2].files.tokens.bytes``."""
+        m = self.manifest
+        bad = self._damaged
+
+        def get(obj: dict, key: str, where: str, kind: type | tuple, optional: bool = False):
+            if key not in obj:
+                if optional:
+                    return None
+                raise bad(f"{MANIFEST} has no field {where}")
+            value = obj[key]
+            if optional and value is None:
+                return None
+            ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is int)
+            if not ok:
+                names = {int: "an integer", str: "a string", dict: "an object", list: "an array"}
+                raise bad(f"{MANIFEST} field {where} is {json.dumps(value)[:40]}, expected "
+                          f"{names.get(kind, kind)}")
+            return value
+
+        def count(obj: dict, key: str, where: str, low: int = 0, high: int = 1 << 62) -> int:
+            value = get(obj, key, where, int)
+            if not low <= value <= high:
+                raise bad(f"{MANIFEST} field {where} is {value}, expected an integer in [{low}, {high}]")
+            return value
+
+        if "manifest_sha256" in m and m["manifest_sha256"] != manifest_checksum(m):  # absent in older stores
+            raise bad(f"{MANIFEST} does not match its checksum (manifest_sha256): it was edited or damaged")
+        dtype = get(m, "dtype", "dtype", str)
+        if dtype not in TOKEN_DTYPES:
+            raise bad(f"{MANIFEST} field dtype is {dtype!r}, expected one of {', '.join(TOKEN_DTYPES)}")
+        t = get(m, "tokenizer", "tokenizer", dict)
+        vocab = count(t, "vocab_size", "tokenizer.vocab_size", 5, 1 << 32)
+        if token_dtype(vocab).str != dtype:
+            raise bad(f"{MANIFEST} field dtype is {dtype!r}, but tokenizer.vocab_size {vocab} needs "
+                      f"{token_dtype(vocab).str!r}")
+        ids = [count(t, key, f"tokenizer.{key}", 0, vocab - 1) for key in ("pad_id", "cls_id", "sep_id", "mask_id")]
+        if len(set(ids)) != 4:
+            raise bad(f"{MANIFEST} field tokenizer: pad/cls/sep/mask ids {ids} are not distinct")
+        get(t, "fingerprint", "tokenizer.fingerprint", str)
+        totals = {key: count(m, key, key) for key in ("num_tokens", "num_sentences", "num_documents")}
+        shards = get(m, "shards", "shards", list)
+        if not shards:
+            raise bad(f"{MANIFEST} field shards is empty")
+        names: set[str] = set()
+        sums = dict.fromkeys(totals, 0)
+        for k, s in enumerate(shards):
+            where = f"shards[{k}]"
+            if not isinstance(s, dict):
+                raise bad(f"{MANIFEST} field {where} is not an object")
+            prefix = f"shard-{k:05d}"
+            if get(s, "prefix", f"{where}.prefix", str) != prefix:
+                raise bad(f"{MANIFEST} field {where}.prefix is {s['prefix']!r}, expected {prefix!r}")
+            n = {key: count(s, key, f"{where}.{key}", 1) for key in sums}
+            if not n["num_documents"] <= n["num_sentences"] <= n["num_tokens"]:
+                raise bad(f"{MANIFEST} field {where}: {n['num_documents']} documents, {n['num_sentences']} "
+                          f"sentences and {n['num_tokens']} tokens are impossible (every document has a sentence, "
+                          f"every sentence a token)")
+            for key in sums:
+                sums[key] += n[key]
+            files = get(s, "files", f"{where}.files", dict)
+            sizes = {"tokens": n["num_tokens"] * np.dtype(dtype).itemsize,
+                     "sentences": (n["num_sentences"] + 1) * 8, "documents": (n["num_documents"] + 1) * 8}
+            for kind, size in sizes.items():
+                r = self._record(get(files, kind, f"{where}.files.{kind}", dict), f"{where}.files.{kind}",
+                                 f"{prefix}.{kind}", names)
+                if r["bytes"] != size:
+                    raise bad(f"{MANIFEST} field {where}.files.{kind}.bytes is {r['bytes']}, but {where}'s counts "
+                              f"make {size}")
+        for key in totals:
+            if totals[key] != sums[key]:
+                raise bad(f"{MANIFEST} field {key} is {totals[key]}, but its shards add up to {sums[key]}")
+        aux = get(m, "aux_files", "aux_files", dict)
+        folder = get(m, "tokenizer_folder", "tokenizer_folder", str, optional=True)
+        if folder is not None and folder != TOKENIZER_FOLDER:
+            raise bad(f"{MANIFEST} field tokenizer_folder is {folder!r}, expected {TOKENIZER_FOLDER!r} or null")
+        needed = ["word_start.npy", "normal_ids.npy"] + ([f"{TOKENIZER_FOLDER}/spiece.model"] if folder else [])
+        for name in needed:
+            if name not in aux:
+                raise bad(f"{MANIFEST} field aux_files has no {name}")
+        for name, r in aux.items():
+            allowed = name in ("word_start.npy", "normal_ids.npy") or (
+                folder is not None and name.startswith(f"{TOKENIZER_FOLDER}/")
+                and name.split("/", 1)[1] in _TOKENIZER_FILES)
+            if not allowed:
+                raise bad(f"{MANIFEST} field aux_files names {name[:60]!r}, which is no file of a store")
+            self._record(r if isinstance(r, dict) else get(aux, name, f"aux_files.{name}", dict),
+                         f"aux_files.{name}", name, names)
+        for key in ("inputs", "empty_inputs"):
+            if not all(isinstance(x, str) for x in get(m, key, key, list)):
+                raise bad(f"{MANIFEST} field {key} holds something other than strings")
+        for key in ("input_format", "encoding_errors"):
+            get(m, key, key, str)
+        count(m, "dropped_empty_documents", "dropped_empty_documents")
+
+    def _record(self, r: dict, where: str, name: str, seen: set[str]) -> dict:
+        """Check a file record ``{"name", "bytes", "sha256"}`` that must name ``name``."""
+        bad = self._damaged
+        if r.get("name") != name:
+            raise bad(f"{MANIFEST} field {where}.name is {json.dumps(r.get('name'))[:60]}, expected {name!r}")
+        if name in seen:
+            raise bad(f"{MANIFEST} names {name} twice")
+        seen.add(name)
+        size = r.get("bytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise bad(f"{MANIFEST} field {where}.bytes is {json.dumps(size)[:40]}, expected an integer >= 0")
+        sha = r.get("sha256")
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise bad(f"{MANIFEST} field {where}.sha256 is {json.dumps(sha)[:40]}, expected 64 hex digits")
+        return r
 
     def _check_files(self, verify: bool) -> None:
         records = [r for s in self.manifest["shards"] for r in s["files"].values()]
         records += list(self.manifest["aux_files"].values())
         for r in records:
             p = self.path / r["name"]
-            if not p.exists():
-                raise DataError(f"store {self.path} is incomplete: {r['name']} is missing")
+            if not p.is_file():
+                raise self._damaged(f"{r['name']} is missing")
             size = p.stat().st_size
             if size != r["bytes"]:
-                raise DataError(f"store {self.path} is damaged: {r['name']} has {size} bytes, the manifest "
-                                f"records {r['bytes']} (half-written or truncated copy?); prepare it again")
-            if verify and sha256_file(p) != r["sha256"]:
-                raise DataError(f"store {self.path} is damaged: {r['name']} does not match its sha256 checksum")
+                raise self._damaged(f"{r['name']} has {size} bytes, the manifest records {r['bytes']} (half-written "
+                                    f"or truncated copy?)")
+            if verify:
+                try:
+                    digest = sha256_file(p)
+                except OSError as e:
+                    raise self._damaged(f"{r['name']} cannot be read ({e.strerror or e})") from None
+                if digest != r["sha256"]:
+                    raise self._damaged(f"{r['name']} does not match its sha256 checksum")
+
+    def _load_aux(self, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        arrays = []
+        for name in ("word_start.npy", "normal_ids.npy"):
+            try:  # memory-mapped first, so a damaged header cannot make np.load allocate what it declares
+                a = np.load(self.path / name, mmap_mode="r", allow_pickle=False)
+            except Exception as e:  # noqa: BLE001 - np.load raises ValueError, OSError, EOFError... on bad files
+                raise self._damaged(f"{name} is not a valid .npy file ({str(e).splitlines()[0][:80]})") from None
+            arrays.append(a)
+        word_start, normal = arrays
+        if word_start.dtype != np.bool_ or word_start.shape != (vocab_size,):
+            raise self._damaged(f"word_start.npy holds {word_start.dtype}{list(word_start.shape)}, expected "
+                                f"bool[{vocab_size}] (tokenizer.vocab_size)")
+        if normal.dtype.kind not in "iu" or normal.ndim != 1 or normal.size == 0:
+            raise self._damaged(f"normal_ids.npy holds {normal.dtype}{list(normal.shape)}, expected a non-empty "
+                                f"list of integer ids")
+        normal = np.array(normal, dtype=np.int64)
+        if normal.min() < 0 or normal.max() >= vocab_size:
+            raise self._damaged(f"normal_ids.npy holds ids outside [0, {vocab_size})")
+        return np.array(word_start), normal.astype(np.int32)
+
+    def _check_shard(self, k: int, s: dict) -> None:
+        """Token ids below the vocabulary size; offsets from 0, strictly increasing, ending at the counts.
+        Read in chunks of ``_SCAN_ITEMS`` elements, so memory stays bounded whatever the shard size."""
+        tokens, sentences, documents = self._tokens[k], self._sentences[k], self._documents[k]
+        files, vocab = s["files"], self.facts.vocab_size
+        for i in range(0, tokens.size, _SCAN_ITEMS):
+            top = int(tokens[i:i + _SCAN_ITEMS].max())
+            if top >= vocab:
+                at = i + int(np.argmax(tokens[i:i + _SCAN_ITEMS] >= vocab))
+                raise self._damaged(f"{files['tokens']['name']} holds token id {int(tokens[at])} at position {at}, "
+                                    f"not below the vocabulary size {vocab}")
+        for offsets, name, end, unit in ((sentences, files["sentences"]["name"], s["num_tokens"], "tokens"),
+                                         (documents, files["documents"]["name"], s["num_sentences"], "sentences")):
+            if offsets[0] != 0 or offsets[-1] != end:
+                raise self._damaged(f"{name} runs from {int(offsets[0])} to {int(offsets[-1])}, expected 0 to {end} "
+                                    f"(the shard's {unit})")
+            for i in range(0, offsets.size - 1, _SCAN_ITEMS):
+                chunk = np.asarray(offsets[i:i + _SCAN_ITEMS + 1])
+                step = np.diff(chunk)
+                if step.size and step.min() <= 0:
+                    at = i + int(np.argmax(step <= 0))
+                    raise self._damaged(f"{name} offsets do not increase at entry {at + 1} "
+                                        f"({int(offsets[at])} then {int(offsets[at + 1])})")
 
     @property
     def tokenizer_path(self) -> Path | None:

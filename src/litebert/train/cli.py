@@ -56,6 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-config", type=Path, help="a config.json (litebert or HF) instead of --preset")
     parser.add_argument("--data", type=Path, required=True, help="token store from `litebert data prepare`")
     parser.add_argument("--eval-data", type=Path, help="held-out token store for MLM/SOP evaluation")
+    parser.add_argument("--no-verify-data", action="store_true",
+                        help="skip the sha256 check of the stores' files before step 0 (for stores verified once "
+                             "already; sizes, token ids, offsets and the manifest are still checked)")
     parser.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, metrics, final model")
     parser.add_argument("--recipe", choices=sorted(RECIPES), help="named settings, e.g. albert-paper")
     parser.add_argument("--config", type=Path, help="JSON file of settings (overrides the recipe)")
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         kw = dict(max_seq_length=cfg.seq_len, objective=cfg.objective, seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
                   max_predictions_per_seq=cfg.max_predictions, max_ngram=cfg.max_ngram,
-                  short_seq_prob=cfg.short_seq_prob)
+                  short_seq_prob=cfg.short_seq_prob, verify=not args.no_verify_data)
         train_data = PretrainingDataset(args.data, **kw)
         eval_data = PretrainingDataset(args.eval_data, **kw) if args.eval_data else None
         if eval_data is not None and eval_data.facts.fingerprint != train_data.facts.fingerprint:

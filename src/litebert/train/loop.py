@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import math
 import signal
 import threading
@@ -44,7 +45,21 @@ class TrainingError(LitebertError, RuntimeError):
 
 
 def data_fingerprint(dataset) -> str:
-    """sha256 of the dataset size and its first examples: changes with the corpus, tokenizer, seq_len, masking, seed."""
+    """sha256 identifying the training data. For a dataset on a token store (``dataset.store.manifest``): the
+    checksums the store recorded for every file, its counts and tokenizer, and every setting that shapes examples
+    (seq_len, objective, seed, masking, dupe_factor...), so any change of the corpus is seen. For other datasets: the
+    size and the first examples."""
+    store = getattr(dataset, "store", None)
+    manifest = getattr(store, "manifest", None)
+    if isinstance(manifest, dict):
+        settings = {key: getattr(dataset, key, None) for key in (
+            "max_seq_length", "objective", "seed", "masked_lm_prob", "max_predictions_per_seq", "max_ngram",
+            "short_seq_prob", "dupe_factor", "shuffle", "num_examples")}
+        files = {r["name"]: r["sha256"] for s in manifest["shards"] for r in s["files"].values()}
+        files.update({name: r["sha256"] for name, r in manifest["aux_files"].items()})
+        data = {"tokenizer": manifest["tokenizer"], "dtype": manifest["dtype"], "files": files, "settings": settings,
+                **{key: manifest[key] for key in ("num_tokens", "num_sentences", "num_documents")}}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     h = hashlib.sha256(str(_num_examples(dataset)).encode())
     for i in range(min(4, _num_examples(dataset))):
         for key, value in sorted(dataset.example(0, i).items()):
