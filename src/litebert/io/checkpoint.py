@@ -175,7 +175,11 @@ def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **con
         raise CheckpointNotFoundError(f"model folder not found: {path}")
     config = load_config(path, **config_overrides)
     tensors = load_weights(path)
-    model = cls(config)
+    _check_shapes(config, tensors, path)
+    try:
+        model = cls(config)
+    except (MemoryError, RuntimeError) as e:  # a config asking for more memory than the machine has
+        raise CheckpointError(f"{path}: cannot build the model its config.json describes ({str(e).splitlines()[0]})") from None
     missing, unexpected = load_hf_state_dict(model, tensors)
     if strict and (missing or unexpected):
         raise CheckpointError(f"{path}: strict load failed; missing keys: {_short(missing)}; "
@@ -191,6 +195,30 @@ def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **con
         log.info("%s: checkpoint weights not used by %s: %s", path, cls.__name__, _short(unexpected))
     model.eval()
     return model
+
+
+def _check_shapes(config: AlbertConfig, tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Refuse a config.json that contradicts its weights' shapes before building anything from it (an edited
+    vocab_size of 2**40 would otherwise try to allocate terabytes)."""
+    expected = {"embeddings.word_embeddings.weight": (config.vocab_size, config.embedding_size),
+                "embeddings.position_embeddings.weight": (config.max_position_embeddings, config.embedding_size),
+                "embeddings.token_type_embeddings.weight": (config.type_vocab_size, config.embedding_size)}
+    from litebert.params import count_parameters
+
+    # The depth of a shared stack is not in the weights, so it gets a generous bound of its own; the encoder the
+    # config describes (without the pooler, which token-level checkpoints lack) is at most what the weights hold.
+    steps = config.num_hidden_layers * config.inner_group_num
+    held = sum(t.numel() for t in tensors.values())
+    described = count_parameters(config) - config.hidden_size * (config.hidden_size + 1) if steps <= 10_000 else 0
+    if steps > 10_000 or described > held:
+        raise CheckpointError(f"{path}: config.json describes an encoder of {described:,} parameters and "
+                              f"{config.num_hidden_layers * config.inner_group_num:,} depth steps, the weights hold "
+                              f"{held:,} values; config.json does not belong to these weights")
+    for key, tensor in tensors.items():
+        for suffix, shape in expected.items():
+            if key.endswith(suffix) and tuple(tensor.shape) != shape:
+                raise CheckpointError(f"{path}: {key} has the shape {tuple(tensor.shape)} in the weights, config.json "
+                                      f"gives it {tuple(shape)}; config.json does not belong to these weights")
 
 
 def _has_albert_prefix(model: torch.nn.Module) -> bool:
