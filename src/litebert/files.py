@@ -30,8 +30,9 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
 
     ``content``: bytes, text (written as UTF-8), or a function that writes the file it is given (for writers that
     want a file name, such as ``safetensors.torch.save_file`` or ``torch.onnx.export``). Missing parent folders are
-    created. An OSError (a full disk, no permission) is raised as `WriteError` naming the file; the temporary is
-    removed and the old file, if any, is left untouched.
+    created. A failure of the file system (a full disk, no permission), whether the writer raises it as an OSError or
+    wraps it in its own error (torch.save's ``RuntimeError: unexpected pos``, safetensors' ``IoError``), is raised as
+    `WriteError` naming the file; any failure removes the temporary and leaves the old file, if any, untouched.
     """
     path = Path(path)
     tmp = temporary_name(path)
@@ -46,16 +47,48 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        _remove_quietly(tmp)
         if isinstance(e, LitebertError):
             raise
-        raise WriteError(f"{path}: cannot write ({e.strerror or e})") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        reason = io_failure(e)
+        if reason is None:
+            raise
+        raise WriteError(f"{path}: cannot write ({reason})") from None
     _fsync_dir(path.parent)
     return path
+
+
+# What writers that wrap file I/O say when the write itself failed: torch.save ("unexpected pos", "file write
+# failed"), safetensors ("IoError(Os { code: 28 ... })"), and the C library's own words.
+_IO_WORDS = re.compile(r"unexpected pos|file write failed|IoError|os error \d+|No space left|Disk quota|"
+                       r"Input/output error|Read-only file system|Permission denied", re.IGNORECASE)
+
+
+def io_failure(e: BaseException) -> str | None:
+    """Why a write failed when ``e`` comes from the file system: an OSError anywhere in its chain (``__cause__`` /
+    ``__context__``), or a writer's own error wrapping one (torch.save, safetensors); None for any other error."""
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and not isinstance(err, LitebertError):
+            return err.strerror or str(err) or type(err).__name__
+        err = err.__cause__ or err.__context__
+    if isinstance(e, Exception):
+        text = str(e)
+        if _IO_WORDS.search(text):
+            if re.search(r"code: 28|No space left|errno 28|os error 28", text, re.IGNORECASE):
+                return "No space left on device"
+            return text.splitlines()[0][:200] if text else type(e).__name__
+    return None
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> Path:
@@ -227,3 +260,19 @@ def _process_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return pid > 0
     return True
+
+
+def check_apart(out: str | os.PathLike, inputs: dict[str, str | os.PathLike | None], *, flag: str = "--out") -> None:
+    """Refuse (`OutputError`) an output path that is one of ``inputs`` ({flag: path}), lies inside one, or holds one:
+    writing there could replace or delete what the command reads."""
+    target = Path(out).resolve()
+    for name, given in inputs.items():
+        if given is None or str(given) == "":
+            continue
+        other = Path(given).resolve()
+        if target == other:
+            raise OutputError(f"{flag} {out} is the same path as {name} {given}; write to another folder")
+        if other in target.parents:
+            raise OutputError(f"{flag} {out} lies inside {name} {given}; write to a folder outside it")
+        if target in other.parents:
+            raise OutputError(f"{flag} {out} holds {name} {given}; write to a folder that does not contain it")
