@@ -276,3 +276,35 @@ def check_apart(out: str | os.PathLike, inputs: dict[str, str | os.PathLike | No
             raise OutputError(f"{flag} {out} lies inside {name} {given}; write to a folder outside it")
         if target in other.parents:
             raise OutputError(f"{flag} {out} holds {name} {given}; write to a folder that does not contain it")
+
+
+def check_replaceable(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], *, overwrite: bool,
+                      flag: str = "--out") -> bool:
+    """Check, writing nothing, that a command may write a ``kind`` output to ``folder``; True when it holds one to
+    replace. Absent or empty: fine (False). Holding a ``kind`` output: fine when that output is unfinished (its
+    marker says ``"complete": false``: a killed command) or ``overwrite`` is given, and only if every entry is one
+    ``owned`` accepts. Anything else raises `OutputError`."""
+    folder = Path(folder)
+    if not check_output_folder(folder, kind, flag=flag):
+        return False
+    if not overwrite and read_marker(folder).get("complete") is not False:
+        raise OutputError(f"{flag} {folder} already holds a litebert {kind}; pass --overwrite to replace it, or "
+                          f"choose another folder")
+    foreign = sorted(p.name for p in folder.iterdir()
+                     if p.name != OWNER_FILE and not _TEMPORARY.match(p.name) and not owned(p.name))
+    if foreign:
+        raise OutputError(f"{flag} {folder} holds files a litebert {kind} does not write ({', '.join(foreign[:4])}"
+                          f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes only "
+                          f"what litebert wrote")
+    return True
+
+
+def start_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], replace: bool, *,
+                        flag: str = "--out", **info: Any) -> None:
+    """After `check_replaceable`: delete the old output (``replace``) or the temporaries of killed writes, and mark
+    the folder as an unfinished ``kind`` output; `mark_output_folder` with ``complete=True`` ends the command."""
+    if replace:
+        clear_output_folder(folder, kind, owned, flag=flag)
+    else:
+        remove_stale_temporaries(folder, recursive=True)
+    mark_output_folder(folder, kind, complete=False, **info)
