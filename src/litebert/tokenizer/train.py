@@ -73,6 +73,7 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
     """
     if isinstance(files, (str, os.PathLike)):
         files = [files]
+    given_inputs = [f for f in files if "*" not in str(f) and "?" not in str(f)]
     files = text_input.expand_inputs(files)  # a missing input is reported before anything is written
     if vocab_size < 1:
         raise TokenizerError(f"vocab_size must be positive, got {vocab_size}")
@@ -82,7 +83,7 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
                              f"alone take {n_reserved}")
     stats: dict = {"lines": 0}
     out = Path(out_dir)
-    for given in files:  # the output must not be, hold or lie inside what is read
+    for given in [*given_inputs, *files]:  # the output must not be, hold or lie inside what is read
         check_apart(out, {"--input": given})
     _remove_old_leftovers(out)
     replace = check_replaceable(out, KIND, lambda name: name in FILES, overwrite=overwrite)

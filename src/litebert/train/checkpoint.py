@@ -143,5 +143,5 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
     if problems:
         raise CheckpointError(
-            f"cannot resume from {where}: the run was started with a different setup:\n  " + "\n  ".join(problems)
-            + "\nResume with the original settings and data, or start a new run in another --out folder.")
+            f"cannot resume from {where}: the run was started with a different setup ({'; '.join(problems)}); "
+            f"resume with the original settings and data, or start a new run in another --out folder")

@@ -15,7 +15,6 @@ import io
 import json
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from litebert.config import AlbertConfig
@@ -31,23 +30,23 @@ class MetricsError(LitebertError, ValueError):
     """A metrics file of a run folder cannot be read (a line that is not a metrics record)."""
 
 
-def _complete_lines(path: Path) -> list[str]:
+def _complete_lines(path: Path, warn: bool = True) -> list[str]:
     """The lines of ``path``, without a torn last line (no final newline: the process was killed while writing it),
     which is dropped with a warning."""
     text = path.read_bytes().decode("utf-8", errors="replace")
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline
-    if torn.strip():
-        warnings.warn(f"{path}:{len(lines) + 1}: dropping an incomplete last line (the run was stopped while "
-                      f"writing it)", stacklevel=3)
+    if torn.strip() and warn:
+        print(f"warning: {path}:{len(lines) + 1}: dropping an incomplete last line (the run was stopped while "
+              f"writing it)", file=sys.stderr, flush=True)
     return lines
 
 
-def read_jsonl_records(path: Path) -> list[tuple[str, dict]]:
+def read_jsonl_records(path: Path, warn: bool = True) -> list[tuple[str, dict]]:
     """(line, record) of every line of a ``metrics.jsonl``; a torn last line is dropped, any other line that is not a
     JSON object with an integer ``step`` raises `MetricsError` naming file:line."""
     out = []
-    for i, line in enumerate(_complete_lines(path), 1):
+    for i, line in enumerate(_complete_lines(path, warn), 1):
         if not line.strip():
             continue
         try:
@@ -65,10 +64,10 @@ def check_metrics(folder: Path) -> None:
     """Raise `MetricsError` (naming file:line) when the metrics files of a run cannot be continued; writes nothing."""
     jsonl = Path(folder) / "metrics.jsonl"
     if jsonl.is_file():
-        read_jsonl_records(jsonl)
+        read_jsonl_records(jsonl, warn=False)
     for name in ("train.csv", "eval.csv"):
         if (Path(folder) / name).is_file():
-            _csv_rows(Path(folder) / name)
+            _csv_rows(Path(folder) / name, warn=False)
 
 
 def _truncate_jsonl(path: Path, after_step: int) -> None:
@@ -78,8 +77,8 @@ def _truncate_jsonl(path: Path, after_step: int) -> None:
     atomic_write(path, "".join(line + "\n" for line in keep))
 
 
-def _csv_rows(path: Path) -> list[list[str]]:
-    rows = list(csv.reader(_complete_lines(path)))
+def _csv_rows(path: Path, warn: bool = True) -> list[list[str]]:
+    rows = list(csv.reader(_complete_lines(path, warn)))
     for i, r in enumerate(rows[1:], 2):
         if r and not (r[0].isdigit()):
             raise MetricsError(f"{path}:{i}: the first column is not a step ({r[0][:40]!r}); fix or delete that "
