@@ -54,7 +54,9 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
         reason = io_failure(e)
         if reason is None:
             raise
-        raise WriteError(f"{path}: cannot write ({reason})") from None
+        error = WriteError(f"{path}: cannot write ({reason})")
+        error.reason = reason
+        raise error from None
     _fsync_dir(path.parent)
     return path
 
