@@ -21,7 +21,7 @@ META_FILE = "finetune.json"
 KIND = "fine-tuned-model"  # the output-folder marker's kind (`litebert.files.mark_output_folder`)
 # What `litebert finetune` writes in its folder (besides the marker): all that --overwrite deletes.
 FILES = {META_FILE, "config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
-         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"}
+         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "answerability.safetensors"}
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
            "test": ("test_matched", "test", "eng.testb")}
 
