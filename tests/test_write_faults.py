@@ -338,3 +338,17 @@ def test_export_on_a_full_disk(tmp_path, capsys, monkeypatch):
     (tmp_path / f".m.onnx.tmp-{pid}").write_bytes(b"killed export")
     assert main(["export", "onnx", "--model", str(model), "--out", str(onnx), "--no-verify", "--overwrite"]) == 0
     assert temporaries(tmp_path) == []
+
+
+def test_leftovers_of_a_killed_output_write_are_removed_by_the_next_write(finetuned, tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"text": "a good film"}) + "\n")
+    out = tmp_path / "o.jsonl"
+    running = tmp_path / ".o.jsonl.tmp-1"  # a write in progress (a process still running) is kept
+    running.write_bytes(b"in progress")
+    killed, other = tmp_path / f".o.jsonl.tmp-{dead_pid()}", tmp_path / f".other.jsonl.tmp-{dead_pid()}"
+    killed.write_bytes(b"half")
+    other.write_bytes(b"another file's")
+    assert main(["predict", "--model", str(finetuned), "--input", str(inp), "--output", str(out),
+                 "--no-progress"]) == 0
+    assert not killed.exists() and other.exists() and running.exists() and out.is_file()

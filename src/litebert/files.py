@@ -7,6 +7,7 @@ file or the new one, never a torn one, and a failed write leaves the old file as
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
     """
     path = Path(path)
     tmp = temporary_name(path)
+    remove_stale_temporaries_of(path)  # what a killed write of this same file left
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if callable(content):
@@ -310,3 +312,16 @@ def start_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[s
     else:
         remove_stale_temporaries(folder, recursive=True)
     mark_output_folder(folder, kind, complete=False, **info)
+
+
+def remove_stale_temporaries_of(path: str | os.PathLike, tag: str = "tmp") -> list[Path]:
+    """Remove the temporaries ``.NAME.TAG-PID`` of ``path`` that killed processes left beside it (those of a process
+    still running are kept); `atomic_write` calls it for the file it writes. Returns what was removed."""
+    path = Path(path)
+    removed = []
+    for p in path.parent.glob(f".{glob.escape(path.name)}.{glob.escape(tag)}-*"):
+        pid = p.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            _remove_quietly(p)
+            removed.append(p)
+    return removed

@@ -30,7 +30,7 @@ from torch import nn
 from litebert import heads
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
-from litebert.files import OutputError, atomic_write, read_json, remove_stale_temporaries
+from litebert.files import OutputError, atomic_write, read_json
 
 
 class ExportError(LitebertError, RuntimeError):
@@ -295,7 +295,6 @@ def check_export_target(out: str | os.PathLike, model_dir: str | os.PathLike, ov
 
 def run(args: argparse.Namespace) -> int:
     check_export_target(args.out, args.model, getattr(args, "overwrite", False))
-    remove_stale_temporaries(Path(args.out).parent)  # of killed exports
     model = load_for_export(args.model, args.head)
     arch = type(model).HF_ARCHITECTURE
     result = export_onnx(model, args.out, opset=args.opset, exporter=args.exporter, verify=args.verify,

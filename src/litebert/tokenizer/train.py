@@ -29,7 +29,7 @@ from tqdm import tqdm
 from litebert import text_input
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
 from litebert.files import (atomic_write, check_apart, check_replaceable, mark_output_folder,
-                            remove_stale_temporaries, start_output_folder)
+                            remove_stale_temporaries_of, start_output_folder)
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -90,7 +90,7 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
     # Scratch space beside --out, removed at the end (or, if killed, at the next start): --out itself is written
     # only once the vocabulary is trained, so bad input leaves it as it was.
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(out.parent)
+    remove_stale_temporaries_of(out, "train.tmp")
     tmp = out.parent / f".{out.name}.train.tmp-{os.getpid()}"
     try:
         tmp.mkdir()
