@@ -323,3 +323,19 @@ def test_export_target(tmp_path, capsys):
     refused(capsys, export(onnx), tmp_path, "exists; pass --overwrite")
     assert main(export(onnx, "--overwrite")) == 0
     assert onnx.stat().st_size > 1000 and not list(tmp_path.glob(".m.onnx.tmp-*"))
+
+
+def test_a_run_folder_without_marker_is_still_resumed(setup, tmp_path, capsys, monkeypatch):
+    """Run folders written before folders carried a marker: recognised by what they hold, then marked."""
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 2)
+    assert main(pretrain(setup, out)) == 130
+    monkeypatch.undo()
+    (out / OWNER_FILE).unlink()
+    refused(capsys, pretrain(setup, out), out, "already holds a pretraining run")
+    assert main(pretrain(setup, out, "--resume")) == 0
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
+    (out / OWNER_FILE).unlink()
+    stop_after(monkeypatch, 1)
+    assert main(pretrain(setup, out, "--overwrite")) == 130
+    assert [r["step"] for r in read_metrics(out)] == [1] and not (out / "model").exists()

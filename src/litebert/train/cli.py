@@ -138,7 +138,7 @@ def plan_run(args: argparse.Namespace) -> str:
                       "--model-config": args.model_config, "--tokenizer": args.tokenizer})
     if args.resume and args.overwrite:
         raise ConfigError("--resume continues the run in --out and --overwrite deletes it: give one of them")
-    if not check_output_folder(out, RUN_KIND):
+    if not (_unmarked_run(out) or check_output_folder(out, RUN_KIND)):
         return "new"
     marker = read_marker(out)
     if args.overwrite:
@@ -159,6 +159,15 @@ def plan_run(args: argparse.Namespace) -> str:
 
     check_metrics(out)
     return "resume"
+
+
+def _unmarked_run(out: Path) -> bool:
+    """A run folder written before run folders carried a marker: only names a run writes, with its settings and
+    checkpoints. It is treated as a run (and marked at the next start)."""
+    if not out.is_dir() or (out / OWNER_FILE).exists():
+        return False
+    names = {p.name for p in out.iterdir()}
+    return {"train_config.json", "checkpoints"} <= names and all(_owned(n) for n in names)
 
 
 def _owned(name: str) -> bool:
@@ -237,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         # ---- every check passed: from here on the run folder is written
         if dist.is_main:
             if plan == "overwrite":
+                if not (args.out / OWNER_FILE).exists():  # an unmarked run folder (see _unmarked_run)
+                    mark_output_folder(args.out, RUN_KIND, complete=False)
                 clear_output_folder(args.out, RUN_KIND, _owned)
             else:
                 _remove_killed_writes(args.out)
