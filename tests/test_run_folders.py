@@ -217,6 +217,9 @@ def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
     refused(capsys, finetune(base, out, "--overwrite"), out, "does not write (keep.txt)")
     (out / "keep.txt").unlink()
     assert main(finetune(base, out, "--overwrite")) == 0
+    (out / OWNER_FILE).unlink()  # a folder written before folders carried a marker: replaced with --overwrite
+    refused(capsys, finetune(base, out), out, "already holds a fine-tuned model")
+    assert main(finetune(base, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
 
     # a run killed after its first best-so-far save: the folder says it is incomplete, evaluate/predict refuse
     import litebert.finetune.trainer as trainer

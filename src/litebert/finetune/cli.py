@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -124,14 +125,17 @@ def _check_finetune_out(args: argparse.Namespace) -> bool:
 
     out = Path(args.out)
     check_apart(out, {"--model": args.model, "--data": args.data, "--dev": args.dev, "--tokenizer": args.tokenizer})
-    if not check_output_folder(out, runner.KIND):
+    unmarked = (out.is_dir() and not (out / OWNER_FILE).exists() and (out / runner.META_FILE).is_file()
+                and all(p.name in runner.FILES or re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name)
+                        for p in out.iterdir()))
+    if not (unmarked or check_output_folder(out, runner.KIND)):  # unmarked: written before folders had a marker
         return False
     if not getattr(args, "overwrite", False):
         state = "finished" if read_marker(out).get("complete") else "not finished"
         raise OutputError(f"--out {out} already holds a fine-tuned model ({state}); pass --overwrite to replace it, "
                           f"or choose another folder")
     foreign = sorted(p.name for p in out.iterdir() if p.name != OWNER_FILE and p.name not in runner.FILES
-                     and not p.name.startswith("."))
+                     and not re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name))
     if foreign:
         raise OutputError(f"--out {out} holds files `litebert finetune` does not write ({', '.join(foreign[:4])}); "
                           f"move them out first: --overwrite deletes only what litebert wrote")
@@ -223,6 +227,8 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     # every check passed: from here on --out is written (the marker first, so a killed run is recognised)
     if overwrite:
+        if not (out / OWNER_FILE).exists():
+            mark_output_folder(out, runner.KIND, complete=False)
         clear_output_folder(out, runner.KIND, lambda name: name in runner.FILES)
     else:
         remove_stale_temporaries(out)
