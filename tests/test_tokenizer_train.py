@@ -69,7 +69,7 @@ def test_official_layout_and_settings(trained):
 def test_folder_files(trained):
     folder = trained.model_file.parent
     assert {p.name for p in folder.iterdir()} == {"spiece.model", "spiece.vocab", "tokenizer_config.json",
-                                                   "tokenizer.json"}
+                                                   "tokenizer.json", ".litebert.json"}
     cfg = json.loads((folder / "tokenizer_config.json").read_text())
     assert cfg["tokenizer_class"] == "AlbertTokenizer" and cfg["do_lower_case"] is True
 
@@ -112,7 +112,7 @@ def test_compressed_jsonl_directory_and_glob_inputs_give_the_same_model(corpus, 
     for inputs in ([tmp_path / "gz" / "corpus.txt.gz"], [tmp_path / "xz" / "corpus.xz"],
                    [tmp_path / "bz2" / "corpus.txt"], [tmp_path / "jsonl" / "corpus.jsonl"], [tmp_path / "dir"],
                    [str(tmp_path / "dir" / "*.txt"), str(tmp_path / "dir" / "b" / "*.xz")]):
-        tok = train_tokenizer(inputs, tmp_path / "out", vocab_size=300, progress=False, num_threads=1)
+        tok = train_tokenizer(inputs, tmp_path / "out", vocab_size=300, progress=False, num_threads=1, overwrite=True)
         assert tok.train_stats["lines"] == len(lines), inputs
         assert tok.fingerprint() == trained.fingerprint(), inputs
 
@@ -202,7 +202,7 @@ def test_cli_directory_quoted_glob_and_xz(corpus, trained, tmp_path, capsys):
     for given in (str(tmp_path / "corpus") + "/", str(tmp_path / "corpus" / "*.xz")):
         out = tmp_path / "tok"
         assert main(["tokenizer", "train", "--input", given, "--out", str(out), "--vocab-size", "300",
-                     "--threads", "1", "--quiet"]) == 0, capsys.readouterr().err
+                     "--threads", "1", "--quiet", "--overwrite"]) == 0, capsys.readouterr().err
         assert AlbertTokenizer.from_pretrained(out).fingerprint() == trained.fingerprint(), given
     # encode --input reads through the same text input: compressed, one text a line
     capsys.readouterr()

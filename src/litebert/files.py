@@ -7,6 +7,7 @@ file or the new one, never a torn one, and a failed write leaves the old file as
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -30,11 +31,13 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
 
     ``content``: bytes, text (written as UTF-8), or a function that writes the file it is given (for writers that
     want a file name, such as ``safetensors.torch.save_file`` or ``torch.onnx.export``). Missing parent folders are
-    created. An OSError (a full disk, no permission) is raised as `WriteError` naming the file; the temporary is
-    removed and the old file, if any, is left untouched.
+    created. A failure of the file system (a full disk, no permission), whether the writer raises it as an OSError or
+    wraps it in its own error (torch.save's ``RuntimeError: unexpected pos``, safetensors' ``IoError``), is raised as
+    `WriteError` naming the file; any failure removes the temporary and leaves the old file, if any, untouched.
     """
     path = Path(path)
     tmp = temporary_name(path)
+    remove_stale_temporaries_of(path)  # what a killed write of this same file left
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if callable(content):
@@ -46,16 +49,50 @@ def atomic_write(path: str | os.PathLike, content: Content, *, mode: int = 0o644
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        _remove_quietly(tmp)
         if isinstance(e, LitebertError):
             raise
-        raise WriteError(f"{path}: cannot write ({e.strerror or e})") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        reason = io_failure(e)
+        if reason is None:
+            raise
+        error = WriteError(f"{path}: cannot write ({reason})")
+        error.reason = reason
+        raise error from None
     _fsync_dir(path.parent)
     return path
+
+
+# What writers that wrap file I/O say when the write itself failed: torch.save ("unexpected pos", "file write
+# failed"), safetensors ("IoError(Os { code: 28 ... })"), and the C library's own words.
+_IO_WORDS = re.compile(r"unexpected pos|file write failed|IoError|os error \d+|No space left|Disk quota|"
+                       r"Input/output error|Read-only file system|Permission denied", re.IGNORECASE)
+
+
+def io_failure(e: BaseException) -> str | None:
+    """Why a write failed when ``e`` comes from the file system: an OSError anywhere in its chain (``__cause__`` /
+    ``__context__``), or a writer's own error wrapping one (torch.save, safetensors); None for any other error."""
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and not isinstance(err, LitebertError):
+            return err.strerror or str(err) or type(err).__name__
+        err = err.__cause__ or err.__context__
+    if isinstance(e, Exception):
+        text = str(e)
+        if _IO_WORDS.search(text):
+            if re.search(r"code: 28|No space left|errno 28|os error 28", text, re.IGNORECASE):
+                return "No space left on device"
+            return text.splitlines()[0][:200] if text else type(e).__name__
+    return None
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> Path:
@@ -227,3 +264,64 @@ def _process_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return pid > 0
     return True
+
+
+def check_apart(out: str | os.PathLike, inputs: dict[str, str | os.PathLike | None], *, flag: str = "--out") -> None:
+    """Refuse (`OutputError`) an output path that is one of ``inputs`` ({flag: path}), lies inside one, or holds one:
+    writing there could replace or delete what the command reads."""
+    target = Path(out).resolve()
+    for name, given in inputs.items():
+        if given is None or str(given) == "":
+            continue
+        other = Path(given).resolve()
+        if target == other:
+            raise OutputError(f"{flag} {out} is the same path as {name} {given}; write to another folder")
+        if other in target.parents:
+            raise OutputError(f"{flag} {out} lies inside {name} {given}; write to a folder outside it")
+        if target in other.parents:
+            raise OutputError(f"{flag} {out} holds {name} {given}; write to a folder that does not contain it")
+
+
+def check_replaceable(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], *, overwrite: bool,
+                      flag: str = "--out") -> bool:
+    """Check, writing nothing, that a command may write a ``kind`` output to ``folder``; True when it holds one to
+    replace. Absent or empty: fine (False). Holding a ``kind`` output: fine when that output is unfinished (its
+    marker says ``"complete": false``: a killed command) or ``overwrite`` is given, and only if every entry is one
+    ``owned`` accepts. Anything else raises `OutputError`."""
+    folder = Path(folder)
+    if not check_output_folder(folder, kind, flag=flag):
+        return False
+    if not overwrite and read_marker(folder).get("complete") is not False:
+        raise OutputError(f"{flag} {folder} already holds a litebert {kind}; pass --overwrite to replace it, or "
+                          f"choose another folder")
+    foreign = sorted(p.name for p in folder.iterdir()
+                     if p.name != OWNER_FILE and not _TEMPORARY.match(p.name) and not owned(p.name))
+    if foreign:
+        raise OutputError(f"{flag} {folder} holds files a litebert {kind} does not write ({', '.join(foreign[:4])}"
+                          f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes only "
+                          f"what litebert wrote")
+    return True
+
+
+def start_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], replace: bool, *,
+                        flag: str = "--out", **info: Any) -> None:
+    """After `check_replaceable`: delete the old output (``replace``) or the temporaries of killed writes, and mark
+    the folder as an unfinished ``kind`` output; `mark_output_folder` with ``complete=True`` ends the command."""
+    if replace:
+        clear_output_folder(folder, kind, owned, flag=flag)
+    else:
+        remove_stale_temporaries(folder, recursive=True)
+    mark_output_folder(folder, kind, complete=False, **info)
+
+
+def remove_stale_temporaries_of(path: str | os.PathLike, tag: str = "tmp") -> list[Path]:
+    """Remove the temporaries ``.NAME.TAG-PID`` of ``path`` that killed processes left beside it (those of a process
+    still running are kept); `atomic_write` calls it for the file it writes. Returns what was removed."""
+    path = Path(path)
+    removed = []
+    for p in path.parent.glob(f".{glob.escape(path.name)}.{glob.escape(tag)}-*"):
+        pid = p.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            _remove_quietly(p)
+            removed.append(p)
+    return removed

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from litebert.errors import ConfigError, DataError
+from litebert.files import (OWNER_FILE, OutputError, check_apart, check_output_folder, clear_output_folder,
+                            mark_output_folder, read_marker, remove_stale_temporaries, write_json)
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -79,6 +82,8 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
     p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --seq-len (no dynamic padding, "
                                                              "no length grouping)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--out holds a fine-tuned model: replace it (only the files `finetune` writes are deleted)")
     _common(p)
 
 
@@ -88,6 +93,8 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="also write per-example predictions here (JSONL)")
     p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
                                                         "(default: the one chosen on dev during finetune)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="use a folder whose fine-tuning did not finish (its best model so far)")
     _common(p)
 
 
@@ -95,6 +102,8 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a folder written by `litebert finetune`")
     p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md)")
     p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="use a folder whose fine-tuning did not finish (its best model so far)")
     _common(p)
 
 
@@ -123,6 +132,29 @@ def _parse_columns(spec: str | None) -> dict[str, str]:
     return out
 
 
+def _check_finetune_out(args: argparse.Namespace) -> bool:
+    """Check ``--out`` before anything is read or written; True when it holds a fine-tuned model to replace."""
+    from litebert.finetune import runner
+
+    out = Path(args.out)
+    check_apart(out, {"--model": args.model, "--data": args.data, "--dev": args.dev, "--tokenizer": args.tokenizer})
+    unmarked = (out.is_dir() and not (out / OWNER_FILE).exists() and (out / runner.META_FILE).is_file()
+                and all(p.name in runner.FILES or re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name)
+                        for p in out.iterdir()))
+    if not (unmarked or check_output_folder(out, runner.KIND)):  # unmarked: written before folders had a marker
+        return False
+    if not getattr(args, "overwrite", False):
+        state = "finished" if read_marker(out).get("complete") else "not finished"
+        raise OutputError(f"--out {out} already holds a fine-tuned model ({state}); pass --overwrite to replace it, "
+                          f"or choose another folder")
+    foreign = sorted(p.name for p in out.iterdir() if p.name != OWNER_FILE and p.name not in runner.FILES
+                     and not re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name))
+    if foreign:
+        raise OutputError(f"--out {out} holds files `litebert finetune` does not write ({', '.join(foreign[:4])}); "
+                          f"move them out first: --overwrite deletes only what litebert wrote")
+    return True
+
+
 def _split_paths(data: str, dev: str | None) -> tuple[Path, Path | None]:
     from litebert.finetune.runner import find_split
 
@@ -148,6 +180,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     preset = get_preset(args.task)
     kind = preset.kind
     columns = _parse_columns(args.columns)
+    out = Path(args.out)
+    overwrite = _check_finetune_out(args)
     tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
     train_path, dev_path = _split_paths(args.data, args.dev)
     labels = args.labels.split(",") if args.labels else None
@@ -197,16 +231,29 @@ def run_finetune(args: argparse.Namespace) -> int:
         metrics, _ = runner.evaluate(preset, m, tok, dev_ex, labels, max_len, features=dev_feats)
         return metrics
 
+    saved: dict = {}
+
     def save(m, step, metrics):
         meta.update(kind.chosen_on_dev(metrics))  # e.g. SQuAD v2's no-answer threshold
-        runner.save_finetuned(m, tok, args.out, {**meta, "best_step": step, "dev_metrics": metrics})
+        saved.update(meta, best_step=step, dev_metrics=metrics)
+        runner.save_finetuned(m, tok, out, {**saved, "complete": False})
 
+    # every check passed: from here on --out is written (the marker first, so a killed run is recognised)
+    if overwrite:
+        if not (out / OWNER_FILE).exists():
+            mark_output_folder(out, runner.KIND, complete=False)
+        clear_output_folder(out, runner.KIND, lambda name: name in runner.FILES)
+    else:
+        remove_stale_temporaries(out)
+    mark_output_folder(out, runner.KIND, complete=False)
     result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id)
+    write_json(out / runner.META_FILE, {**saved, "complete": True})
+    mark_output_folder(out, runner.KIND, complete=True)
     if dev_ex:
         print(f"best dev {preset.metric} {result['best_metrics'][preset.metric]:.4f} at step {result['best_step']}"
-              f"{' (stopped early)' if result['stopped_early'] else ''}; saved to {args.out}")
+              f"{' (stopped early)' if result['stopped_early'] else ''}; saved to {out}")
     else:
-        print(f"no dev set: saved the final model to {args.out}")
+        print(f"no dev set: saved the final model to {out}")
     return 0
 
 
@@ -215,6 +262,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
     from litebert.finetune.predict import write_jsonl
 
+    runner.check_complete(args.model, args.allow_incomplete)
     preset, model, tok, meta = runner.load_finetuned(args.model)
     path = Path(args.data)
     if path.is_dir():
@@ -239,8 +287,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------------ predict
 def run_predict(args: argparse.Namespace) -> int:
+    from litebert.finetune import runner
     from litebert.finetune.predict import predict_file
 
+    runner.check_complete(args.model, args.allow_incomplete)
     n = predict_file(args.model, args.input, args.output, args.seq_len, args.batch_size or 64,
                      not args.no_progress, args.encoding_errors)
     print(f"wrote {n} predictions to {args.output}")

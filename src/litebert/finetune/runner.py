@@ -2,7 +2,9 @@
 
 A fine-tuned folder holds the model (HF layout), the tokenizer (``spiece.model``), and ``finetune.json`` with the
 task, its kind, its labels, the metric, the chosen hyperparameters and the dev results — everything
-`evaluate`/`predict` need. What differs between kinds of task is in `kinds.py`.
+`evaluate`/`predict` need. What differs between kinds of task is in `kinds.py`. While training runs the folder holds
+the best model so far and ``finetune.json`` says ``"complete": false``; `check_complete` refuses such a folder
+(a killed run) unless asked not to.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from litebert.finetune.tasks import TaskPreset, preset_from_json
 from litebert.finetune.trainer import predict_outputs
 
 META_FILE = "finetune.json"
+KIND = "fine-tuned-model"  # the output-folder marker's kind (`litebert.files.mark_output_folder`)
+# What `litebert finetune` writes in its folder (besides the marker): all that --overwrite deletes.
+FILES = {META_FILE, "config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
+         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "answerability.safetensors"}
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
            "test": ("test_matched", "test", "eng.testb")}
 
@@ -42,6 +48,19 @@ def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     write_json(out / META_FILE, meta)
+
+
+def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> None:
+    """Refuse (`CheckpointError`) a fine-tuned folder whose training did not finish (killed, or still running),
+    unless ``allow_incomplete``: it holds the best model up to the step it reached, not the final one."""
+    meta_path = Path(model_dir) / META_FILE
+    if allow_incomplete or not meta_path.is_file():
+        return  # a missing finetune.json is reported by load_finetuned
+    meta = read_json(meta_path, CheckpointError)
+    if meta.get("complete") is False:
+        raise CheckpointError(f"{model_dir}: fine-tuning did not finish (stopped or still running; the folder holds "
+                              f"the best model up to step {meta.get('best_step', '?')}); finish it by running "
+                              f"`litebert finetune` again with --overwrite, or pass --allow-incomplete to use it as it is")
 
 
 def load_finetuned(model_dir: str | Path):

@@ -12,6 +12,15 @@ import argparse
 
 from litebert.errors import ConfigError
 
+MODEL_KIND = "model"
+# What `convert tf --out` writes (besides the marker): all that --overwrite deletes.
+MODEL_FILES = {"config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
+               "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"}
+
+
+def _owned(name: str) -> bool:
+    return name in MODEL_FILES
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE", required=True)
@@ -23,7 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                     help="checkpoint prefix (model.ckpt-best), its .index file, a folder holding one checkpoint, "
                          "or a TF-Hub module folder (with variables/variables.index)")
     tf.add_argument("--config", help="the official albert_config.json")
-    tf.add_argument("--out", help="output folder (created)")
+    tf.add_argument("--out", help="output folder (created; a folder already holding a converted model needs "
+                                  "--overwrite)")
+    tf.add_argument("--overwrite", action="store_true",
+                    help="--out holds a model written by `litebert convert`: replace it")
     tf.add_argument("--spm", help="SentencePiece model (e.g. 30k-clean.model) to save as the folder's tokenizer")
     from litebert.io.convert_tf import HEADS
 
@@ -49,10 +61,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.config or not args.out:
         raise ConfigError("convert tf needs --config (the official albert_config.json) and --out (the folder to "
                           "write), or --list")
+    from litebert.files import check_apart, check_replaceable, mark_output_folder, start_output_folder
     from litebert.io.convert_tf import convert_tf_checkpoint
 
-    result = convert_tf_checkpoint(args.checkpoint, args.config, args.out, head=args.head, spm=args.spm,
+    check_apart(args.out, {"--checkpoint": args.checkpoint, "--config": args.config, "--spm": args.spm})
+    replace = check_replaceable(args.out, MODEL_KIND, _owned, overwrite=args.overwrite)
+    result = convert_tf_checkpoint(args.checkpoint, args.config, None, head=args.head, spm=args.spm,
                                    verify=not args.no_verify, progress=True)
+    from litebert.io.convert_tf import spm_tokenizer, write_folder
+
+    spm_tokenizer(result, args.spm)
+    start_output_folder(args.out, MODEL_KIND, _owned, replace)  # every check passed: the folder is written now
+
+    write_folder(result, args.out, result.extra_tensors, spm=args.spm)
+    mark_output_folder(args.out, MODEL_KIND, complete=True)
     print(result.summary())
     print(f"wrote {args.out}" + (" (with tokenizer)" if args.spm else ""))
     return 0

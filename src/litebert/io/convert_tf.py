@@ -126,6 +126,7 @@ class Conversion:
     unused: list[str] = field(default_factory=list)  # variables neither mapped into the model nor skipped
     missing: list[str] = field(default_factory=list)  # model parameters the checkpoint did not fill
     extra: list[str] = field(default_factory=list)  # HF names written to the folder beside the head's own weights
+    extra_tensors: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)  # their values
 
     def summary(self) -> str:
         lines = [f"{self.head}: {len(self.mapped)} variables mapped, {len(self.skipped)} optimizer/bookkeeping "
@@ -258,25 +259,31 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
             f"{_short(bad_encoder)}; model parameters not in the checkpoint: {_short(missing_encoder)}")
     model.eval()
     result = Conversion(model, arch, {tf: hf for tf, (hf, _) in conv_names.items() if hf in expected or hf in extra},
-                        skipped, unused, missing, extra)
+                        skipped, unused, missing, extra, {k: tensors[k] for k in extra})
     if out is not None:
-        write_folder(result, out, {k: tensors[k] for k in extra}, spm=spm)
+        write_folder(result, out, result.extra_tensors, spm=spm)
     return result
+
+
+def spm_tokenizer(result: Conversion, spm: str | os.PathLike | None):
+    """The tokenizer of ``spm`` (None without one), checked against the converted model's vocabulary."""
+    if spm is None:
+        return None
+    from litebert.tokenizer import AlbertTokenizer
+
+    tokenizer = AlbertTokenizer.from_pretrained(spm)
+    if tokenizer.vocab_size != result.model.config.vocab_size:
+        raise TokenizerError(f"{spm}: the SentencePiece model has {tokenizer.vocab_size} pieces but the config's "
+                             f"vocab_size is {result.model.config.vocab_size}; pass the model the checkpoint was "
+                             "trained with")
+    return tokenizer
 
 
 def write_folder(result: Conversion, out: str | os.PathLike, extra: dict[str, torch.Tensor], *,
                  spm: str | os.PathLike | None = None) -> Path:
     """``model.save_pretrained(out)``, plus the extra tensors, plus the tokenizer when ``spm`` is given."""
     out = Path(out)
-    tokenizer = None
-    if spm is not None:  # check before writing anything
-        from litebert.tokenizer import AlbertTokenizer
-
-        tokenizer = AlbertTokenizer.from_pretrained(spm)
-        if tokenizer.vocab_size != result.model.config.vocab_size:
-            raise TokenizerError(f"{spm}: the SentencePiece model has {tokenizer.vocab_size} pieces but the config's "
-                                 f"vocab_size is {result.model.config.vocab_size}; pass the model the checkpoint was "
-                                 "trained with")
+    tokenizer = spm_tokenizer(result, spm)  # checked before anything is written
     result.model.save_pretrained(out)
     if extra:
         from safetensors.torch import load_file, save_file

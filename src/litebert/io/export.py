@@ -30,7 +30,7 @@ from torch import nn
 from litebert import heads
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
-from litebert.files import atomic_write, read_json
+from litebert.files import OutputError, atomic_write, read_json
 
 
 class ExportError(LitebertError, RuntimeError):
@@ -266,7 +266,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        description="Export a model folder to ONNX (inputs input_ids, attention_mask, token_type_ids; "
                                    "dynamic batch, sequence and choices axes) and check it against PyTorch.")
     p.add_argument("--model", required=True, help="model folder (config.json + model.safetensors)")
-    p.add_argument("--out", required=True, help="ONNX file to write")
+    p.add_argument("--out", required=True, help="ONNX file to write (an existing one is replaced only with "
+                                                "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists (an .onnx file only)")
     p.add_argument("--head", default="auto", choices=["auto", *HEAD_NAMES],
                    help="what to export; auto = the class in config.json 'architectures' (default)")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17; 18 with --exporter dynamo)")
@@ -277,7 +279,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, default=1e-4, help="largest accepted |onnx - torch| (default 1e-4)")
 
 
+def check_export_target(out: str | os.PathLike, model_dir: str | os.PathLike, overwrite: bool) -> None:
+    """Refuse, before the export, an ``--out`` that is a folder, an existing file that is not ``.onnx`` (one of the
+    model's own files, say), or an existing ``.onnx`` file without ``overwrite``."""
+    out = Path(out)
+    if out.is_dir():
+        raise OutputError(f"--out {out} is a folder; give the ONNX file to write, e.g. {out / 'model.onnx'}")
+    if out.exists() or out.is_symlink():
+        if out.suffix != ".onnx":
+            raise OutputError(f"--out {out} exists and is not an .onnx file; litebert export replaces only an ONNX "
+                              f"file it may have written: choose another name")
+        if not overwrite:
+            raise OutputError(f"--out {out} exists; pass --overwrite to replace it, or choose another name")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_export_target(args.out, args.model, getattr(args, "overwrite", False))
     model = load_for_export(args.model, args.head)
     arch = type(model).HF_ARCHITECTURE
     result = export_onnx(model, args.out, opset=args.opset, exporter=args.exporter, verify=args.verify,

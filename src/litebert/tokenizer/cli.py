@@ -20,7 +20,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--input", nargs="+", required=True, metavar="PATH",
                    help="files, directories (read recursively) or globs: plain text (a sentence a line) or JSON "
                         "lines (*.jsonl/*.json); gzip/xz/bz2 are decompressed transparently")
-    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--out", required=True, help="output folder (created; one already holding a tokenizer needs "
+                                                "--overwrite)")
+    t.add_argument("--overwrite", action="store_true", help="--out holds a tokenizer: replace it")
     t.add_argument("--vocab-size", type=int, default=30000, help="pieces in the vocabulary, special pieces included")
     t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     t.add_argument("--keep-accents", action="store_true", help="skip NFKD accent stripping")
@@ -51,7 +53,8 @@ def run(args) -> int:
         train_tokenizer(args.input, args.out, args.vocab_size, do_lower_case=not args.cased,
                         keep_accents=args.keep_accents, character_coverage=args.character_coverage,
                         input_sentence_size=args.input_sentence_size, num_threads=args.threads, seed=args.seed,
-                        text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet)
+                        text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet,
+                        overwrite=args.overwrite)
         return 0
     tok = AlbertTokenizer.from_pretrained(args.tokenizer)
     if args.text:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -27,12 +27,18 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from litebert import text_input
-from litebert.errors import DataError, TokenizerError
-from litebert.files import atomic_write
+from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
+from litebert.files import (atomic_write, check_apart, check_replaceable, mark_output_folder,
+                            remove_stale_temporaries_of, start_output_folder)
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
+
+
+KIND = "tokenizer"  # the output-folder marker's kind
+# What a tokenizer folder holds (besides the marker): all that --overwrite deletes.
+FILES = {"spiece.model", "spiece.vocab", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"}
 
 
 def corpus_lines(inputs: Iterable[str | os.PathLike], *, text_field: str = "text",
@@ -53,7 +59,7 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
                     keep_accents: bool = False, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
-                    progress: bool = True) -> AlbertTokenizer:
+                    progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
     """Train an ALBERT unigram vocabulary on ``files`` (files, directories, globs; see `corpus_lines`) and save it to
     ``out_dir`` in the HF layout.
 
@@ -61,9 +67,13 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
     when the corpus is larger (its sampling is seeded with ``seed``), on ``num_threads`` threads (default: all cores).
     Invalid UTF-8 stops with the file, line and byte offset, unless ``encoding_errors="replace"`` reads each bad byte
     as U+FFFD.
+
+    ``out_dir`` must be absent, empty, or hold a tokenizer written by this function: an unfinished one (a killed
+    run) is replaced, a finished one only with ``overwrite``; anything else is refused before anything is written.
     """
     if isinstance(files, (str, os.PathLike)):
         files = [files]
+    given_inputs = [f for f in files if "*" not in str(f) and "?" not in str(f)]
     files = text_input.expand_inputs(files)  # a missing input is reported before anything is written
     if vocab_size < 1:
         raise TokenizerError(f"vocab_size must be positive, got {vocab_size}")
@@ -73,47 +83,84 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
                              f"alone take {n_reserved}")
     stats: dict = {"lines": 0}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out, prefix=".train-") as tmp:
-        # Normalize into one file first: bad input is reported before SentencePiece starts (an exception raised
-        # inside its sentence iterator would surface as an opaque RuntimeError), and SentencePiece samples from it.
-        corpus = os.path.join(tmp, "corpus.txt")
-        with open(corpus, "w", encoding="utf-8") as f:
-            lines = corpus_lines(files, text_field=text_field, encoding_errors=encoding_errors)
-            for line in tqdm(lines, desc="reading corpus", unit=" lines", disable=not progress):
-                text = preprocess_text(line, lower=do_lower_case, keep_accents=keep_accents)
-                if text:
-                    stats["lines"] += 1
-                    f.write(text + "\n")
-        if stats["lines"] == 0:
-            raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
-        spm.set_random_generator_seed(seed)
-        model = io.BytesIO()
-        try:
-            # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
-            # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
-            with open(corpus, encoding="utf-8") as lines:
-                spm.SentencePieceTrainer.train(
-                    sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
-                    vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-                    control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
-                    character_coverage=character_coverage, input_sentence_size=input_sentence_size,
-                    shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
-                    num_threads=num_threads or os.cpu_count() or 1, minloglevel=2)
-        except (RuntimeError, OSError) as e:
-            raise _explain_trainer_error(e, vocab_size, files) from None
-        model_path = Path(tmp) / "spiece.model"
-        model_path.write_bytes(model.getvalue())
-        tok = AlbertTokenizer(model_path, do_lower_case=do_lower_case, keep_accents=keep_accents)
+    for given in [*given_inputs, *files]:  # the output must not be, hold or lie inside what is read
+        check_apart(out, {"--input": given})
+    _remove_old_leftovers(out)
+    replace = check_replaceable(out, KIND, lambda name: name in FILES, overwrite=overwrite)
+    # Scratch space beside --out, removed at the end (or, if killed, at the next start): --out itself is written
+    # only once the vocabulary is trained, so bad input leaves it as it was.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries_of(out, "train.tmp")
+    tmp = out.parent / f".{out.name}.train.tmp-{os.getpid()}"
+    try:
+        tmp.mkdir()
+        tok = _train(tmp, files, stats, vocab_size, do_lower_case, keep_accents, character_coverage,
+                     input_sentence_size, max_sentence_length, num_threads, seed, text_field, encoding_errors, progress)
+        start_output_folder(out, KIND, lambda name: name in FILES, replace)
         tok.save_pretrained(out)
         # The human-readable piece list spm_train writes beside the model (piece<TAB>score).
         pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
         atomic_write(out / "spiece.vocab", "".join(f"{p}\t{tok.sp.get_score(i):g}\n" for i, p in enumerate(pieces)))
+    except OSError as e:
+        if isinstance(e, LitebertError):
+            raise
+        raise WriteError(f"{out}: cannot write the tokenizer ({e.strerror or e})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    mark_output_folder(out, KIND, complete=True)
     tok = AlbertTokenizer.from_pretrained(out)
     tok.train_stats = dict(stats)
     if progress:
         print(f"trained a {tok.vocab_size}-piece vocabulary on {stats['lines']} lines -> {out}", file=sys.stderr)
     return tok
+
+
+def _remove_old_leftovers(out: Path) -> None:
+    """Remove the scratch folders (``.train-XXXXXXXX`` holding only corpus.txt / spiece.model) that killed runs of
+    earlier versions left in a tokenizer folder."""
+    if not out.is_dir():
+        return
+    for p in out.iterdir():
+        if re.fullmatch(r"\.train-[a-z0-9_]{8}", p.name) and p.is_dir() and not p.is_symlink() \
+                and {c.name for c in p.iterdir()} <= {"corpus.txt", "spiece.model"}:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _train(tmp: Path, files, stats, vocab_size, do_lower_case, keep_accents, character_coverage,
+           input_sentence_size, max_sentence_length, num_threads, seed, text_field, encoding_errors,
+           progress) -> AlbertTokenizer:
+    """Train the vocabulary in the scratch folder ``tmp`` and return its tokenizer (nothing written elsewhere)."""
+    # Normalize into one file first: bad input is reported before SentencePiece starts (an exception raised
+    # inside its sentence iterator would surface as an opaque RuntimeError), and SentencePiece samples from it.
+    # A scratch file in the scratch folder (never a result), so it is written directly.
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        lines = corpus_lines(files, text_field=text_field, encoding_errors=encoding_errors)
+        for line in tqdm(lines, desc="reading corpus", unit=" lines", disable=not progress):
+            text = preprocess_text(line, lower=do_lower_case, keep_accents=keep_accents)
+            if text:
+                stats["lines"] += 1
+                f.write(text + "\n")
+    if stats["lines"] == 0:
+        raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    try:
+        # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
+        # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
+        with open(corpus, encoding="utf-8") as lines:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
+                vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                character_coverage=character_coverage, input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
+                num_threads=num_threads or os.cpu_count() or 1, minloglevel=2)
+    except (RuntimeError, OSError) as e:
+        raise _explain_trainer_error(e, vocab_size, files) from None
+    model_path = Path(tmp) / "spiece.model"
+    model_path.write_bytes(model.getvalue())
+    return AlbertTokenizer(model_path, do_lower_case=do_lower_case, keep_accents=keep_accents)
 
 
 def _explain_trainer_error(e: Exception, vocab_size: int, files) -> Exception:

@@ -80,7 +80,7 @@ def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) ->
         path.unlink(missing_ok=True)  # a .pt without its checksum would be skipped anyway; do not leave it around
         previous = [p.name for _, p in list_checkpoints(folder)]
         raise CheckpointError(
-            f"could not save checkpoint {path}: {e.strerror or e}. Earlier checkpoints are intact "
+            f"could not save checkpoint {path}: {getattr(e, 'reason', None) or e.strerror or e}. Earlier checkpoints are intact "
             f"({', '.join(previous) or 'none'}); free space in {folder} and resume with --resume") from e
     if keep_last > 0:
         for old_step, old in list_checkpoints(folder)[:-keep_last]:
@@ -144,5 +144,5 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
     if problems:
         raise CheckpointError(
-            f"cannot resume from {where}: the run was started with a different setup:\n  " + "\n  ".join(problems)
-            + "\nResume with the original settings and data, or start a new run in another --out folder.")
+            f"cannot resume from {where}: the run was started with a different setup ({'; '.join(problems)}); "
+            f"resume with the original settings and data, or start a new run in another --out folder")

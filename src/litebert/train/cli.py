@@ -6,6 +6,11 @@
 
 Settings are layered: the recipe (``--recipe``), then a JSON file (``--config``, keys = the long flag names with
 underscores, plus ``preset``/``recipe``), then the flags given on the command line.
+
+The run folder (``--out``) is checked before anything is written, so a refused command changes nothing there: a
+folder holding a run needs ``--resume`` (continue) or ``--overwrite`` (start again); a folder holding anything else
+is refused; ``--resume`` checks the checkpoint, the settings and the metrics files first (docs/pretraining.md, "Run
+folders").
 """
 
 from __future__ import annotations
@@ -13,13 +18,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
+import re
 import sys
 from pathlib import Path
 
-from litebert.errors import ConfigError
-from litebert.files import write_json
+from litebert.errors import CheckpointError, ConfigError, LitebertError
+from litebert.files import (OWNER_FILE, OutputError, check_apart, check_output_folder, clear_output_folder,
+                            mark_output_folder, read_marker, remove_stale_temporaries, write_json)
 from litebert.train.config import RECIPES, TrainConfig, recipe
+
+RUN_KIND = "pretraining-run"
+# What a pretraining run writes in its folder (besides the marker): all that --overwrite deletes.
+RUN_ENTRIES = {"train_config.json", "metrics.jsonl", "train.csv", "eval.csv", "tensorboard", "checkpoints", "model"}
+# Temporaries of checkpoint writes made before they went through files.atomic_write (step-00000010.pt.tmp1234).
+_OLD_TEMPORARY = re.compile(r"^step-\d{8,}\.pt(?:\.sha256)?\.tmp\d+$")
 
 # flag -> (TrainConfig field, type, help). Defaults live in TrainConfig; None here means "not given".
 _FLAGS = [
@@ -62,7 +74,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, metrics, final model")
     parser.add_argument("--recipe", choices=sorted(RECIPES), help="named settings, e.g. albert-paper")
     parser.add_argument("--config", type=Path, help="JSON file of settings (overrides the recipe)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out from its newest valid checkpoint (a new run when --out is "
+                             "absent or empty; a finished run is left as it is)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="--out holds a run: delete what it wrote (checkpoints, metrics, model) and start again")
     parser.add_argument("--tokenizer", type=Path,
                         help="tokenizer folder/.model to save beside the final model (default: the one the store "
                              "--data was prepared with)")
@@ -116,6 +132,86 @@ def _model_config(args, preset: str | None, vocab_size: int, seq_len: int):
     return cfg
 
 
+def plan_run(args: argparse.Namespace) -> str:
+    """What ``pretrain`` will do with ``--out``, decided without writing anything: "new" (absent or empty folder),
+    "resume", "overwrite" or "complete" (a finished run given --resume). Raises `OutputError` / `ConfigError` for
+    a folder it must not touch."""
+    out = args.out
+    check_apart(out, {"--data": args.data, "--eval-data": args.eval_data, "--config": args.config,
+                      "--model-config": args.model_config, "--tokenizer": args.tokenizer})
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume continues the run in --out and --overwrite deletes it: give one of them")
+    if not (_unmarked_run(out) or check_output_folder(out, RUN_KIND)):
+        return "new"
+    marker = read_marker(out)
+    if args.overwrite:
+        foreign = sorted(p.name for p in out.iterdir() if p.name != OWNER_FILE and not _owned(p.name))
+        if foreign:
+            raise OutputError(f"--out {out} holds files a pretraining run does not write ({', '.join(foreign[:4])}"
+                              f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes "
+                              f"only what litebert wrote")
+        return "overwrite"
+    if not args.resume:
+        state = "finished" if marker.get("complete") else "not finished"
+        raise OutputError(f"--out {out} already holds a pretraining run ({state}, step {marker.get('step', '?')}); "
+                          f"continue it with --resume, start again with --overwrite (deletes its checkpoints, metrics "
+                          f"and model), or choose another folder")
+    if marker.get("complete"):
+        return "complete"
+    from litebert.train.metrics import check_metrics
+
+    check_metrics(out)
+    return "resume"
+
+
+def _unmarked_run(out: Path) -> bool:
+    """A run folder written before run folders carried a marker: only names a run writes, with its settings and
+    checkpoints. It is treated as a run (and marked at the next start)."""
+    if not out.is_dir() or (out / OWNER_FILE).exists():
+        return False
+    names = {p.name for p in out.iterdir()}
+    return {"train_config.json", "checkpoints"} <= names and all(_owned(n) for n in names)
+
+
+def _owned(name: str) -> bool:
+    return name in RUN_ENTRIES or bool(re.match(r"^\..+\.(?:tmp|old)-\d+$", name))
+
+
+def _remove_killed_writes(out: Path) -> None:
+    """Temporaries that killed runs left in the run folder (any depth), old-style checkpoint temporaries included."""
+    remove_stale_temporaries(out, recursive=True)
+    ckpts = out / "checkpoints"
+    if ckpts.is_dir():
+        for p in ckpts.iterdir():
+            if _OLD_TEMPORARY.match(p.name) and p.is_file():
+                p.unlink(missing_ok=True)
+
+
+def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist) -> tuple | None:
+    """Rank 0 picks the newest checkpoint that verifies and checks it against this command's settings, before
+    anything is written; every rank raises if it refuses. None: no checkpoint yet (a new run)."""
+    from litebert.train import distributed as D
+    from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints
+    from litebert.train.loop import run_identity
+
+    found, error = None, None
+    if dist.is_main:
+        try:
+            ckpt_dir = out / "checkpoints"
+            found = latest_valid(ckpt_dir)
+            if found is not None:
+                check_compatible(found[2], run_identity(model, cfg, train_data), found[1])
+            elif list_checkpoints(ckpt_dir):
+                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
+                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
+                                      f"--overwrite")
+        except LitebertError as e:
+            error = e
+    if D.broadcast_int(1 if error is not None else 0, dist):
+        raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -124,11 +220,20 @@ def run(args: argparse.Namespace) -> int:
     from litebert.train import distributed as D
     from litebert.train.loop import train
 
+    args.overwrite = getattr(args, "overwrite", False)
     cfg, preset = build_train_config(args)
+    plan = plan_run(args)
+    if plan == "complete":
+        marker = read_marker(args.out)
+        print(f"{args.out}: the run is finished (step {marker.get('step', '?')}); nothing to do. Its model is in "
+              f"{args.out / 'model'}", file=sys.stderr)
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     dist = D.from_environment(device=args.device)
     try:
+        if plan == "new" and args.resume and dist.is_main:
+            print(f"--resume: {args.out} holds no run yet; starting a new one", file=sys.stderr)
         kw = dict(max_seq_length=cfg.seq_len, objective=cfg.objective, seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
                   max_predictions_per_seq=cfg.max_predictions, max_ngram=cfg.max_ngram,
                   short_seq_prob=cfg.short_seq_prob, verify=not args.no_verify_data)
@@ -140,8 +245,16 @@ def run(args: argparse.Namespace) -> int:
         tokenizer = _tokenizer(args.tokenizer, train_data.store)  # checked now, saved beside the final model
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         model = AlbertForPreTraining(model_cfg)
+        found = _choose_checkpoint(args.out, model, cfg, train_data, dist) if plan == "resume" else None
+        # ---- every check passed: from here on the run folder is written
         if dist.is_main:
-            args.out.mkdir(parents=True, exist_ok=True)
+            if plan == "overwrite":
+                if not (args.out / OWNER_FILE).exists():  # an unmarked run folder (see _unmarked_run)
+                    mark_output_folder(args.out, RUN_KIND, complete=False)
+                clear_output_folder(args.out, RUN_KIND, _owned)
+            else:
+                _remove_killed_writes(args.out)
+            mark_output_folder(args.out, RUN_KIND, complete=False, step=found[0] if found else 0)
             write_json(args.out / "train_config.json",
                        {"preset": preset, **cfg.to_dict(), "data": str(args.data),
                         "eval_data": str(args.eval_data or ""), "world_size": dist.world_size})
@@ -149,18 +262,25 @@ def run(args: argparse.Namespace) -> int:
                   f"{train_data.num_examples:,} examples/epoch, global batch {cfg.global_batch} = "
                   f"{cfg.micro_batch} x {cfg.accumulation(dist.world_size)} x {dist.world_size} process(es)",
                   file=sys.stderr)
-        summary = train(model, train_data, eval_data, cfg, args.out, dist=dist, resume=args.resume,
-                        progress=not args.no_progress)
+        summary = train(model, train_data, eval_data, cfg, args.out, dist=dist, resume=plan == "resume",
+                        progress=not args.no_progress, resume_from=found)
         if dist.is_main:
             if summary["interrupted"]:
+                mark_output_folder(args.out, RUN_KIND, complete=False, step=summary["step"])
                 print(f"stopped at step {summary['step']} (signal {summary['signal']}); checkpoint saved in "
                       f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
             else:
-                if tokenizer is not None:
+                if tokenizer is not None and not summary["already_complete"]:
                     tokenizer.save_pretrained(args.out / "model")
-                print(json.dumps({k: v for k, v in summary.items() if k != "signal"}, indent=2))
+                finished = summary["step"] >= cfg.max_steps
+                mark_output_folder(args.out, RUN_KIND, complete=finished, step=summary["step"])
+                if summary["already_complete"]:
+                    print(f"{args.out}: the run is finished (step {summary['step']}); nothing to do", file=sys.stderr)
+                else:
+                    print(json.dumps({k: v for k, v in summary.items() if k not in ("signal", "already_complete")},
+                                     indent=2))
                 print(f"final model (HF format): {args.out / 'model'}", file=sys.stderr)
-                if tokenizer is None:
+                if tokenizer is None and not summary["already_complete"]:
                     print(f"note: {args.out / 'model'} has no tokenizer: the store {args.data} holds none; pass "
                           f"--tokenizer to save one beside the model", file=sys.stderr)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while

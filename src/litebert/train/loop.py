@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -35,13 +36,20 @@ from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.heads import training_skips_padding
 from litebert.optim import build_optimizer, lr_at
 from litebert.train import distributed as D
-from litebert.train.checkpoint import check_compatible, latest_valid, load_checkpoint, save_checkpoint, checkpoint_path
+from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
+                                      load_checkpoint, save_checkpoint)
 from litebert.train.config import TrainConfig
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, peak_tflops_of
 
 
 class TrainingError(LitebertError, RuntimeError):
     """Training cannot go on (e.g. the loss is NaN/inf step after step)."""
+
+
+def run_identity(model: torch.nn.Module, cfg: TrainConfig, train_data) -> dict:
+    """What a checkpoint records of its run, compared on resume (`check_compatible`): model config, the training
+    settings that shape the trajectory, and the data fingerprint."""
+    return {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data)}
 
 
 def data_fingerprint(dataset) -> str:
@@ -143,12 +151,16 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           collate: Callable | None = None, dist: D.Distributed | None = None, resume: bool = False,
-          progress: bool = True, stop_after: int | None = None, time_limit: float | None = None) -> dict:
+          progress: bool = True, stop_after: int | None = None, time_limit: float | None = None,
+          resume_from: tuple | None = None) -> dict:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) and return a summary; writes everything under ``out_dir``.
 
     ``train_data``/``eval_data``: ``example(epoch, index) -> dict of arrays`` and ``num_examples`` or ``len()``
     (a ``PretrainingDataset`` built with rank 0 of world size 1: the loop itself shares examples out to processes).
-    ``resume``: continue from the newest valid checkpoint in ``out_dir/checkpoints`` (a fresh start if none).
+    ``resume``: continue from the newest valid checkpoint in ``out_dir/checkpoints`` (a fresh start if there is no
+    checkpoint; `CheckpointError`, before anything is written, if there are checkpoints and none verifies; a run
+    already at ``max_steps`` returns at once with ``already_complete``). ``resume_from``: the (step, path, state) of
+    `latest_valid`, when the caller has already chosen and checked it (``litebert pretrain`` does, before it writes).
     ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM — for tests.
     ``time_limit``: seconds; past it, end early as if ``max_steps`` were reached (checkpoint, final evaluation, export;
     the schedule is not rescaled) — a safety net for time-boxed demos.
@@ -169,14 +181,21 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 bias_correction=cfg.bias_correction)
     scaler = torch.amp.GradScaler(d.device.type, enabled=amp is torch.float16)
-    identity = {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data)}
+    identity = run_identity(model, cfg, train_data)
 
     # ---- start or resume. Rank 0 picks the checkpoint (skipping corrupt ones) and every rank loads that one.
     step = data_step = skipped = bad_in_row = 0
     tokens_seen, elapsed = 0, 0.0
     torch.manual_seed(cfg.seed + d.rank)  # dropout masks differ per process, as on TPU cores
-    found = latest_valid(ckpt_dir) if (resume and d.is_main) else None
-    start_step = D.broadcast_int(found[0] if found else -1, d)
+    found = None
+    if resume and d.is_main:
+        found = resume_from if resume_from is not None else latest_valid(ckpt_dir)
+    # -1: start at step 0; -2: checkpoints exist but none verifies (refused on every rank, nothing written)
+    start_step = D.broadcast_int(found[0] if found else (-2 if resume and d.is_main and list_checkpoints(ckpt_dir)
+                                                        else -1), d)
+    if start_step == -2:
+        raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings above); "
+                              f"nothing was changed. Restore a good checkpoint, or start again with --overwrite")
     if start_step >= 0:
         state = found[2] if found else load_checkpoint(checkpoint_path(ckpt_dir, start_step))
         check_compatible(state, identity, checkpoint_path(ckpt_dir, start_step))
@@ -191,18 +210,28 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         else:  # resuming on a different number of processes: data order is unchanged, dropout masks are not
             torch.manual_seed(cfg.seed + d.rank + 1_000_003 * step)
     elif resume and d.is_main:
-        warnings.warn(f"--resume: no valid checkpoint in {ckpt_dir}; starting from step 0", stacklevel=2)
+        warnings.warn(f"--resume: no checkpoint in {ckpt_dir} yet; starting from step 0", stacklevel=2)
+    if start_step >= 0 and step >= cfg.max_steps and (out / "model" / "config.json").is_file():
+        # a finished run: nothing to train, nothing to append (without its final model, the end is done again)
+        return {"step": step, "interrupted": False, "time_limited": False, "signal": None, "skipped_steps": skipped,
+                "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": None, "already_complete": True}
     wrapped = D.wrap(model, d)
     log = MetricsWriter(out, enabled=d.is_main, resume_step=step if start_step >= 0 else None)
 
     def checkpoint() -> None:
         rngs = D.all_gather(_rng_state(d.device), d)  # collective: every rank takes part, rank 0 writes
+        error = None
         if d.is_main:
-            save_checkpoint(ckpt_dir, step, {
-                **identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict(), "rng": rngs, "data_step": data_step, "skipped_steps": skipped,
-                "tokens_seen": tokens_seen, "elapsed_s": elapsed}, keep_last=cfg.keep_last)
-        D.barrier(d)
+            try:
+                save_checkpoint(ckpt_dir, step, {
+                    **identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict(), "rng": rngs, "data_step": data_step, "skipped_steps": skipped,
+                    "tokens_seen": tokens_seen, "elapsed_s": elapsed}, keep_last=cfg.keep_last)
+            except CheckpointError as e:
+                error = e
+        D.barrier(d)  # reached by every rank, whether the write failed or not
+        if error is not None:
+            raise error
 
     # ---- SIGTERM/SIGINT: finish the current step, save, leave. The flag is combined over ranks every step.
     stop = {"signal": None}
@@ -297,10 +326,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             if stopping or (cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps):
                 try:
                     checkpoint()
-                except CheckpointError as e:
+                except CheckpointError as e:  # e.g. a full disk: the earlier checkpoints are intact
                     if stopping:
                         raise
-                    warnings.warn(f"{e} — training continues", stacklevel=2)
+                    print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
             if stopping:
                 interrupted = True
                 break
@@ -321,5 +350,5 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         for s, h in handlers.items():
             signal.signal(s, h)
     return {"step": step, "interrupted": interrupted, "time_limited": time_limited, "signal": stop["signal"],
-            "skipped_steps": skipped,
-            "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": final_eval}
+            "skipped_steps": skipped, "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": final_eval,
+            "already_complete": False}

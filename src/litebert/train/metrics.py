@@ -3,7 +3,9 @@
 Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
 ``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets), ``tensorboard/`` if the ``tensorboard`` package is
 installed. On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
-every file reads as one uninterrupted run.
+every file reads as one uninterrupted run; a torn last line (the process was killed while appending it) is dropped
+with a warning, any other line that cannot be read stops the resume with the file and line. Records are appended
+(a line at a time), and the truncation on resume rewrites the file atomically.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import sys
 from pathlib import Path
 
 from litebert.config import AlbertConfig
+from litebert.errors import LitebertError
 from litebert.files import atomic_write
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
@@ -21,18 +26,70 @@ TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tok
 EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples"]
 
 
+class MetricsError(LitebertError, ValueError):
+    """A metrics file of a run folder cannot be read (a line that is not a metrics record)."""
+
+
+def _complete_lines(path: Path, warn: bool = True) -> list[str]:
+    """The lines of ``path``, without a torn last line (no final newline: the process was killed while writing it),
+    which is dropped with a warning."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    torn = lines.pop()  # "" when the file ends with a newline
+    if torn.strip() and warn:
+        print(f"warning: {path}:{len(lines) + 1}: dropping an incomplete last line (the run was stopped while "
+              f"writing it)", file=sys.stderr, flush=True)
+    return lines
+
+
+def read_jsonl_records(path: Path, warn: bool = True) -> list[tuple[str, dict]]:
+    """(line, record) of every line of a ``metrics.jsonl``; a torn last line is dropped, any other line that is not a
+    JSON object with an integer ``step`` raises `MetricsError` naming file:line."""
+    out = []
+    for i, line in enumerate(_complete_lines(path, warn), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or type(record.get("step")) is not int:
+            raise MetricsError(f"{path}:{i}: not a metrics record ({line[:60]!r}); fix or delete that line, then "
+                               f"resume again")
+        out.append((line, record))
+    return out
+
+
+def check_metrics(folder: Path) -> None:
+    """Raise `MetricsError` (naming file:line) when the metrics files of a run cannot be continued; writes nothing."""
+    jsonl = Path(folder) / "metrics.jsonl"
+    if jsonl.is_file():
+        read_jsonl_records(jsonl, warn=False)
+    for name in ("train.csv", "eval.csv"):
+        if (Path(folder) / name).is_file():
+            _csv_rows(Path(folder) / name, warn=False)
+
+
 def _truncate_jsonl(path: Path, after_step: int) -> None:
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= after_step]
+    keep = [line for line, record in read_jsonl_records(path) if record["step"] <= after_step]
     atomic_write(path, "".join(line + "\n" for line in keep))
+
+
+def _csv_rows(path: Path, warn: bool = True) -> list[list[str]]:
+    rows = list(csv.reader(_complete_lines(path, warn)))
+    for i, r in enumerate(rows[1:], 2):
+        if r and not (r[0].isdigit()):
+            raise MetricsError(f"{path}:{i}: the first column is not a step ({r[0][:40]!r}); fix or delete that "
+                               f"line, then resume again")
+    return rows
 
 
 def _truncate_csv(path: Path, after_step: int) -> None:
     if not path.exists():
         return
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    rows = _csv_rows(path)
     keep = rows[:1] + [r for r in rows[1:] if r and int(r[0]) <= after_step]
     text = io.StringIO(newline="")
     csv.writer(text).writerows(keep)
@@ -69,15 +126,27 @@ class MetricsWriter:
     def log(self, split: str, record: dict) -> None:
         if not self.enabled:
             return
-        with open(self.jsonl, "a") as f:
-            f.write(json.dumps({"split": split, **record}) + "\n")
+        # Appends (a line at a time, not through atomic_write: rewriting the whole file per record would cost
+        # O(n^2)); a failed append is undone, so a full disk never leaves half a line in the middle of a file.
         path, columns = self.csv[split]
         new = not path.exists()
-        with open(path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow({k: record.get(k, "") for k in columns})
+        text = io.StringIO(newline="")
+        w = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({k: record.get(k, "") for k in columns})
+        for target, line in ((self.jsonl, json.dumps({"split": split, **record}) + "\n"), (path, text.getvalue())):
+            size = target.stat().st_size if target.exists() else 0
+            try:
+                with open(target, "a", newline="") as f:
+                    f.write(line)
+            except OSError as e:
+                try:
+                    os.truncate(target, size)
+                except OSError:
+                    pass
+                print(f"warning: {target}: cannot append the step {record.get('step')} {split} record "
+                      f"({e.strerror or e}); training continues without it", file=sys.stderr, flush=True)
         if self.tb is not None:
             for k, v in record.items():
                 if k != "step" and isinstance(v, (int, float)):
@@ -93,11 +162,9 @@ def read_metrics(folder: Path, split: str = "train") -> list[dict]:
     by_step: dict[int, dict] = {}
     path = Path(folder) / "metrics.jsonl"
     if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r.get("split") == split:
-                    by_step[r["step"]] = r
+        for _, r in read_jsonl_records(path):
+            if r.get("split") == split:
+                by_step[r["step"]] = r
     return [by_step[s] for s in sorted(by_step)]
 
 

@@ -1,0 +1,344 @@
+"""Run folders: every command that writes a folder only ever touches its own kind of output, a refused command
+changes nothing on disk, `--resume` / `--overwrite` / completion markers behave as docs/pretraining.md describes."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from test_train_fixtures import build_tiny_setup
+
+from litebert.cli import main
+from litebert.files import OWNER_FILE, read_marker
+from litebert.train.metrics import read_metrics
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tf"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def snapshot(folder: Path) -> dict:
+    """Every path under ``folder`` with its bytes (None for folders): equal snapshots = nothing changed."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def refused(capsys, argv, folder: Path, match: str) -> None:
+    """``argv`` exits 2 with one line naming the problem, and ``folder`` is byte for byte as it was."""
+    before = snapshot(folder)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err, err
+    assert snapshot(folder) == before
+
+
+# ------------------------------------------------------------------------------------------------------ pretrain
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
+
+
+def pretrain(setup, out, *extra, steps=4):
+    return ["pretrain", "--preset", "tiny", "--data", str(setup["store"]), "--out", str(out), "--max-steps",
+            str(steps), "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+            "--lr", "0.005", "--warmup-steps", "1", "--save-every", "2", "--keep-last", "2", "--seed", "3",
+            "--no-progress", *extra]
+
+
+def stop_after(monkeypatch, n):
+    """The next pretrain call stops after ``n`` steps, as on SIGTERM (checkpoint, exit 130)."""
+    import litebert.train.loop as loop
+
+    monkeypatch.setattr(loop, "train", functools.partial(loop.train, stop_after=n))
+
+
+def test_pretrain_refuses_foreign_and_overlapping_folders(setup, tmp_path, capsys):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("my notes")
+    refused(capsys, pretrain(setup, foreign), foreign, "was not written by litebert")
+    refused(capsys, pretrain(setup, foreign, "--overwrite"), foreign, "was not written by litebert")
+    refused(capsys, pretrain(setup, foreign, "--resume"), foreign, "was not written by litebert")
+    store = setup["store"]
+    refused(capsys, pretrain(setup, store), store, "is the same path as --data")
+    refused(capsys, pretrain(setup, store / "run"), store, "lies inside --data")
+    refused(capsys, pretrain(setup, store.parent), store.parent, "holds --data")
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    refused(capsys, pretrain(setup, afile), tmp_path, "is a file")
+    tok_folder = tmp_path / "tok"
+    tok_folder.mkdir()
+    (tok_folder / OWNER_FILE).write_text(json.dumps({"kind": "tokenizer"}))
+    (tok_folder / "spiece.model").write_bytes(b"x")
+    refused(capsys, pretrain(setup, tok_folder, "--overwrite"), tok_folder, "holds a litebert tokenizer")
+
+
+def test_pretrain_run_folder_lifecycle(setup, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    # --resume on an absent folder starts a new run (job scripts can always pass it); stopped after 2 steps
+    stop_after(monkeypatch, 2)
+    assert main(pretrain(setup, out, "--resume")) == 130
+    assert "holds no run yet; starting a new one" in capsys.readouterr().err
+    assert read_marker(out) == {**read_marker(out), "kind": "pretraining-run", "complete": False, "step": 2}
+    monkeypatch.undo()
+
+    # a new run in a used folder is refused, and so is a resume with another setup: nothing changes
+    refused(capsys, pretrain(setup, out), out, "already holds a pretraining run (not finished, step 2)")
+    refused(capsys, pretrain(setup, out, "--resume", "--lr", "0.001"), out, "different setup")
+    refused(capsys, pretrain(setup, out, "--resume", "--overwrite"), out, "give one of them")
+
+    # a torn last line of metrics.jsonl (killed while appending) is dropped; the resumed run reads as one run
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"split": "train", "step": 3, "lo')
+    assert main(pretrain(setup, out, "--resume")) == 0
+    err = capsys.readouterr().err
+    assert "metrics.jsonl:3: dropping an incomplete last line" in err
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4]
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3, 4]  # no duplicate, no torn line
+    assert read_marker(out)["complete"] is True and read_marker(out)["step"] == 4
+
+    # resuming a finished run says so and appends nothing
+    before = snapshot(out)
+    assert main(pretrain(setup, out, "--resume")) == 0
+    assert "the run is finished (step 4)" in capsys.readouterr().err
+    assert snapshot(out) == before
+
+    # --overwrite refuses while the folder holds anything a run does not write; then starts again
+    (out / "my-notes.txt").write_text("keep me")
+    refused(capsys, pretrain(setup, out, "--overwrite"), out, "holds files a pretraining run does not write")
+    (out / "my-notes.txt").unlink()
+    old_loss = read_metrics(out)[0]["loss"]
+    stop_after(monkeypatch, 1)
+    assert main(pretrain(setup, out, "--overwrite")) == 130
+    assert [r["step"] for r in read_metrics(out)] == [1] and read_metrics(out)[0]["loss"] == old_loss
+    assert not (out / "model").exists() and read_marker(out)["complete"] is False
+
+
+def test_pretrain_resume_refusals_change_nothing(setup, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 2)
+    assert main(pretrain(setup, out)) == 130
+    monkeypatch.undo()
+    # a line in the middle of metrics.jsonl that is not a record: file:line, nothing changed
+    good = (out / "metrics.jsonl").read_text()
+    lines = good.splitlines()
+    (out / "metrics.jsonl").write_text(lines[0] + "\n" + "garbage\n" + lines[1] + "\n")
+    refused(capsys, pretrain(setup, out, "--resume"), out, "metrics.jsonl:2: not a metrics record")
+    (out / "metrics.jsonl").write_text(good)
+    # every checkpoint corrupt: refused (it used to restart at step 0 and erase the metrics)
+    ckpt = out / "checkpoints" / "step-00000002.pt"
+    data = bytearray(ckpt.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    ckpt.write_bytes(bytes(data))
+    refused(capsys, pretrain(setup, out, "--resume"), out, "none of the checkpoints")
+
+
+def test_pretrain_start_removes_leftovers_of_killed_writes(setup, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 2)
+    assert main(pretrain(setup, out)) == 130
+    monkeypatch.undo()
+    pid = dead_pid()
+    leftovers = [out / f".metrics.jsonl.tmp-{pid}", out / "checkpoints" / f".step-00000004.pt.tmp-{pid}",
+                 out / "checkpoints" / "step-00000004.pt.tmp12345", out / "model" / f".model.safetensors.tmp-{pid}"]
+    for p in leftovers:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"half a file")
+    alive = out / f".notes.txt.tmp-{os.getpid()}"  # a write in progress (this process) is kept
+    alive.write_bytes(b"in progress")
+    assert main(pretrain(setup, out, "--resume")) == 0
+    assert not any(p.exists() for p in leftovers) and alive.exists()
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4]
+
+
+# ------------------------------------------------------------------------------------------------------ finetune
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    from litebert.config import AlbertConfig
+    from litebert.heads import AlbertForPreTraining
+    from litebert.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("base")
+    words = "the a film movie plot great awful good bad actors story was is and of it".split()
+    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8)) for i in range(300)]
+    (root / "corpus.txt").write_text("\n".join(lines) + "\n")
+    tok = train_tokenizer([root / "corpus.txt"], root / "model", vocab_size=45, progress=False, num_threads=1)
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(root / "model")
+    data = root / "data"
+    data.mkdir()
+    for split, n in (("train", 24), ("dev", 8)):
+        (data / f"{split}.jsonl").write_text("".join(
+            json.dumps({"text": lines[i], "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(n)))
+    return root / "model", data
+
+
+def finetune(base, out, *extra):
+    model, data = base
+    return ["finetune", "classify", "--model", str(model), "--data", str(data), "--out", str(out),
+            "--max-steps", "4", "--eval-every", "2", "--batch-size", "4", "--no-progress", *extra]
+
+
+def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
+    model, data = base
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("mine")
+    refused(capsys, finetune(base, foreign, "--overwrite"), foreign, "was not written by litebert")
+    refused(capsys, finetune(base, model), model.parent, "is the same path as --model")
+    refused(capsys, finetune(base, data / "out"), data, "lies inside --data")
+
+    out = tmp_path / "ft"
+    assert main(finetune(base, out)) == 0
+    meta = json.loads((out / "finetune.json").read_text())
+    assert meta["complete"] is True and read_marker(out)["kind"] == "fine-tuned-model"
+    assert read_marker(out)["complete"] is True
+    refused(capsys, finetune(base, out), out, "already holds a fine-tuned model (finished); pass --overwrite")
+    (out / "keep.txt").write_text("mine")
+    refused(capsys, finetune(base, out, "--overwrite"), out, "does not write (keep.txt)")
+    (out / "keep.txt").unlink()
+    assert main(finetune(base, out, "--overwrite")) == 0
+    (out / OWNER_FILE).unlink()  # a folder written before folders carried a marker: replaced with --overwrite
+    refused(capsys, finetune(base, out), out, "already holds a fine-tuned model")
+    assert main(finetune(base, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
+
+    # a run killed after its first best-so-far save: the folder says it is incomplete, evaluate/predict refuse
+    import litebert.finetune.trainer as trainer
+
+    real = trainer.train
+
+    def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print):
+        save(model, 2, {"accuracy": 0.5})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train", killed)
+    assert main(finetune(base, out, "--overwrite")) == 130
+    monkeypatch.setattr(trainer, "train", real)
+    assert json.loads((out / "finetune.json").read_text())["complete"] is False
+    assert read_marker(out)["complete"] is False
+    dev = str(data / "dev.jsonl")
+    refused(capsys, ["evaluate", "--model", str(out), "--data", dev, "--no-progress"], out,
+            "fine-tuning did not finish")
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"text": "a good film"}) + "\n")
+    refused(capsys, ["predict", "--model", str(out), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+                     "--no-progress"], tmp_path, "--allow-incomplete")
+    assert main(["evaluate", "--model", str(out), "--data", dev, "--no-progress", "--allow-incomplete"]) == 0
+
+
+# ------------------------------------------------------------------------------------------ convert, tokenizer, export
+def convert(out, *extra):
+    return ["convert", "tf", "--checkpoint", str(FIXTURES / "classifier" / "model.ckpt-best"),
+            "--config", str(FIXTURES / "classifier" / "albert_config.json"), "--out", str(out), *extra]
+
+
+def test_convert_folders(tmp_path, capsys):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("mine")
+    refused(capsys, convert(foreign, "--overwrite"), foreign, "was not written by litebert")
+    out = tmp_path / "model"
+    assert main(convert(out)) == 0
+    assert read_marker(out)["kind"] == "model" and read_marker(out)["complete"] is True
+    refused(capsys, convert(out), out, "already holds a litebert model; pass --overwrite")
+    (out / "a.txt").write_text("mine")
+    refused(capsys, convert(out, "--overwrite"), out, "does not write (a.txt)")
+    (out / "a.txt").unlink()
+    assert main(convert(out, "--overwrite")) == 0
+    # a conversion that fails (bad config) leaves a new folder uncreated
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    argv = convert(tmp_path / "new")
+    argv[argv.index("--config") + 1] = str(bad)
+    capsys.readouterr()
+    assert main(argv) == 2 and not (tmp_path / "new").exists()
+
+
+def test_tokenizer_folders(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "c.txt").write_text("".join(f"line {i} of some text here and there\n" for i in range(200)))
+
+    def tok(out, *extra):
+        return ["tokenizer", "train", "--input", str(corpus), "--out", str(out), "--vocab-size", "40", "--threads",
+                "1", "--quiet", *extra]
+
+    afile = tmp_path / "file.txt"
+    afile.write_text("not a folder")
+    refused(capsys, tok(afile), tmp_path, "is a file; give a folder")
+    refused(capsys, tok(corpus / "tok"), corpus, "lies inside --input")
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("mine")
+    refused(capsys, tok(foreign, "--overwrite"), foreign, "was not written by litebert")
+    out = tmp_path / "tok"
+    pid = dead_pid()
+    scratch = tmp_path / f".tok.train.tmp-{pid}"  # a killed run's scratch folder beside --out
+    scratch.mkdir()
+    (scratch / "corpus.txt").write_text("half")
+    assert main(tok(out)) == 0
+    assert not scratch.exists() and read_marker(out)["complete"] is True
+    refused(capsys, tok(out), out, "already holds a litebert tokenizer; pass --overwrite")
+    old_style = out / ".train-abc123xy"  # scratch of an earlier version, killed
+    old_style.mkdir()
+    (old_style / "corpus.txt").write_text("half")
+    assert main(tok(out, "--overwrite")) == 0
+    assert not old_style.exists()
+    # bad input: the existing tokenizer is left as it was
+    (corpus / "bad.txt").write_bytes(b"caf\xe9\n")
+    refused(capsys, tok(out, "--overwrite"), out, "bad.txt")
+    assert not list(tmp_path.glob(".tok.train.tmp-*"))
+
+
+def test_export_target(tmp_path, capsys):
+    from litebert.config import AlbertConfig
+    from litebert.heads import AlbertModel
+
+    model = tmp_path / "m"
+    AlbertModel(AlbertConfig.from_preset("tiny")).save_pretrained(model)
+
+    def export(out, *extra):
+        return ["export", "onnx", "--model", str(model), "--out", str(out), "--no-verify", *extra]
+
+    refused(capsys, export(model), model, "is a folder")
+    refused(capsys, export(model / "model.safetensors", "--overwrite"), model, "is not an .onnx file")
+    onnx = tmp_path / "m.onnx"
+    onnx.write_bytes(b"old")
+    refused(capsys, export(onnx), tmp_path, "exists; pass --overwrite")
+    assert main(export(onnx, "--overwrite")) == 0
+    assert onnx.stat().st_size > 1000 and not list(tmp_path.glob(".m.onnx.tmp-*"))
+
+
+def test_a_run_folder_without_marker_is_still_resumed(setup, tmp_path, capsys, monkeypatch):
+    """Run folders written before folders carried a marker: recognised by what they hold, then marked."""
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 2)
+    assert main(pretrain(setup, out)) == 130
+    monkeypatch.undo()
+    (out / OWNER_FILE).unlink()
+    refused(capsys, pretrain(setup, out), out, "already holds a pretraining run")
+    assert main(pretrain(setup, out, "--resume")) == 0
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
+    (out / OWNER_FILE).unlink()
+    stop_after(monkeypatch, 1)
+    assert main(pretrain(setup, out, "--overwrite")) == 130
+    assert [r["step"] for r in read_metrics(out)] == [1] and not (out / "model").exists()
