@@ -16,6 +16,7 @@ import difflib
 import importlib
 import re
 import sys
+import warnings
 
 from litebert.errors import LitebertError
 
@@ -77,8 +78,14 @@ def _overview() -> str:
     return "\n".join(lines)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings on the command line read as one line each, like errors (no source file and line of litebert's)."""
+    return f"warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.formatwarning = _one_line_warning
     if not argv or argv[0] in ("-h", "--help"):
         print(_overview())
         return 0
