@@ -16,3 +16,16 @@ def albert_vocab() -> Path:
     """The folder of the official ALBERT 30k vocabulary (spiece.model + SHA256SUMS), bundled with the repository."""
     assert (ALBERT_VOCAB / "spiece.model").is_file(), f"{ALBERT_VOCAB}/spiece.model is missing from the checkout"
     return ALBERT_VOCAB
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip cleanly on machines without CUDA (``pytest -m gpu`` on a CPU-only machine)."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

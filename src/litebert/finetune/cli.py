@@ -53,6 +53,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
     p.add_argument("--threads", type=_at_least_1, help="torch CPU threads (default: torch's)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -46,9 +46,9 @@ def from_environment(env: Mapping[str, str] | None = None, device: str | None = 
     env = os.environ if env is None else env
     world_size = int(env.get("WORLD_SIZE", "1"))
     rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    from litebert.train.device import resolve_device
+
+    dev = resolve_device(device)
     if dev.type == "cuda":
         dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)

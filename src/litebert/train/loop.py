@@ -39,6 +39,7 @@ from litebert.train import distributed as D
 from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
                                       load_checkpoint, save_checkpoint)
 from litebert.train.config import TrainConfig
+from litebert.train.device import autocast_dtype
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, peak_tflops_of
 
 
@@ -83,14 +84,11 @@ def _num_examples(dataset) -> int:
 
 
 def _precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs that have it, else fp16."""
-    if cfg.precision == "fp32" or (cfg.precision == "auto" and device.type != "cuda"):
-        return None
-    if cfg.precision == "fp16" and device.type != "cuda":
-        raise TrainingError("precision fp16 needs a GPU; use fp32 (or bf16) on CPU")
-    if cfg.precision == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+    """The autocast dtype, or None for fp32 (`litebert.train.device.autocast_dtype`)."""
+    try:
+        return autocast_dtype(cfg.precision, device)
+    except ConfigError as e:
+        raise TrainingError(str(e).replace("--precision", "precision", 1)) from None
 
 
 def _check_compilable(device: torch.device) -> None:

@@ -1,0 +1,53 @@
+"""Where a command runs and in what precision: ``--device`` and ``--precision``, shared by every command.
+
+    resolve_device(None)      -> cuda when available, else cpu
+    resolve_device("cuda:1")  -> that GPU, or a one-line ConfigError when it is not there
+    autocast_dtype("auto", d) -> None (fp32) on CPU; bf16 on GPUs that have it, else fp16
+"""
+
+from __future__ import annotations
+
+import torch
+
+from litebert.errors import ConfigError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolve_device(name: str | None, flag: str = "--device") -> torch.device:
+    """The torch device ``name`` names (``cpu``, ``cuda``, ``cuda:N``, ``mps``); None: CUDA when available, else CPU.
+    A device this machine does not have is refused here, before anything is read or written."""
+    if name is None or name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"{flag} {name!r}: not a device; expected cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch build has no CUDA" if torch.version.cuda is None else "no GPU is visible"
+            raise ConfigError(f"{flag} {name}: CUDA is not available ({why}); use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"{flag} {name}: there are {torch.cuda.device_count()} GPU(s) (cuda:0 .. "
+                              f"cuda:{torch.cuda.device_count() - 1})")
+    elif dev.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ConfigError(f"{flag} {name}: MPS (Apple GPU) is not available on this machine; use --device cpu")
+    elif dev.type != "cpu":
+        raise ConfigError(f"{flag} {name!r}: unsupported device type {dev.type!r}; expected cpu, cuda or mps")
+    return dev
+
+
+def autocast_dtype(precision: str, device: torch.device, flag: str = "--precision") -> torch.dtype | None:
+    """The autocast dtype for ``precision`` on ``device``, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs
+    that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``)."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"{flag} {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return None
+    if precision == "fp16" and device.type != "cuda":
+        raise ConfigError(f"{flag} fp16 needs a GPU (loss-scaled float16 autocast is CUDA-only); use fp32 or bf16 "
+                          f"on {device.type}")
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if precision == "bf16" else torch.float16
