@@ -54,6 +54,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
     p.add_argument("--threads", type=_at_least_1, help="torch CPU threads (default: torch's)")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
+                   help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: fp32 on "
+                        "CPU, bf16 on GPUs that have it, else fp16")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
