@@ -240,14 +240,25 @@ def test_decode_and_conversions_equal_hf(tok, hf_saved):
 
 # ------------------------------------------------------------------------------------------ vocabulary facts
 def test_word_start_mask_official_is_start_piece(tok):
+    """The official ``_is_start_piece_sp``: ▁ or < first, a punctuation character, or any character outside the
+    English letters and that punctuation (digits, "'", "£", accents...)."""
     mask = tok.word_start_mask()
     assert mask.shape == (30000,) and mask.dtype == bool
-    expect = {"▁the": True, "ing": False, ",": True, ".": True, "<unk>": True, "<pad>": True, "'": False, "=": False,
-              ";": True, "[CLS]": False, "ness": False, "-": True, "£": False, "2000": False}
+    expect = {"▁the": True, "ing": False, ",": True, ".": True, "<unk>": True, "<pad>": True, "'": True, "=": True,
+              ";": True, "[CLS]": False, "ness": False, "-": True, "£": True, "2000": True, "s": False}
     for piece, value in expect.items():
         i = tok.convert_tokens_to_ids(piece)
         assert tok.convert_ids_to_tokens(i) == piece  # the piece is in the vocabulary
         assert mask[i] == value, piece
+    # 913 pieces start a word only through the "other character" clause (an independent count of the official rule)
+    punct = set('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+    without = np.array([p.startswith("▁") or p.startswith("<") or p in punct
+                        for p in tok.convert_ids_to_tokens(range(30000))])
+    assert int((mask & ~without).sum()) == 913 and not (without & ~mask).any()
+    # "don't" is two words officially ("▁don", "'", "t": the apostrophe starts the second)
+    pieces = tok.tokenize("don't")
+    starts = [bool(mask[i]) for i in tok.convert_tokens_to_ids(pieces)]
+    assert pieces == ["▁don", "'", "t"] and starts == [True, True, False]
 
 
 def test_normal_piece_ids(tok):

@@ -13,7 +13,8 @@ step by starting the epoch's view at ``step * batch_size``, and ranks/DataLoader
 Building one example from a chunk
 ---------------------------------
 1. With probability ``short_seq_prob`` pick a shorter target in ``[2, max_seq_length - 3]`` and use the sentences
-   of the chunk from a random start until they reach it (official: shorter targets re-chunk the document).
+   from a random start in the chunk until they reach it or the document ends (official: shorter targets re-chunk
+   the document, so a short example runs to its target unless the document ends first).
 2. Segment A = the first k sentences (k uniform in 1..n-1), B = the rest. A chunk of one sentence (a one-sentence
    document, or a sentence longer than the target) is cut at a random word boundary instead (official: such chunks
    become *random-next* pairs with label 1 even for SOP, which mixes NSP into SOP).
@@ -173,12 +174,15 @@ class PretrainingDataset:
         s0, s1 = int(self.chunk_start[chunk]), int(self.chunk_end[chunk])
         target = self.max_num_tokens
         if rng.random() < self.short_seq_prob:
+            # As the official loop re-chunks the document with the shorter target: sentences from a random start in
+            # this chunk until they reach the target, running on past the chunk's end up to the document's end.
             target = int(rng.integers(2, self.max_num_tokens + 1))
             first = int(rng.integers(s0, s1))
-            _, lens = store.sentence_tokens(first, s1)
+            d_end = store.document_sentences(int(self.chunk_doc[chunk]))[1]
+            _, lens = store.sentence_tokens(first, min(d_end, first + target))  # >= 1 token each: enough sentences
             n = int(np.searchsorted(np.cumsum(lens), target, side="left")) + 1  # sentences to reach the target
             if lens[:n].sum() >= 2:  # else keep the whole chunk (it has >= 2 tokens)
-                s0, s1 = first, first + min(n, s1 - first)
+                s0, s1 = first, first + min(n, lens.size)
         tokens, lens = store.sentence_tokens(s0, s1)
         tokens = tokens.astype(np.int32)
         if lens.size >= 2:

@@ -33,9 +33,10 @@ from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
 SPIECE_UNDERLINE = "▁"
 # The official id layout: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4 (the README's spm_train flags).
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
-# Official create_pretraining_data._is_start_piece: the literal '!"#$%&\"()*+,-./:;?@[\\]^_`{|}~' -- note that it
-# lists '"' twice and has no "'", "=" or ">" ("<" is covered by startswith("<")). Kept as is: it decides n-gram words.
+# Official create_pretraining_data._is_start_piece_sp: the literal '!"#$%&\"()*+,-./:;?@[\\]^_`{|}~' -- it lists '"'
+# twice and has no "'", "=" or ">"; its "€"/"£" entries are UTF-8 bytes, which never equal a piece under Python 3.
 _START_PUNCT = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCT  # pieces made only of these can continue a word
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
 CONFIG_NAME = "tokenizer_config.json"
 MODEL_NAME = "spiece.model"
@@ -176,9 +177,12 @@ class AlbertTokenizer:
 
     # ---------------------------------------------------------------- vocabulary facts
     def word_start_mask(self) -> np.ndarray:
-        """[vocab_size] bool: official ``_is_start_piece`` -- the piece starts a word for whole-word n-gram masking."""
+        """[vocab_size] bool: the official ``_is_start_piece_sp`` -- the piece starts a word for whole-word n-gram
+        masking when it begins with "▁" or "<", is one of the punctuation characters, or holds any character other
+        than the English letters (either case) and that punctuation: digits, "'", accents, other scripts, "£"... So
+        ``don't`` is two words (``▁don`` and ``'t``) and each digit piece of ``$1,000,000`` starts one."""
         return np.array([p.startswith(SPIECE_UNDERLINE) or p.startswith("<") or p in _START_PUNCT
-                         for p in self._pieces], dtype=bool)
+                         or not all(c.lower() in _WORD_CHARS for c in p) for p in self._pieces], dtype=bool)
 
     def normal_piece_ids(self) -> np.ndarray:
         """Ids of normal pieces (not control, unknown, unused or user-defined): candidates for random replacement."""
