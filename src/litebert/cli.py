@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("litebert.finetune.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
     "embed": ("litebert.finetune.cli", "write pooled or mean embeddings to .npy"),
     "export": ("litebert.io.export", "export a model to ONNX"),
+    "evaluate-pretraining": ("litebert.experiments.cli", "held-out MLM, SOP and NSP accuracy of pretrained models"),
+    "analyze": ("litebert.experiments.cli", "analyses of pretrained models (transitions: the paper's Figure 2)"),
 }
 
 

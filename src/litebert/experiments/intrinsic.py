@@ -1,0 +1,116 @@
+"""Intrinsic evaluation of a pretrained model on held-out data: MLM, SOP and NSP accuracy (the paper's Table 5).
+
+Each objective is scored on examples built from the held-out token store by the pretraining pipeline itself
+(`litebert.data.pretraining.PretrainingDataset`, epoch 0, a fixed seed), so every model is evaluated on exactly the
+same examples. SOP and NSP are both read from the model's sentence head: label 0 is "B follows A" in both tasks,
+label 1 is "swapped" (SOP) or "B is from another document" (NSP). That is how the paper cross-evaluates: a model
+trained with NSP is scored on SOP examples with its NSP head, and the other way round. MLM accuracy counts masked
+tokens of the SOP examples (of the NSP ones when SOP is not asked for).
+
+Each accuracy comes with its count and a 95% Wilson interval. The MLM count is of tokens, which are not independent
+(several per sequence), so its interval is narrower than the truth; the SOP/NSP counts are of sequences.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from litebert.errors import CheckpointError, ConfigError
+
+OBJECTIVES = ("mlm", "sop", "nsp")
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    accuracy: float
+    correct: int
+    total: int
+    low: float   # 95% Wilson interval
+    high: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def wilson_interval(correct: int, total: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (95% for the default z); (0, 1) for no trials."""
+    if total <= 0:
+        return 0.0, 1.0
+    p = correct / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy(correct: int, total: int) -> Accuracy:
+    low, high = wilson_interval(correct, total)
+    return Accuracy(correct / total if total else float("nan"), int(correct), int(total), low, high)
+
+
+def parse_objectives(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
+    bad = [n for n in names if n not in OBJECTIVES]
+    if bad or not names:
+        raise ConfigError(f"--objectives {text!r}: expected a comma-separated subset of {','.join(OBJECTIVES)}")
+    return names
+
+
+def has_sentence_head(model_dir: str | Path) -> bool:
+    """Whether the folder's weights include a trained SOP/NSP head (an MLM-only or encoder-only folder has none)."""
+    from litebert.io.checkpoint import load_weights
+
+    return any("sop_classifier" in k or "seq_relationship" in k for k in load_weights(model_dir))
+
+
+@torch.no_grad()
+def evaluate_pretraining(model, store, objectives=OBJECTIVES, *, examples: int = 2000, seq_len: int = 128,
+                         seed: int = 12345, batch_size: int = 32, progress: bool = False) -> dict:
+    """``{objective: Accuracy}`` of an ``AlbertForPreTraining`` on the first ``examples`` examples of epoch 0 of
+    the held-out ``store`` (a `TokenStore` or its path) at ``seq_len``; the model runs on its own device."""
+    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+
+    device = next(model.parameters()).device
+    model.eval()
+    sentence = [o for o in ("sop", "nsp") if o in objectives]
+    mlm_from = sentence[0] if sentence else "sop"
+    out: dict[str, Accuracy] = {}
+    for objective in sentence or [mlm_from]:
+        ds = PretrainingDataset(store, max_seq_length=seq_len, objective=objective, seed=seed, short_seq_prob=0.0)
+        n = min(examples, ds.num_examples)
+        counts = torch.zeros(4, dtype=torch.float64)  # mlm correct, mlm total, sentence correct, sentence total
+        for start in tqdm(range(0, n, batch_size), desc=f"evaluating {objective}", disable=not progress,
+                          leave=False):
+            batch = collate_pretraining([ds.example(0, i) for i in range(start, min(start + batch_size, n))])
+            batch = {k: v.to(device) for k, v in batch.items()}
+            res = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                        mlm_positions=batch["mlm_positions"])
+            w = batch["mlm_weights"] > 0
+            hit = (res.prediction_logits.argmax(-1) == batch["mlm_ids"]) & w
+            y = batch["sentence_order_label"]
+            counts += torch.tensor([hit.sum().item(), w.sum().item(),
+                                    (res.sop_logits.argmax(-1) == y).sum().item(), y.numel()], dtype=torch.float64)
+        if objective in objectives:
+            out[objective] = accuracy(int(counts[2]), int(counts[3]))
+        if "mlm" in objectives and objective == mlm_from:
+            out["mlm"] = accuracy(int(counts[0]), int(counts[1]))
+    return {o: out[o] for o in OBJECTIVES if o in out}
+
+
+def load_for_evaluation(model_dir: str | Path, objectives, vocab_size: int):
+    """The ``AlbertForPreTraining`` of ``model_dir``, refusing a folder whose sentence head is missing when SOP/NSP
+    are asked for, or whose vocabulary is not the store's."""
+    from litebert.heads import AlbertForPreTraining
+
+    if any(o in objectives for o in ("sop", "nsp")) and not has_sentence_head(model_dir):
+        raise CheckpointError(f"{model_dir}: no sentence-order/next-sentence head in the weights (an MLM-only or "
+                              f"encoder-only folder); evaluate it with --objectives mlm")
+    model = AlbertForPreTraining.from_pretrained(model_dir)
+    if model.config.vocab_size != vocab_size:
+        raise ConfigError(f"{model_dir}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "
+                          f"with {vocab_size}; evaluate on a store made with the model's tokenizer")
+    return model
