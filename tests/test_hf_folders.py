@@ -79,6 +79,53 @@ def test_numeric_labels_sort_as_numbers_text_labels_as_text():
     assert K.TokenClassification().collect_labels(tokens, None) == ["1", "2", "11"]
 
 
+def test_evaluation_rows_of_every_kind_on_hand_set_outputs():
+    from litebert.finetune.readers import MultipleChoiceExample, SquadExample
+
+    ln3 = float(np.log(3.0))
+    cls = K.Classification()
+    ex = [TextExample("a", "t", label="pos", id="a7"), TextExample("1", "u", label="neg")]
+    outs = [{"logits": np.array([0.0, ln3])}, {"logits": np.array([ln3, 0.0])}]
+    preds = cls.predictions(ex, None, outs, ["neg", "pos"])
+    rows = cls.evaluation_rows(ex, None, preds, outs, ["neg", "pos"])
+    assert rows == [{"label": "pos", "prediction": "pos", "probabilities": pytest.approx({"neg": 0.25, "pos": 0.75})},
+                    {"label": "neg", "prediction": "neg", "probabilities": pytest.approx({"neg": 0.75, "pos": 0.25})}]
+    assert [K.example_id(e, i) for i, e in enumerate(ex)] == ["a7", 1]  # the data's id, else the position
+
+    reg = K.Regression()
+    assert reg.evaluation_rows([TextExample("0", "t", label=2.5)], None, [1.25], [{"logits": np.array([1.25])}],
+                               None) == [{"label": 2.5, "prediction": 1.25}]
+
+    tok = K.TokenClassification()
+    ex = [TokenExample("0", ["New", "York", "now"], ["B-LOC", "I-LOC", "O"])]
+    feats = [{"word_ids": [None, 0, 0, 1, None]}]  # "New" in two pieces; "now" cut by the maximum length
+    logits = np.zeros((5, 3))
+    logits[1] = [0.0, ln3, 0.0]  # first piece of "New": B-LOC 3/5
+    logits[2] = [9.0, 0.0, 0.0]  # its second piece is not read
+    logits[3] = [0.0, 0.0, ln3]  # "York": I-LOC 3/5
+    labels = ["O", "B-LOC", "I-LOC"]
+    preds = tok.predictions(ex, feats, [{"logits": logits}], labels)
+    rows = tok.evaluation_rows(ex, feats, preds, [{"logits": logits}], labels)
+    assert rows == [{"label": ["B-LOC", "I-LOC", "O"], "prediction": ["B-LOC", "I-LOC", "O"],
+                     "probabilities": [pytest.approx({"O": 0.2, "B-LOC": 0.6, "I-LOC": 0.2}),
+                                       pytest.approx({"O": 0.2, "B-LOC": 0.2, "I-LOC": 0.6}), None]}]
+
+    mc = K.MultipleChoice()
+    ex = [MultipleChoiceExample("0", "c", "q", ["x", "y"], 0)]
+    out = [{"logits": np.array([0.0, ln3])}]
+    assert mc.evaluation_rows(ex, None, mc.predictions(ex, None, out, None), out, None) == [
+        {"label": 0, "prediction": 1, "probabilities": pytest.approx([0.25, 0.75])}]
+
+    qa = K.ExtractiveQAWithNoAnswer()
+    ex = [SquadExample("q1", "q", "ctx", [{"text": "ctx", "answer_start": 0}]), SquadExample("q2", "q", "ctx")]
+    preds = [{"id": "q1", "answer": "ctx", "answer_start": 0, "no_answer_prob": 0.1},
+             {"id": "q2", "answer": "", "answer_start": -1, "no_answer_prob": 0.9}]
+    assert qa.evaluation_rows(ex, None, preds, None, None) == [
+        {"label": ["ctx"], "prediction": "ctx", "answer_start": 0, "no_answer_prob": 0.1},
+        {"label": [], "prediction": "", "answer_start": -1, "no_answer_prob": 0.9}]
+    assert [K.example_id(e, i) for i, e in enumerate(ex)] == ["q1", "q2"]
+
+
 # --------------------------------------------------------------------------- a litebert folder in HF's pipeline
 @pytest.fixture(scope="module")
 def pair_classifier(tmp_path_factory):
@@ -163,6 +210,19 @@ def test_hf_sequence_classifier_folder_predicts_as_hf(tmp_path, hf_tok, capsys):
     assert [r["label"] for r in ev] == gold and [r["prediction"] for r in ev] == predicted
     for r, p in zip(ev, expected):
         np.testing.assert_allclose([r["probabilities"][labels[i]] for i in range(3)], p, atol=TOL)
+
+    # embed the same folder's encoder: --tokenizer there too; the mean of HF's last layer over real tokens
+    texts = _write_jsonl(tmp_path / "texts.jsonl", [{"text": a} for a, _ in PAIRS])
+    assert main(["embed", "--model", str(folder), "--input", str(texts), "--output", str(tmp_path / "e.npy")]) == 2
+    assert "--tokenizer" in capsys.readouterr().err
+    assert main(["embed", "--model", str(folder), "--tokenizer", str(SPIECE), "--input", str(texts), "--output",
+                 str(tmp_path / "e.npy")]) == 0
+    enc = hf_tok([a for a, _ in PAIRS], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model.albert(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    np.testing.assert_allclose(np.load(tmp_path / "e.npy"), ((hidden * mask).sum(1) / mask.sum(1)).numpy(),
+                               atol=TOL)
 
 
 def test_hf_regression_folder_scores_as_hf(tmp_path, hf_tok):
