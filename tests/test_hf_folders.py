@@ -72,6 +72,8 @@ def _hf_pair_probs(model, tok, pairs) -> np.ndarray:
 def test_numeric_labels_sort_as_numbers_text_labels_as_text():
     ex = [TextExample(str(i), "t", label=l) for i, l in enumerate(["10", "2", "1", "2", "-3", "0.5"])]
     assert K.Classification().collect_labels(ex, None) == ["-3", "0.5", "1", "2", "10"]
+    ex = [TextExample(str(i), "t", label=l) for i, l in enumerate(["1", "nan", "10", "2"])]
+    assert K.Classification().collect_labels(ex, None) == ["1", "10", "2", "nan"]  # nan is a name: all text
     ex = [TextExample(str(i), "t", label=l) for i, l in enumerate(["pos", "neg", "10", "neutral"])]
     assert K.Classification().collect_labels(ex, None) == ["10", "neg", "neutral", "pos"]  # not all numbers: text
     assert K.Classification().collect_labels(ex, ("b", "a")) == ["b", "a"]  # a preset's order is kept

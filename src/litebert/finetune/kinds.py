@@ -14,6 +14,7 @@ abstract methods, and give it to a preset in `tasks.py`.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,12 @@ def sort_labels(labels) -> list[str]:
     """A label set in a stable order: numerically when every label is a number (``['1', '2', '10']``), else as text."""
     labels = set(labels)
     try:
-        return sorted(labels, key=lambda l: (float(l), l))
+        values = {l: float(l) for l in labels}
     except ValueError:
         return sorted(labels)
+    if not all(math.isfinite(v) for v in values.values()):  # "nan", "inf": names, not numbers
+        return sorted(labels)
+    return sorted(labels, key=lambda l: (values[l], l))  # "1" and "1.0" apart, in a fixed order
 
 
 def label_names(labels: list[str]) -> dict:

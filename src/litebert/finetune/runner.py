@@ -3,9 +3,9 @@
 A fine-tuned folder holds the model (HF layout, with the label names as ``id2label`` in config.json), the tokenizer
 (``spiece.model``), and ``finetune.json`` with the task, its kind, its labels, the metric, the chosen hyperparameters
 and the dev results — everything `evaluate`/`predict` need. A task-head folder without finetune.json (an ALBERT
-fine-tuned by HF transformers) is read from its config.json instead (`meta_from_config`). What differs between kinds of task is in `kinds.py`. While training runs the folder holds
-the best model so far and ``finetune.json`` says ``"complete": false``; `check_complete` refuses such a folder
-(a killed run) unless asked not to.
+fine-tuned by HF transformers) is read from its config.json instead (`meta_from_config`). What differs between kinds
+of task is in `kinds.py`. While training runs the folder holds the best model so far and ``finetune.json`` says
+``"complete": false``; `check_complete` refuses such a folder (a killed run) unless asked not to.
 """
 
 from __future__ import annotations
