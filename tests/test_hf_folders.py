@@ -231,7 +231,7 @@ def test_hf_regression_folder_scores_as_hf(tmp_path, hf_tok):
     folder = _hf_folder(tmp_path / "hf", transformers.AlbertForSequenceClassification, seed=1, num_labels=1,
                         problem_type="regression")
     shutil.copy(SPIECE, folder / "spiece.model")  # a tokenizer in the folder: no --tokenizer needed
-    inp = _write_jsonl(tmp_path / "in.jsonl", [{"text": a, "text_b": b} for a, b in PAIRS])
+    inp = _write_jsonl(tmp_path / "in.jsonl", [{"text": a, "text_pair": b} for a, b in PAIRS])  # HF's keys
     assert main(["predict", "--model", str(folder), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
                  "--no-progress"]) == 0
     model = transformers.AlbertForSequenceClassification.from_pretrained(folder).eval()

@@ -152,7 +152,7 @@ class _SentenceKind(TaskKind):
         out = []
         for line, o in rows:
             a = json_text(o, text_a, f"{path}:{line}")
-            bkey = next((k for k in (cols.get("text_b"), "text_b") if k and k in o), None)
+            bkey = next((k for k in (cols.get("text_b"), "text_b", "text_pair") if k and k in o), None)
             b = json_text(o, (bkey,), f"{path}:{line}") if bkey else None
             out.append(R.TextExample(str(o.get("id", line)), a, b))
         return out

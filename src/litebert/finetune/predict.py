@@ -3,7 +3,7 @@
 Input objects by task kind (extra keys are kept and echoed back):
 
 * classification / regression: ``text_a`` (or ``text`` / ``sentence``, or the column named at fine-tuning) and
-  optionally ``text_b`` -> adds ``label`` and ``probabilities`` (``score`` for regression)
+  optionally ``text_b`` (or HF's ``text_pair``) -> adds ``label`` and ``probabilities`` (``score`` for regression)
 * token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word)
 * multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
 * SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
