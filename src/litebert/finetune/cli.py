@@ -2,8 +2,8 @@
 
     litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
                                                                   # conll, classify, regress, sentiment
-    litebert evaluate --model OUT --data PATH [--output preds.jsonl]
-    litebert predict  --model OUT --input in.jsonl --output out.jsonl
+    litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
+    litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
     litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
 """
 
@@ -91,10 +91,19 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     _common(p)
 
 
+_TASK_MODEL = ("a folder written by `litebert finetune`, or an ALBERT task model saved by HF transformers (its "
+               "config.json names the head and the labels)")
+_TOKENIZER = "tokenizer folder or .model file (default: the --model folder's)"
+
+
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a folder written by `litebert finetune`")
+    p.add_argument("--model", required=True, help=_TASK_MODEL)
     p.add_argument("--data", required=True, help="labelled file (or a data folder: its dev split)")
-    p.add_argument("--output", help="also write per-example predictions here (JSONL)")
+    p.add_argument("--output", help="also write one row per example here (JSONL): id, gold label, prediction, "
+                                    "probabilities")
+    p.add_argument("--columns", help="the data's columns, text_a=COL[,text_b=COL][,label=COL], as for finetune "
+                                     "(default: those the folder was fine-tuned with)")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
     p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
                                                         "(default: the one chosen on dev during finetune)")
     p.add_argument("--allow-incomplete", action="store_true",
@@ -103,9 +112,10 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
 
 
 def _configure_predict(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a folder written by `litebert finetune`")
+    p.add_argument("--model", required=True, help=_TASK_MODEL)
     p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md)")
     p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="use a folder whose fine-tuning did not finish (its best model so far)")
     _common(p)
@@ -116,11 +126,20 @@ def _configure_embed(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="text (one a line) or .jsonl (the text under --text-field); "
                                                    "gzip/xz/bz2 are read transparently")
     p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
     p.add_argument("--text-field", default="text", help="JSONL field holding the text")
     p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
                    help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
                         "raw [CLS] vector")
     _common(p)
+
+
+def _inference_device(args: argparse.Namespace):
+    """(device, autocast dtype or None) of --device and --precision, checked before anything is read."""
+    from litebert.train.device import autocast_dtype, resolve_device
+
+    device = resolve_device(args.device)
+    return device, autocast_dtype(args.precision, device)
 
 
 # ----------------------------------------------------------------------------------------------------- finetune
@@ -266,26 +285,29 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
     from litebert.finetune.predict import write_jsonl
 
+    device, amp = _inference_device(args)
+    columns = _parse_columns(args.columns)
     runner.check_complete(args.model, args.allow_incomplete)
-    preset, model, tok, meta = runner.load_finetuned(args.model)
+    preset, model, tok, meta = runner.load_finetuned(args.model, args.tokenizer)
     path = Path(args.data)
     if path.is_dir():
         path = runner.find_split(path, "dev") or runner.find_split(path, "test")
         if path is None:
             raise DataError(f"--data {args.data}: no dev/valid file in this folder")
     labels = meta.get("labels")
-    examples = preset.kind.read(path, labels, meta.get("columns"), args.encoding_errors)
+    examples = preset.kind.read(path, labels, columns or meta.get("columns"), args.encoding_errors)
     unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
     if unlabelled:
         raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); "
                         f"`evaluate` needs labels — use `litebert predict` for unlabelled data")
     max_len = min(args.seq_len or preset.max_seq_length, model.config.max_position_embeddings)
     threshold = args.null_threshold if args.null_threshold is not None else meta.get("null_threshold")
-    metrics, preds = runner.evaluate(preset, model, tok, examples, labels, max_len, args.batch_size or 64,
-                                     null_threshold=threshold, progress=not args.no_progress)
+    model.to(device)
+    metrics, rows = runner.evaluate_rows(preset, model, tok, examples, labels, max_len, args.batch_size or 64,
+                                         null_threshold=threshold, progress=not args.no_progress, amp=amp)
     print(json.dumps({"task": preset.name, "data": str(path), **metrics}, indent=2))
     if args.output:
-        write_jsonl(args.output, [{"prediction": p} for p in preds])
+        write_jsonl(args.output, rows)
     return 0
 
 
@@ -294,9 +316,10 @@ def run_predict(args: argparse.Namespace) -> int:
     from litebert.finetune import runner
     from litebert.finetune.predict import predict_file
 
+    device, amp = _inference_device(args)
     runner.check_complete(args.model, args.allow_incomplete)
     n = predict_file(args.model, args.input, args.output, args.seq_len, args.batch_size or 64,
-                     not args.no_progress, args.encoding_errors)
+                     not args.no_progress, args.encoding_errors, device=device, amp=amp, tokenizer=args.tokenizer)
     print(f"wrote {n} predictions to {args.output}")
     return 0
 
@@ -305,7 +328,8 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_embed(args: argparse.Namespace) -> int:
     from litebert.finetune.predict import embed_file
 
+    device, amp = _inference_device(args)
     out = embed_file(args.model, args.input, args.output, args.text_field, args.pooling, args.seq_len,
-                     args.batch_size or 64, args.encoding_errors)
+                     args.batch_size or 64, args.encoding_errors, device=device, amp=amp, tokenizer=args.tokenizer)
     print(f"wrote {out.shape[0]} x {out.shape[1]} {args.pooling} embeddings to {args.output}")
     return 0

@@ -14,6 +14,7 @@ abstract methods, and give it to a preset in `tasks.py`.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,31 @@ def json_text(obj: dict, keys: tuple, where: str) -> str:
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max())
     return e / e.sum()
+
+
+def sort_labels(labels) -> list[str]:
+    """A label set in a stable order: numerically when every label is a number (``['1', '2', '10']``), else as text."""
+    labels = set(labels)
+    try:
+        values = {l: float(l) for l in labels}
+    except ValueError:
+        return sorted(labels)
+    if not all(math.isfinite(v) for v in values.values()):  # "nan", "inf": names, not numbers
+        return sorted(labels)
+    return sorted(labels, key=lambda l: (values[l], l))  # "1" and "1.0" apart, in a fixed order
+
+
+def label_names(labels: list[str]) -> dict:
+    """The config overrides that name a head's outputs: HF's ``id2label`` (``label2id`` is derived when saving)."""
+    return {"num_labels": len(labels), "id2label": dict(enumerate(labels))}
+
+
+def example_id(example, index: int):
+    """The id `evaluate --output` gives an example: the data's own id when it has one, else its 0-based index."""
+    own = getattr(example, "id", None)
+    if own is None and hasattr(example, "qas_id"):
+        own = example.qas_id
+    return index if own is None else own
 
 
 class TaskKind(ABC):
@@ -89,6 +115,12 @@ class TaskKind(ABC):
     def output_rows(self, preds: list, outs: list[dict], labels: list[str] | None) -> list[dict]:
         """Per example, the keys `litebert predict` adds to the input object."""
 
+    @abstractmethod
+    def evaluation_rows(self, examples: list, feats: list[dict], preds: list, outs: list[dict],
+                        labels: list[str] | None) -> list[dict]:
+        """Per example, what `evaluate --output` writes besides the id: the gold ``label``, the ``prediction`` and,
+        where the kind has them, ``probabilities``."""
+
     def thresholded(self, preds: list, null_threshold: float | None) -> list:
         """The predictions as answered with the no-answer threshold chosen on dev (kinds without one: unchanged)."""
         return preds
@@ -120,7 +152,7 @@ class _SentenceKind(TaskKind):
         out = []
         for line, o in rows:
             a = json_text(o, text_a, f"{path}:{line}")
-            bkey = next((k for k in (cols.get("text_b"), "text_b") if k and k in o), None)
+            bkey = next((k for k in (cols.get("text_b"), "text_b", "text_pair") if k and k in o), None)
             b = json_text(o, (bkey,), f"{path}:{line}") if bkey else None
             out.append(R.TextExample(str(o.get("id", line)), a, b))
         return out
@@ -136,13 +168,13 @@ class Classification(_SentenceKind):
     def collect_labels(self, examples, preset_labels):
         if preset_labels:
             return list(preset_labels)
-        found = sorted({e.label for e in examples if e.label is not None})
+        found = sort_labels(e.label for e in examples if e.label is not None)
         if len(found) < 2:
             raise DataError(f"the training data has {len(found)} distinct label(s) {found}; a classifier needs two")
         return found
 
     def new_model(self, model_dir, labels, **overrides):
-        return self.head.from_pretrained(model_dir, num_labels=len(labels), **overrides)
+        return self.head.from_pretrained(model_dir, **label_names(labels), **overrides)
 
     def predictions(self, examples, feats, outs, labels):
         return [labels[int(np.argmax(o["logits"]))] for o in outs]
@@ -158,14 +190,18 @@ class Classification(_SentenceKind):
         return [{"label": p, "probabilities": {l: float(x) for l, x in zip(labels, softmax(o["logits"]))}}
                 for p, o in zip(preds, outs)]
 
+    def evaluation_rows(self, examples, feats, preds, outs, labels):
+        return [{"label": e.label, "prediction": r["label"], "probabilities": r["probabilities"]}
+                for e, r in zip(examples, self.output_rows(preds, outs, labels))]
+
 
 @dataclass(frozen=True)
 class Regression(_SentenceKind):
     name: ClassVar[str] = "regression"
     float_labels: ClassVar[bool] = True
 
-    def new_model(self, model_dir, labels, **overrides):
-        return self.head.from_pretrained(model_dir, num_labels=1, **overrides)  # one output: MSE loss
+    def new_model(self, model_dir, labels, **overrides):  # one output, MSE loss
+        return self.head.from_pretrained(model_dir, num_labels=1, problem_type="regression", **overrides)
 
     def predictions(self, examples, feats, outs, labels):
         return [float(o["logits"][0]) for o in outs]
@@ -177,6 +213,9 @@ class Regression(_SentenceKind):
 
     def output_rows(self, preds, outs, labels):
         return [{"score": p} for p in preds]
+
+    def evaluation_rows(self, examples, feats, preds, outs, labels):
+        return [{"label": e.label, "prediction": p} for e, p in zip(examples, preds)]  # the prediction is the score
 
 
 # ------------------------------------------------------------------------------------------- token classification
@@ -202,13 +241,13 @@ class TokenClassification(TaskKind):
         return out
 
     def collect_labels(self, examples, preset_labels):
-        return list(preset_labels) if preset_labels else sorted({l for e in examples for l in e.labels or []})
+        return list(preset_labels) if preset_labels else sort_labels(l for e in examples for l in e.labels or [])
 
     def featurize(self, tok, examples, labels, max_length, training=False):
         return encode_tokens(tok, examples, max_length, labels)
 
     def new_model(self, model_dir, labels, **overrides):
-        return self.head.from_pretrained(model_dir, num_labels=len(labels), **overrides)
+        return self.head.from_pretrained(model_dir, **label_names(labels), **overrides)
 
     def predictions(self, examples, feats, outs, labels):
         default = "O" if "O" in labels else labels[0]  # words cut by max_length
@@ -230,6 +269,20 @@ class TokenClassification(TaskKind):
 
     def output_rows(self, preds, outs, labels):
         return [{"tags": p} for p in preds]
+
+    def evaluation_rows(self, examples, feats, preds, outs, labels):
+        """Gold and predicted tags per word; ``probabilities``: per word, tag -> probability at its first piece
+        (None for words cut by max_length)."""
+        rows = []
+        for e, f, o, p in zip(examples, feats, outs, preds):
+            probs: list[dict | None] = [None] * len(e.words)
+            prev = None
+            for pos, w in enumerate(f["word_ids"]):
+                if w is not None and w != prev:
+                    probs[w] = {l: float(x) for l, x in zip(labels, softmax(o["logits"][pos]))}
+                prev = w
+            rows.append({"label": e.labels, "prediction": p, "probabilities": probs})
+        return rows
 
 
 # ------------------------------------------------------------------------------------------------ multiple choice
@@ -270,6 +323,10 @@ class MultipleChoice(TaskKind):
 
     def output_rows(self, preds, outs, labels):
         return [{"label": p, "probabilities": [float(x) for x in softmax(o["logits"])]} for p, o in zip(preds, outs)]
+
+    def evaluation_rows(self, examples, feats, preds, outs, labels):
+        return [{"label": e.label, "prediction": r["label"], "probabilities": r["probabilities"]}
+                for e, r in zip(examples, self.output_rows(preds, outs, labels))]
 
 
 # ------------------------------------------------------------------------------------------- extractive QA (SQuAD)
@@ -322,6 +379,12 @@ class ExtractiveQA(TaskKind):
 
     def output_rows(self, preds, outs, labels):
         return [{k: v for k, v in p.items() if k != "id"} for p in preds]
+
+    def evaluation_rows(self, examples, feats, preds, outs, labels):
+        """Gold answers (texts; [] for an unanswerable question), the predicted answer ("" for none), its character
+        offset and, for SQuAD v2, the no-answer probability."""
+        return [{"label": [a["text"] for a in e.answers], "prediction": p["answer"],
+                 **{k: v for k, v in p.items() if k not in ("id", "answer")}} for e, p in zip(examples, preds)]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Input objects by task kind (extra keys are kept and echoed back):
 
 * classification / regression: ``text_a`` (or ``text`` / ``sentence``, or the column named at fine-tuning) and
-  optionally ``text_b`` -> adds ``label`` and ``probabilities`` (``score`` for regression)
+  optionally ``text_b`` (or HF's ``text_pair``) -> adds ``label`` and ``probabilities`` (``score`` for regression)
 * token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word)
 * multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
 * SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
@@ -43,10 +43,15 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
 
 def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
                  max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
-                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE) -> int:
-    """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` and write each object,
-    with the prediction added, to ``output_path``, in the input's order. Returns the number of predictions."""
-    preset, model, tok, meta = runner.load_finetuned(model_dir)
+                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
+                 tokenizer: str | Path | None = None) -> int:
+    """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
+    task-head folder: `runner.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
+    in the input's order. The model runs on ``device`` (default: CPU), under autocast to ``amp`` when given;
+    ``tokenizer`` replaces the folder's own. Returns the number of predictions."""
+    preset, model, tok, meta = runner.load_finetuned(model_dir, tokenizer)
+    if device is not None:
+        model.to(device)
     kind, labels = preset.kind, meta.get("labels")
     path = Path(input_path)
     max_len = min(max_seq_length or preset.max_seq_length, model.config.max_position_embeddings)
@@ -59,7 +64,7 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
             for rows in chunks(R._jsonl(path, encoding_errors=encoding_errors), chunk_size):
                 examples = kind.examples_from_json(rows, path, meta.get("columns"))
                 feats = kind.featurize(tok, examples, labels, max_len)
-                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp)
                 preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
                 for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
                     f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")
@@ -94,10 +99,12 @@ def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "str
 
 def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
-               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE) -> np.ndarray:
+               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
+               tokenizer: str | Path | None = None) -> np.ndarray:
     """Embed each text of ``input_path`` (text, one a line, or JSONL with the text under ``text_field``; compressed
     or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy).
-    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector).
+    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector). The model
+    runs on ``device`` (default: CPU), under autocast to ``amp`` when given; ``tokenizer`` replaces the folder's own.
 
     A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
     chunk by chunk. Returns the written array, memory-mapped (read-only)."""
@@ -105,14 +112,16 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
 
     from litebert.finetune.features import collate, sorted_batches
     from litebert.heads import AlbertModel
-    from litebert.tokenizer import AlbertTokenizer
 
     path = Path(input_path)
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
-    tok = AlbertTokenizer.from_pretrained(model_dir)
+    tok = runner.load_tokenizer(model_dir, tokenizer)
     model = AlbertModel.from_pretrained(model_dir).eval()
+    if device is not None:
+        model.to(device)
+    device = next(model.parameters()).device
     max_len = min(max_seq_length or 512, model.config.max_position_embeddings)
     hidden = model.config.hidden_size
 
@@ -122,16 +131,18 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
         out = np.zeros((len(texts), hidden), dtype=np.float32)
         with torch.no_grad():
             for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
-                b = collate([feats[i] for i in idx], tok.pad_token_id)
-                res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+                b = {k: v.to(device) for k, v in collate([feats[i] for i in idx], tok.pad_token_id).items()}
+                with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
                 if pooling == "pooled":
-                    v = res.pooler_output
+                    v = res.pooler_output.float()
                 elif pooling == "cls":
-                    v = res.last_hidden_state[:, 0]
-                else:  # mean over real tokens: [B, L, H] * [B, L, 1] summed / count
-                    m = b["attention_mask"].unsqueeze(-1).to(res.last_hidden_state.dtype)
-                    v = (res.last_hidden_state * m).sum(1) / m.sum(1)
-                out[idx] = v.float().numpy()
+                    v = res.last_hidden_state[:, 0].float()
+                else:  # mean over real tokens, in float32: [B, L, H] * [B, L, 1] summed / count
+                    h = res.last_hidden_state.float()
+                    m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
+                    v = (h * m).sum(1) / m.sum(1)
+                out[idx] = v.cpu().numpy()
         return out
 
     def save(tmp: Path) -> None:

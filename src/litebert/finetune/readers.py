@@ -35,6 +35,7 @@ class TextExample:
     text_a: str
     text_b: str | None = None
     label: str | float | None = None
+    id: object = None  # the data's own id (an "id"/"index" column or key), None when it has none
 
 
 @dataclass
@@ -44,6 +45,7 @@ class MultipleChoiceExample:
     question: str
     choices: list[str]
     label: int | None = None
+    id: object = None  # the data's own id, None when it has none
 
 
 @dataclass
@@ -190,7 +192,8 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
                 label = _check_label(path, line, raw, spec["labels"])
         guid = row[guid_col] if guid_col is not None and guid_col < len(row) else str(n)
         out.append(TextExample(f"{name}-{guid}", row[col[spec["a"]]],
-                               row[col[spec["b"]]] if spec["b"] else None, label))
+                               row[col[spec["b"]]] if spec["b"] else None, label,
+                               row[guid_col] if guid_col is not None and guid_col < len(row) else None))
     if not out:
         raise DataError(f"{path}: no examples (only a header?)")
     return out
@@ -262,7 +265,7 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
             else:
                 raw = raw if isinstance(raw, str) else json.dumps(raw)
                 y = _check_label(path, line, raw.strip(), label_list)
-        out.append(TextExample(str(rec.get("id", line)), a, b, y))
+        out.append(TextExample(str(rec.get("id", line)), a, b, y, rec.get("id")))
     return out
 
 
@@ -375,7 +378,8 @@ def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[Mult
             raise DataError(f"{where}: 'questions', 'options' and 'answers' have different lengths")
         for i, (q, opts, ans) in enumerate(zip(o["questions"], o["options"], answers)):
             label = None if ans is None else _letter_or_index(ans, len(opts), f"{where} question {i}")
-            out.append(MultipleChoiceExample(f"{o.get('id', where)}-{i}", o["article"], q, list(opts), label))
+            out.append(MultipleChoiceExample(f"{o.get('id', where)}-{i}", o["article"], q, list(opts), label,
+                                             f"{o['id']}-{i}" if "id" in o else None))
     return out
 
 
@@ -399,7 +403,8 @@ def read_multiple_choice(path: str | Path, *, encoding_errors: str = "strict") -
                 raise DataError(f"{path}:{line}: {key!r} must be a string")
         label = o.get("label")
         label = None if label is None else _letter_or_index(label, len(choices), f"{path}:{line}")
-        out.append(MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""), o["question"], choices, label))
+        out.append(MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""), o["question"], choices, label,
+                                         o.get("id")))
     return out
 
 

@@ -1,10 +1,11 @@
 """Saving and loading fine-tuned folders, finding a data folder's splits, and evaluating on labelled examples.
 
-A fine-tuned folder holds the model (HF layout), the tokenizer (``spiece.model``), and ``finetune.json`` with the
-task, its kind, its labels, the metric, the chosen hyperparameters and the dev results — everything
-`evaluate`/`predict` need. What differs between kinds of task is in `kinds.py`. While training runs the folder holds
-the best model so far and ``finetune.json`` says ``"complete": false``; `check_complete` refuses such a folder
-(a killed run) unless asked not to.
+A fine-tuned folder holds the model (HF layout, with the label names as ``id2label`` in config.json), the tokenizer
+(``spiece.model``), and ``finetune.json`` with the task, its kind, its labels, the metric, the chosen hyperparameters
+and the dev results — everything `evaluate`/`predict` need. A task-head folder without finetune.json (an ALBERT
+fine-tuned by HF transformers) is read from its config.json instead (`meta_from_config`). What differs between kinds
+of task is in `kinds.py`. While training runs the folder holds the best model so far and ``finetune.json`` says
+``"complete": false``; `check_complete` refuses such a folder (a killed run) unless asked not to.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from litebert.errors import CheckpointError
 from litebert.files import read_json, write_json
-from litebert.finetune.tasks import TaskPreset, preset_from_json
+from litebert.finetune.kinds import example_id
+from litebert.finetune.tasks import TaskPreset, get_preset, preset_from_json
 from litebert.finetune.trainer import predict_outputs
 
 META_FILE = "finetune.json"
@@ -63,14 +65,98 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
                               f"`litebert finetune` again with --overwrite, or pass --allow-incomplete to use it as it is")
 
 
-def load_finetuned(model_dir: str | Path):
-    """(preset, model, tokenizer, meta) of a folder written by ``litebert finetune``."""
+# config.json "architectures" of a folder without finetune.json (HF's own fine-tuned ALBERTs) -> the task whose
+# defaults `predict`/`evaluate` use for it (its labels come from config.json's id2label).
+_TASK_OF_HEAD = {"AlbertForSequenceClassification": "classify", "AlbertForTokenClassification": "conll",
+                 "AlbertForMultipleChoice": "mc", "AlbertForQuestionAnswering": "squad1"}
+TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
+
+
+def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
+    """The tokenizer of ``model_dir``, or the one at ``tokenizer`` (a folder or ``.model`` file) when given; a model
+    folder without one is a `TokenizerError` that suggests ``--tokenizer``."""
+    from litebert.errors import TokenizerError
     from litebert.tokenizer import AlbertTokenizer
 
+    if tokenizer is not None:
+        return AlbertTokenizer.from_pretrained(tokenizer)
+    model_dir = Path(model_dir)
+    if model_dir.is_dir() and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise TokenizerError(f"{model_dir}: no tokenizer in this folder (no {' or '.join(TOKENIZER_FILES)}); pass "
+                             f"--tokenizer PATH, the tokenizer folder or .model file the model was trained with")
+    return AlbertTokenizer.from_pretrained(model_dir)
+
+
+def _labels_of_config(config: dict, file: Path) -> list[str]:
+    """The label names of an HF config.json, in class-id order (HF's ``LABEL_i`` when it names none)."""
+    id2label = config.get("id2label")
+    if id2label is None:
+        n = config.get("num_labels", 2)
+        if not isinstance(n, int) or n < 1:
+            raise CheckpointError(f"{file}: no id2label and no valid num_labels; add the labels as id2label")
+        return [f"LABEL_{i}" for i in range(n)]
+    try:
+        names = {int(k): v for k, v in id2label.items()}
+    except (AttributeError, TypeError, ValueError):
+        names = None
+    if names is None or sorted(names) != list(range(len(names))) or not all(isinstance(v, str) for v in names.values()):
+        raise CheckpointError(f"{file}: id2label = {id2label!r}: expected an object mapping the class ids 0..n-1 to "
+                              f"label names")
+    return [names[i] for i in range(len(names))]
+
+
+def meta_from_config(model_dir: str | Path) -> dict:
+    """What finetune.json would hold, for a task-head folder that has none (an ALBERT fine-tuned by HF transformers,
+    or saved with ``save_pretrained``): the task from config.json's ``architectures``, labels from ``id2label``,
+    and the longest input the model takes as max_seq_length. Anything missing is a one-line `CheckpointError`."""
+    from litebert.io.checkpoint import CONFIG_NAME
+
+    file = Path(model_dir) / CONFIG_NAME
+    if not file.is_file():
+        raise CheckpointError(f"{model_dir}: no {META_FILE} and no {CONFIG_NAME}; give a folder written by "
+                              f"`litebert finetune` or an HF ALBERT task model (save_pretrained)")
+    config = read_json(file, CheckpointError)
+    archs = config.get("architectures")
+    arch = next((a for a in archs if a in _TASK_OF_HEAD), None) if isinstance(archs, list) else None
+    if arch is None:
+        found = f"names {archs}" if archs else "is missing"
+        raise CheckpointError(f"{file}: no {META_FILE}, and its 'architectures' {found}: not a task head; predict and "
+                              f"evaluate need one of {', '.join(_TASK_OF_HEAD)} (for an encoder, use `litebert "
+                              f"embed`; to train a head, `litebert finetune`)")
+    task = _TASK_OF_HEAD[arch]
+    labels: list[str] | None = None
+    if arch == "AlbertForSequenceClassification":
+        problem = config.get("problem_type")
+        if problem == "multi_label_classification":
+            raise CheckpointError(f"{file}: problem_type multi_label_classification: predict and evaluate handle "
+                                  f"single-label classification and regression only")
+        n = len(config["id2label"]) if isinstance(config.get("id2label"), dict) else config.get("num_labels", 2)
+        if problem == "regression" or (problem is None and n == 1):
+            task = "regress"
+        else:
+            labels = _labels_of_config(config, file)
+    elif arch == "AlbertForTokenClassification":
+        labels = _labels_of_config(config, file)
+    max_len = config.get("max_position_embeddings", 512)
+    return {"task": task, "kind": get_preset(task).kind.name, "labels": labels, "columns": {},
+            "preset": {"max_seq_length": max_len if isinstance(max_len, int) and max_len > 0 else 512},
+            "source": f"{file} (architectures {arch})"}
+
+
+def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
+    """(preset, model, tokenizer, meta) of a folder written by ``litebert finetune``, or of an ALBERT task-head
+    folder without finetune.json whose config.json names the head (`meta_from_config`). ``tokenizer``: a tokenizer
+    folder or .model file to use instead of the folder's own."""
     model_dir = Path(model_dir)
     meta_path = model_dir / META_FILE
+    if not model_dir.is_dir():
+        raise CheckpointError(f"{model_dir}: no such model folder")
     if not meta_path.is_file():
-        raise CheckpointError(f"{model_dir}: no {META_FILE}; is this a folder written by `litebert finetune`?")
+        meta = meta_from_config(model_dir)
+        preset = preset_from_json(meta["task"], meta["preset"])
+        # every weight of the head must be there: a head left randomly initialised would predict noise
+        model = preset.kind.head.from_pretrained(model_dir, strict=True)
+        return preset, model, load_tokenizer(model_dir, tokenizer), meta
     try:
         meta = read_json(meta_path, CheckpointError)
     except CheckpointError as e:
@@ -82,20 +168,40 @@ def load_finetuned(model_dir: str | Path):
         raise CheckpointError(f"{meta_path}: kind {meta['kind']!r} does not match task {meta['task']!r}, a "
                               f"{preset.kind.name!r} task; is the file from another folder?")
     model = preset.kind.load_model(model_dir)
-    return preset, model, AlbertTokenizer.from_pretrained(model_dir), meta
+    return preset, model, load_tokenizer(model_dir, tokenizer), meta
+
+
+def _run(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
+         batch_size: int, features: list[dict] | None, progress: bool, amp) -> tuple[list, list, list]:
+    kind = preset.kind
+    feats = features if features is not None else kind.featurize(tok, examples, labels, max_length)
+    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress, amp)
+    return feats, outs, kind.predictions(examples, feats, outs, labels)
 
 
 def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
-             progress: bool = False) -> tuple[dict, list]:
+             progress: bool = False, amp=None) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
+    The model runs on its own device, under autocast to ``amp`` when given (`trainer.predict_outputs`).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
     ``null_threshold`` (default 1.0: none) counted as "no answer", plus ``best_exact``/``best_f1`` and their
     thresholds; the returned predictions apply the same threshold.
     """
     kind = preset.kind
-    feats = features if features is not None else kind.featurize(tok, examples, labels, max_length)
-    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress)
-    preds = kind.predictions(examples, feats, outs, labels)
+    _, _, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp)
     return kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
+
+
+def evaluate_rows(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
+                  batch_size: int = 64, null_threshold: float | None = None, progress: bool = False,
+                  amp=None) -> tuple[dict, list[dict]]:
+    """(metrics, rows): as `evaluate`, with one row per example for ``evaluate --output``: ``id`` (the example's
+    own id, else its 0-based index), the gold ``label``, the ``prediction`` and, where the kind has them,
+    ``probabilities`` (`TaskKind.evaluation_rows`)."""
+    kind = preset.kind
+    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, None, progress, amp)
+    metrics = kind.score(examples, preds, labels, null_threshold)
+    rows = kind.evaluation_rows(examples, feats, kind.thresholded(preds, null_threshold), outs, labels)
+    return metrics, [{"id": example_id(e, i), **r} for i, (e, r) in enumerate(zip(examples, rows))]

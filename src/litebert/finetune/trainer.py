@@ -125,20 +125,24 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
 
 @torch.no_grad()
 def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: int = 64, pad_id: int = 0,
-                    progress: bool = False) -> list[dict[str, np.ndarray]]:
-    """Run the model over ``features`` (batched by length, order restored). Per feature, each output array is trimmed
-    to the feature's own length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L]
+                    progress: bool = False, amp: torch.dtype | None = None) -> list[dict[str, np.ndarray]]:
+    """Run the model over ``features`` (batched by length, order restored) on the model's device, under
+    ``torch.autocast(amp)`` when ``amp`` is a dtype. Per feature, each output array (float32 numpy) is trimmed to the
+    feature's own length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L]
     (+ ``na_logits`` scalar for SQuAD v2)."""
     model.eval()
+    device = next(model.parameters()).device
     results: list[dict | None] = [None] * len(features)
     lengths = [length_of(f) for f in features]
     for idx in tqdm(sorted_batches(lengths, batch_size), desc="evaluating", disable=not progress, leave=False):
         batch = collate([features[i] for i in idx], pad_id)
         for key in ("labels", "start_positions", "end_positions", "is_impossible"):
             batch.pop(key, None)
-        out = model(**batch)
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            out = model(**batch)
         names = [n for n in ("logits", "start_logits", "end_logits", "na_logits") if getattr(out, n, None) is not None]
-        arrays = {n: getattr(out, n).float().numpy() for n in names}
+        arrays = {n: getattr(out, n).float().cpu().numpy() for n in names}
         for row, i in enumerate(idx):
             r = {}
             for n, a in arrays.items():
