@@ -2,6 +2,7 @@
 
     litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
                                                                   # conll, classify, regress, sentiment
+        [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
     litebert evaluate --model OUT --data PATH [--output preds.jsonl]
     litebert predict  --model OUT --input in.jsonl --output out.jsonl
     litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
@@ -286,6 +287,8 @@ def _finetune(args, preset, kind, columns, out: Path, plan: str, dist) -> int:
 
     # every check passed: from here on --out is written (the marker first, so a killed run is recognised)
     if main:
+        if plan == "new" and args.resume:
+            print(f"--resume: {out} holds no run yet; starting a new one", file=sys.stderr)
         if plan == "resume" and found is None:
             print(f"--resume: {out} holds no checkpoint yet; starting from step 0", file=sys.stderr)
         if plan == "overwrite" or (plan == "resume" and found is None):

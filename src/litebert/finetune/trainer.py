@@ -43,7 +43,8 @@ from litebert.train.device import autocast_dtype
 from litebert.train.loop import _rng_state, _set_rng_state, _to
 from litebert.train.metrics import MetricsWriter
 
-TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps"]
+TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
+                 "loss_scale"]  # loss_scale: fp16 only
 
 
 @dataclass
