@@ -323,3 +323,35 @@ def test_finetune_on_cuda(base, tmp_path, capsys, precision):
         assert "loss_scale" in train[0]
     meta = json.loads((out / "finetune.json").read_text())
     assert meta["complete"] is True and meta["dev_metrics"]["accuracy"] > 0.5
+
+
+def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
+    """The fp16 path on CPU (torch's CPU GradScaler and float16 autocast stand in for CUDA's): a step whose gradients
+    overflow is skipped by the scaler (no optimizer step, the scale halves, counted in skipped_steps); the others
+    are unscaled before clipping and applied."""
+    from test_train_fixtures import tiny_model_config
+
+    import litebert.finetune.trainer as trainer
+    from litebert.heads import AlbertForSequenceClassification
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    monkeypatch.setattr(trainer, "autocast_dtype", lambda precision, device: torch.float16)
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(tiny_model_config(num_labels=2))
+    feats = [{"input_ids": [2] + [5 + (i * 7 + k) % 90 for k in range(3 + i % 5)] + [3],
+              "token_type_ids": [0] * (5 + i % 5), "labels": i % 2} for i in range(16)]
+    calls = []
+    model.classifier.weight.register_hook(
+        lambda g: (calls.append(1), torch.full_like(g, float("inf")) if len(calls) == 2 else g)[1])
+    steps = []
+    handle = register_optimizer_step_post_hook(lambda *a: steps.append(1))
+    try:
+        trainer.train(model, feats, trainer.TrainArgs(lr=1e-3, batch_size=4, train_steps=4, progress=False,
+                                                      log_every=1), log=lambda _: None, out_dir=tmp_path)
+    finally:
+        handle.remove()
+    records = _records(tmp_path, "train")
+    assert [r["loss_scale"] for r in records] == [65536.0, 65536.0, 32768.0, 32768.0]  # torch's default init scale
+    assert [r["skipped_steps"] for r in records] == [0, 1, 1, 1] and not np.isfinite(records[1]["grad_norm"])
+    assert all(np.isfinite(r["grad_norm"]) and r["grad_norm"] < 1e3 for r in records[::2])  # unscaled norms
+    assert len(steps) == 3
