@@ -242,6 +242,27 @@ def test_resume_with_other_settings_is_refused(base, tmp_path, capsys, monkeypat
     assert "(not finished); pass --overwrite to replace it, --resume to continue it" in capsys.readouterr().err
 
 
+def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkeypatch):
+    """A run killed before its first checkpoint: --resume says so and starts from step 0 (its files replaced)."""
+    import litebert.finetune.trainer as trainer
+
+    def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print, **kw):
+        save(model, 2, {"accuracy": 0.5})
+        raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(trainer, "train", killed)
+    assert main(finetune(base, out, *RESUME_RUN)) == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(finetune(base, out, *RESUME_RUN, "--resume")) == 0
+    assert "holds no checkpoint yet; starting from step 0" in capsys.readouterr().err
+    meta = json.loads((out / "finetune.json").read_text())
+    assert meta["complete"] is True and meta["best_step"] in (4, 8, 12)
+    assert main(finetune(base, tmp_path / "new", *RESUME_RUN, "--resume")) == 0
+    assert "holds no run yet; starting a new one" in capsys.readouterr().err
+
+
 def test_sigterm_saves_and_resume_completes(base, tmp_path, capsys):
     """A real SIGTERM: the step finishes, a checkpoint is saved, the process exits with a one-line message;
     --resume ends bit-identical to an uninterrupted run."""
