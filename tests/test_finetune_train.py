@@ -376,3 +376,25 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     assert [r["skipped_steps"] for r in records] == [0, 1, 1, 1] and not np.isfinite(records[1]["grad_norm"])
     assert all(np.isfinite(r["grad_norm"]) and r["grad_norm"] < 1e3 for r in records[::2])  # unscaled norms
     assert len(steps) == 3
+
+
+def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, capsys, monkeypatch):
+    """A full disk at a periodic checkpoint: one warning, the run goes on and completes (as pretraining's)."""
+    import litebert.finetune.trainer as trainer
+    from litebert.errors import CheckpointError
+
+    real, failed = trainer.save_checkpoint, []
+
+    def full_disk(folder, step, state, keep_last=3):
+        if not failed:
+            failed.append(step)
+            raise CheckpointError(f"could not save checkpoint {folder}/step-{step:08d}.pt: No space left on device")
+        return real(folder, step, state, keep_last)
+
+    monkeypatch.setattr(trainer, "save_checkpoint", full_disk)
+    out = tmp_path / "run"
+    assert main(finetune(base, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "2",
+                         "--keep-checkpoints")) == 0
+    err = capsys.readouterr().err
+    assert failed == [2] and err.count("No space left on device; training continues") == 1
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.pt")) == ["step-00000004.pt", "step-00000006.pt"]

@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -314,7 +315,12 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                     break
                 stopping = stats[2].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
                 if stopping or evaluated or (args.save_every and step % args.save_every == 0):
-                    checkpoint()
+                    try:
+                        checkpoint()
+                    except CheckpointError as e:  # e.g. a full disk: the earlier checkpoints are intact
+                        if stopping:
+                            raise
+                        print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
                 if stopping and step < args.train_steps:
                     interrupted = True
                     break
