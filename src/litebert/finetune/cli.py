@@ -227,7 +227,6 @@ def _finetune(args, preset, kind, columns, out: Path, plan: str, dist) -> int:
     from litebert.train import distributed as D
     from litebert.train.device import autocast_dtype
 
-    main = dist.is_main
     tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
     train_path, dev_path = _split_paths(args.data, args.dev)
     labels = args.labels.split(",") if args.labels else None
@@ -286,7 +285,7 @@ def _finetune(args, preset, kind, columns, out: Path, plan: str, dist) -> int:
                                             "dev_metrics": metrics, "complete": False})
 
     # every check passed: from here on --out is written (the marker first, so a killed run is recognised)
-    if main:
+    if dist.is_main:
         if plan == "new" and args.resume:
             print(f"--resume: {out} holds no run yet; starting a new one", file=sys.stderr)
         if plan == "resume" and found is None:
@@ -307,15 +306,15 @@ def _finetune(args, preset, kind, columns, out: Path, plan: str, dist) -> int:
               f"{f'; resuming at step {found[0]}' if found else ''}")
     D.barrier(dist)
     result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id,
-                   log=print if main else (lambda _: None), out_dir=out, dist=dist, identity=identity,
+                   log=print if dist.is_main else (lambda _: None), out_dir=out, dist=dist, identity=identity,
                    resume_from=found, keep_checkpoints=args.keep_checkpoints)
     if result["interrupted"]:
-        if main:
+        if dist.is_main:
             print(f"stopped at step {result['steps']} (signal {result['signal']}); checkpoint saved in "
                   f"{out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
         D.barrier(dist)
         return 130
-    if main:
+    if dist.is_main:
         best = result["best_metrics"] or {}
         write_json(out / runner.META_FILE, {**meta, **kind.chosen_on_dev(best), "best_step": result["best_step"],
                                             "dev_metrics": best, "complete": True})
