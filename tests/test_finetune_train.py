@@ -337,7 +337,7 @@ def test_finetune_on_cuda(base, tmp_path, capsys, precision):
     out = tmp_path / precision
     assert main(finetune(base, out, "--max-steps", "40", "--batch-size", "16", "--micro-batch", "8",
                          "--eval-every", "20", "--device", "cuda", "--precision", precision, "--log-every", "1")) == 0
-    assert f"on cuda" in capsys.readouterr().out
+    assert "on cuda" in capsys.readouterr().out
     train = _records(out, "train")
     assert all(np.isfinite(r["loss"]) for r in train) and train[-1]["loss"] < train[0]["loss"]
     if precision == "fp16":
