@@ -226,7 +226,7 @@ def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
 
     real = trainer.train
 
-    def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print):
+    def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print, **kw):
         save(model, 2, {"accuracy": 0.5})
         raise KeyboardInterrupt
 

@@ -2,6 +2,7 @@
 
     litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
                                                                   # conll, classify, regress, sentiment
+        [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
     litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
     litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
     litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -86,8 +88,20 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
     p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --seq-len (no dynamic padding, "
                                                              "no length grouping)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="--out holds a fine-tuned model: replace it (only the files `finetune` writes are deleted)")
+    p.add_argument("--micro-batch", type=_at_least_1,
+                   help="examples per forward/backward on each process (default: --batch-size / processes); "
+                        "gradients are accumulated over --batch-size / (micro batch x processes) micro-batches")
+    p.add_argument("--log-every", type=_at_least_1, default=10, help="a train record in metrics.jsonl every N steps")
+    p.add_argument("--save-every", type=int, default=0,
+                   help="also write a resumable checkpoint every N steps (always: at every evaluation and on "
+                        "SIGTERM/SIGINT)")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep --out/checkpoints when the run ends (default: deleted once the run is complete)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true",
+                       help="--out holds a fine-tuned model: replace it (only the files `finetune` writes are deleted)")
+    again.add_argument("--resume", action="store_true",
+                       help="continue the stopped run in --out from its newest checkpoint (same command otherwise)")
     _common(p)
 
 
@@ -155,8 +169,10 @@ def _parse_columns(spec: str | None) -> dict[str, str]:
     return out
 
 
-def _check_finetune_out(args: argparse.Namespace) -> bool:
-    """Check ``--out`` before anything is read or written; True when it holds a fine-tuned model to replace."""
+def _check_finetune_out(args: argparse.Namespace) -> str:
+    """Check ``--out`` before anything is read or written. The plan: "new" (absent or empty), "overwrite" (holds a
+    fine-tuned model to replace), "resume" (holds an unfinished run to continue) or "complete" (``--resume`` on a
+    finished run: nothing to do)."""
     from litebert.finetune import runner
 
     out = Path(args.out)
@@ -165,17 +181,20 @@ def _check_finetune_out(args: argparse.Namespace) -> bool:
                 and all(p.name in runner.FILES or re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name)
                         for p in out.iterdir()))
     if not (unmarked or check_output_folder(out, runner.KIND)):  # unmarked: written before folders had a marker
-        return False
+        return "new"
+    finished = bool(read_marker(out).get("complete")) if not unmarked else True
+    if getattr(args, "resume", False):
+        return "complete" if finished else "resume"
     if not getattr(args, "overwrite", False):
-        state = "finished" if read_marker(out).get("complete") else "not finished"
-        raise OutputError(f"--out {out} already holds a fine-tuned model ({state}); pass --overwrite to replace it, "
-                          f"or choose another folder")
+        state = "finished" if finished else "not finished"
+        raise OutputError(f"--out {out} already holds a fine-tuned model ({state}); pass --overwrite to replace it"
+                          f"{'' if finished else ', --resume to continue it'}, or choose another folder")
     foreign = sorted(p.name for p in out.iterdir() if p.name != OWNER_FILE and p.name not in runner.FILES
                      and not re.fullmatch(r"\..+\.(?:tmp|old)-\d+", p.name))
     if foreign:
         raise OutputError(f"--out {out} holds files `litebert finetune` does not write ({', '.join(foreign[:4])}); "
                           f"move them out first: --overwrite deletes only what litebert wrote")
-    return True
+    return "overwrite"
 
 
 def _split_paths(data: str, dev: str | None) -> tuple[Path, Path | None]:
@@ -194,17 +213,39 @@ def _split_paths(data: str, dev: str | None) -> tuple[Path, Path | None]:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from litebert.finetune import runner
     from litebert.finetune.tasks import get_preset
-    from litebert.heads import head_name
-    from litebert.finetune.trainer import TrainArgs, steps_for, train
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.train import distributed as D
 
     preset = get_preset(args.task)
     kind = preset.kind
     columns = _parse_columns(args.columns)
     out = Path(args.out)
-    overwrite = _check_finetune_out(args)
+    plan = _check_finetune_out(args)  # on every process, before any of them writes (joining the group syncs them)
+    if plan == "complete":
+        print(f"{out}: this fine-tuning run is finished; nothing to do", file=sys.stderr)
+        return 0
+    if args.save_every < 0:
+        raise ConfigError(f"--save-every {args.save_every}: expected an integer >= 0")
+    dist = D.from_environment(device=args.device)
+    try:
+        return _finetune(args, preset, kind, columns, out, plan, dist)
+    finally:
+        D.shutdown(dist)
+
+
+def _finetune(args, preset, kind, columns, out: Path, plan: str, dist) -> int:
+    """`run_finetune` once the output folder is checked and the process group joined."""
+    import shutil
+
+    import torch
+
+    from litebert.finetune import runner
+    from litebert.finetune.trainer import TrainArgs, choose_checkpoint, run_identity, steps_for, train
+    from litebert.heads import head_name
+    from litebert.tokenizer import AlbertTokenizer
+    from litebert.train import distributed as D
+    from litebert.train.device import autocast_dtype
+
     tok = AlbertTokenizer.from_pretrained(args.tokenizer or args.model)
     train_path, dev_path = _split_paths(args.data, args.dev)
     labels = args.labels.split(",") if args.labels else None
@@ -218,6 +259,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     overrides = {}
     if args.dropout is not None:
         overrides = dict(hidden_dropout_prob=args.dropout, classifier_dropout_prob=args.dropout)
+    torch.manual_seed(args.seed)  # the new head's initial weights come from --seed (the same on every process)
     model = kind.new_model(args.model, labels, **overrides)
     max_len = min(args.seq_len or preset.max_seq_length, model.config.max_position_embeddings)
     feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
@@ -240,10 +282,13 @@ def run_finetune(args: argparse.Namespace) -> int:
     targs = TrainArgs(lr=args.lr or preset.lr, batch_size=batch, train_steps=steps, warmup_steps=min(warmup, steps),
                       eval_every=eval_every, patience=args.patience, seed=args.seed,
                       group_by_length=not args.pad_to_max, pad_to=max_len if args.pad_to_max else None,
-                      progress=not args.no_progress)
-    print(f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
-          f"{len(dev_ex) if dev_ex else 0} dev; {steps} steps of {batch}, lr {targs.lr:g}, warmup {targs.warmup_steps};"
-          f" hyperparameters from {preset.source}")
+                      progress=not args.no_progress, micro_batch=args.micro_batch, precision=args.precision,
+                      log_every=args.log_every, save_every=args.save_every)
+    micro, accum = targs.accumulation(dist.world_size)  # refused here, before anything is written
+    amp = autocast_dtype(args.precision, dist.device)
+    identity = run_identity(model, targs, feats + (dev_feats or []),
+                            {"task": preset.name, "labels": labels, "max_seq_length": max_len})
+    found = choose_checkpoint(out, identity, dist) if plan == "resume" else None
     meta = {"task": preset.name, "kind": kind.name, "head": head_name(kind.head), "labels": labels,
             "metric": preset.metric,
             "preset": replace(preset, max_seq_length=max_len).to_json(), "columns": columns,
@@ -254,29 +299,53 @@ def run_finetune(args: argparse.Namespace) -> int:
         metrics, _ = runner.evaluate(preset, m, tok, dev_ex, labels, max_len, features=dev_feats)
         return metrics
 
-    saved: dict = {}
-
     def save(m, step, metrics):
-        meta.update(kind.chosen_on_dev(metrics))  # e.g. SQuAD v2's no-answer threshold
-        saved.update(meta, best_step=step, dev_metrics=metrics)
-        runner.save_finetuned(m, tok, out, {**saved, "complete": False})
+        runner.save_finetuned(m, tok, out, {**meta, **kind.chosen_on_dev(metrics), "best_step": step,
+                                            "dev_metrics": metrics, "complete": False})
 
     # every check passed: from here on --out is written (the marker first, so a killed run is recognised)
-    if overwrite:
-        if not (out / OWNER_FILE).exists():
-            mark_output_folder(out, runner.KIND, complete=False)
-        clear_output_folder(out, runner.KIND, lambda name: name in runner.FILES)
-    else:
-        remove_stale_temporaries(out)
-    mark_output_folder(out, runner.KIND, complete=False)
-    result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id)
-    write_json(out / runner.META_FILE, {**saved, "complete": True})
-    mark_output_folder(out, runner.KIND, complete=True)
-    if dev_ex:
-        print(f"best dev {preset.metric} {result['best_metrics'][preset.metric]:.4f} at step {result['best_step']}"
-              f"{' (stopped early)' if result['stopped_early'] else ''}; saved to {out}")
-    else:
-        print(f"no dev set: saved the final model to {out}")
+    if dist.is_main:
+        if plan == "new" and args.resume:
+            print(f"--resume: {out} holds no run yet; starting a new one", file=sys.stderr)
+        if plan == "resume" and found is None:
+            print(f"--resume: {out} holds no checkpoint yet; starting from step 0", file=sys.stderr)
+        if plan == "overwrite" or (plan == "resume" and found is None):
+            if not (out / OWNER_FILE).exists():
+                mark_output_folder(out, runner.KIND, complete=False)
+            clear_output_folder(out, runner.KIND, lambda name: name in runner.FILES)
+        else:
+            remove_stale_temporaries(out)
+            if (out / "checkpoints").is_dir():
+                remove_stale_temporaries(out / "checkpoints")
+        mark_output_folder(out, runner.KIND, complete=False)
+        print(f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
+              f"{len(dev_ex) if dev_ex else 0} dev; {steps} steps of {batch} = {micro} x {accum} x "
+              f"{dist.world_size} process(es), lr {targs.lr:g}, warmup {targs.warmup_steps}; on {dist.device}"
+              f"{f' in {amp}'.replace('torch.', '') if amp is not None else ''}; hyperparameters from {preset.source}"
+              f"{f'; resuming at step {found[0]}' if found else ''}")
+    D.barrier(dist)
+    result = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id,
+                   log=print if dist.is_main else (lambda _: None), out_dir=out, dist=dist, identity=identity,
+                   resume_from=found, keep_checkpoints=args.keep_checkpoints)
+    if result["interrupted"]:
+        if dist.is_main:
+            print(f"stopped at step {result['steps']} (signal {result['signal']}); checkpoint saved in "
+                  f"{out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
+        D.barrier(dist)
+        return 130
+    if dist.is_main:
+        best = result["best_metrics"] or {}
+        write_json(out / runner.META_FILE, {**meta, **kind.chosen_on_dev(best), "best_step": result["best_step"],
+                                            "dev_metrics": best, "complete": True})
+        mark_output_folder(out, runner.KIND, complete=True)
+        if not args.keep_checkpoints:
+            shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        if dev_ex:
+            print(f"best dev {preset.metric} {best[preset.metric]:.4f} at step {result['best_step']}"
+                  f"{' (stopped early)' if result['stopped_early'] else ''}; saved to {out}")
+        else:
+            print(f"no dev set: saved the final model to {out}")
+    D.barrier(dist)  # no process leaves while rank 0 still writes
     return 0
 
 

@@ -21,9 +21,11 @@ from litebert.finetune.trainer import predict_outputs
 
 META_FILE = "finetune.json"
 KIND = "fine-tuned-model"  # the output-folder marker's kind (`litebert.files.mark_output_folder`)
-# What `litebert finetune` writes in its folder (besides the marker): all that --overwrite deletes.
+# What `litebert finetune` writes in its folder (besides the marker): all that --overwrite deletes. The model and
+# tokenizer; the metrics (`litebert.train.metrics.MetricsWriter`); checkpoints/ while the run is not finished.
 FILES = {META_FILE, "config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
-         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "answerability.safetensors"}
+         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "answerability.safetensors",
+         "metrics.jsonl", "train.csv", "eval.csv", "tensorboard", "checkpoints"}
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
            "test": ("test_matched", "test", "eng.testb")}
 

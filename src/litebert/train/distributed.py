@@ -57,17 +57,18 @@ def from_environment(env: Mapping[str, str] | None = None, device: str | None = 
     return Distributed(rank, world_size, local_rank, dev)
 
 
-def wrap(model: nn.Module, d: Distributed) -> nn.Module:
+def wrap(model: nn.Module, d: Distributed, find_unused_parameters: bool = False) -> nn.Module:
     """DDP around the unchanged model when there are several processes; the model itself otherwise.
 
-    ``find_unused_parameters`` stays False: every parameter gets a gradient in MLM + SOP pretraining.
+    ``find_unused_parameters`` stays False for pretraining: every parameter gets a gradient in MLM + SOP. Fine-tuning
+    sets it: some heads leave parts of the encoder unused (token classification and SQuAD never read the pooler).
     Shared ALBERT blocks are used several times per forward; DDP handles that because we allreduce once per step
     (``no_sync`` on the other micro-batches) and do not use static graphs.
     """
     if not d.enabled:
         return model
     ids = [d.device.index] if d.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused_parameters)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -2,7 +2,9 @@
 
 Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
 ``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets), ``tensorboard/`` if the ``tensorboard`` package is
-installed. On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
+installed (without it, one notice on stderr says where the metrics are). The columns of the CSV files are
+the pretraining ones by default; a caller passes its own (``litebert finetune``: examples/s, and its task's dev
+metrics taken from the first record). On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
 every file reads as one uninterrupted run; a torn last line (the process was killed while appending it) is dropped
 with a warning, any other line that cannot be read stops the resume with the file and line. Records are appended
 (a line at a time), and the truncation on resume rewrites the file atomically.
@@ -99,7 +101,10 @@ def _truncate_csv(path: Path, after_step: int) -> None:
 class MetricsWriter:
     """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``)."""
 
-    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, tensorboard: bool = True):
+    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, tensorboard: bool = True,
+                 columns: dict[str, list[str] | None] | None = None):
+        """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
+        record (or the header of its existing file). Default: the pretraining columns."""
         self.enabled = enabled
         self.folder = Path(folder)
         self.tb = None
@@ -107,7 +112,8 @@ class MetricsWriter:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         self.jsonl = self.folder / "metrics.jsonl"
-        self.csv = {"train": (self.folder / "train.csv", TRAIN_COLUMNS), "eval": (self.folder / "eval.csv", EVAL_COLUMNS)}
+        columns = columns or {"train": TRAIN_COLUMNS, "eval": EVAL_COLUMNS}
+        self.csv = {split: (self.folder / f"{split}.csv", cols) for split, cols in columns.items()}
         if resume_step is None:  # a fresh run starts fresh files
             for p in [self.jsonl] + [p for p, _ in self.csv.values()]:
                 p.unlink(missing_ok=True)
@@ -119,7 +125,8 @@ class MetricsWriter:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # needs the optional `tensorboard` package
             except ImportError:
-                pass
+                print(f"notice: TensorBoard is not installed (pip install tensorboard); metrics are in "
+                      f"{self.folder / 'metrics.jsonl'} and CSV", file=sys.stderr, flush=True)
             else:
                 self.tb = SummaryWriter(str(self.folder / "tensorboard"), purge_step=resume_step)
 
@@ -130,6 +137,9 @@ class MetricsWriter:
         # O(n^2)); a failed append is undone, so a full disk never leaves half a line in the middle of a file.
         path, columns = self.csv[split]
         new = not path.exists()
+        if columns is None:  # this split's columns: the existing file's header, or this record's keys
+            columns = list(record) if new else (_csv_rows(path, warn=False)[:1] or [list(record)])[0]
+            self.csv[split] = (path, columns)
         text = io.StringIO(newline="")
         w = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         if new:
