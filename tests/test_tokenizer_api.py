@@ -230,3 +230,17 @@ def test_token_conversions_equal_hf(tok, hf_slow):
     assert tok.convert_ids_to_tokens(4) == "[MASK]" and tok.convert_tokens_to_ids("not-a-piece") == 1
     assert tok.convert_ids_to_tokens(np.int64(2)) == "[CLS]"
     assert tok.convert_ids_to_tokens(torch.tensor([2, 3])) == ["[CLS]", "[SEP]"]
+
+
+def test_hf_attributes_and_output_switches(tok, hf_slow):
+    for name in ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "model_input_names"):
+        assert getattr(tok, name) == getattr(hf_slow, name), name
+    assert sorted(tok.all_special_tokens) == sorted(hf_slow.all_special_tokens)
+    assert sorted(tok.all_special_ids) == sorted(hf_slow.all_special_ids)
+    assert tok.get_vocab() == hf_slow.get_vocab()
+    assert tok(f"Paris is {tok.mask_token}.")["input_ids"][3] == tok.mask_token_id == 4
+    for kw in ({"return_token_type_ids": False}, {"return_attention_mask": False},
+               {"return_token_type_ids": False, "return_attention_mask": False}, {"return_token_type_ids": True}):
+        ours, ref = tok(["a [MASK]", "b"], ["c", "d e"], padding=True, **kw), hf_slow(["a [MASK]", "b"], ["c", "d e"],
+                                                                                     padding=True, **kw)
+        assert dict(ours) == dict(ref), kw

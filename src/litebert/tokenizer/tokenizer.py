@@ -90,6 +90,9 @@ class AlbertTokenizer:
         # The special tokens HF's AlbertTokenizer recognises in text (its all_special_tokens), matched case-sensitively
         # and longest first, as HF's trie does. HF gives [MASK] lstrip=True: the whitespace before it is dropped.
         self.all_special_ids = [specials[p] for p in SPECIAL_PIECES]
+        self.all_special_tokens = list(SPECIAL_PIECES)
+        self.pad_token, self.unk_token, self.cls_token, self.sep_token, self.mask_token = SPECIAL_PIECES
+        self.model_input_names = list(MODEL_INPUT_NAMES)
         self._special_re = re.compile("|".join(re.escape(p) for p in sorted(SPECIAL_PIECES, key=len, reverse=True)))
         self.vocab_size = self.sp.get_piece_size()
         try:  # a damaged model can load and still hold pieces that are not UTF-8, or a torn protobuf
@@ -222,6 +225,10 @@ class AlbertTokenizer:
         if not 0 <= i < self.vocab_size:
             raise TokenizerError(f"token id {i} is outside the vocabulary (0 to {self.vocab_size - 1})")
         return int(i)
+
+    def get_vocab(self) -> dict[str, int]:
+        """{piece: id} of the whole vocabulary, as HF's ``get_vocab``."""
+        return {p: i for i, p in enumerate(self._pieces)}
 
     def convert_tokens_to_ids(self, tokens):
         return self.sp.piece_to_id(tokens) if isinstance(tokens, str) else [self.sp.piece_to_id(t) for t in tokens]
@@ -421,7 +428,9 @@ class AlbertTokenizer:
 
     def __call__(self, text, text_pair=None, *, max_length: int | None = None, truncation=False, padding=False,
                  return_offsets: bool = False, add_special_tokens: bool = True, return_tensors: str | None = None,
-                 return_offsets_mapping: bool = False, split_special_tokens: bool | None = None) -> BatchEncoding:
+                 return_offsets_mapping: bool = False, split_special_tokens: bool | None = None,
+                 return_token_type_ids: bool | None = None, return_attention_mask: bool | None = None
+                 ) -> BatchEncoding:
         """Model inputs: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with token types 0 / 1, as HF does.
 
         ``text`` is a string (lists come back) or a list of strings (lists of lists come back); ``text_pair`` likewise.
@@ -430,7 +439,8 @@ class AlbertTokenizer:
         batch) or "max_length". ``return_tensors``: "pt" (torch) or "np" (numpy), ``[batch, length]`` int64 (a single
         text is a batch of one). Special tokens written in the text (``"Paris is [MASK]."``) become their ids unless
         ``split_special_tokens`` (default: the tokenizer's, False). Returns ``input_ids``, ``token_type_ids``,
-        ``attention_mask`` and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``, the same under
+        ``attention_mask`` (the latter two left out with ``return_token_type_ids=False`` /
+        ``return_attention_mask=False``) and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``, the same under
         HF's name ``offset_mapping``): per token its [start, end) character span in its own original text ((0, 0)
         for special and padding tokens that are not written in the text).
         """
@@ -479,6 +489,10 @@ class AlbertTokenizer:
         enc = {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
         if return_offsets_mapping:
             enc["offset_mapping"] = enc.pop("offsets")
+        if return_token_type_ids is False:
+            del enc["token_type_ids"]
+        if return_attention_mask is False:
+            del enc["attention_mask"]
         return to_tensors(enc, return_tensors, single)
 
     def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, *,
