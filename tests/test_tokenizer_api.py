@@ -244,3 +244,12 @@ def test_hf_attributes_and_output_switches(tok, hf_slow):
         ours, ref = tok(["a [MASK]", "b"], ["c", "d e"], padding=True, **kw), hf_slow(["a [MASK]", "b"], ["c", "d e"],
                                                                                      padding=True, **kw)
         assert dict(ours) == dict(ref), kw
+
+
+@pytest.mark.parametrize("options", [{"remove_space": False}, {"do_lower_case": False}, {"keep_accents": True}])
+def test_special_tokens_in_text_equal_hf_slow_with_other_options(albert_vocab, options):
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AlbertTokenizer(str(albert_vocab / "spiece.model"), **options)
+    ours = AlbertTokenizer(albert_vocab / "spiece.model", **options)
+    for text in TEXTS:
+        assert ours(text)["input_ids"] == hf(text)["input_ids"], (options, text)
