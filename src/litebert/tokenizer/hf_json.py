@@ -1,4 +1,5 @@
-"""A SentencePiece model rebuilt from an HF ``tokenizer.json`` (what transformers 5 saves instead of ``spiece.model``).
+"""HF ``tokenizer.json`` both ways: the one ``save_pretrained`` writes (`tokenizer_json`), and a SentencePiece model
+rebuilt from one (`model_proto_from_tokenizer_json`; transformers 5 saves ``tokenizer.json`` instead of ``spiece.model``).
 
 An ALBERT ``tokenizer.json`` is a serialized SentencePiece unigram model: the vocabulary with its scores
 (``model.vocab``), the unknown piece (``model.unk_id``), the special and user-defined pieces (``added_tokens``) and the
@@ -25,6 +26,7 @@ from litebert.files import read_json
 from litebert.protobuf import bytes_field, float_field, varint_field
 
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED = 1, 2, 3, 4
+SPIECE_UNDERLINE = "▁"  # SentencePiece's meta symbol for a space
 DIGIT_COMMA_PENALTY = 100.0  # what HF's AlbertConverter subtracts from the score of "▁2010,"-like pieces
 
 
@@ -73,7 +75,7 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
     for i, (piece, score) in enumerate(vocab):
         if types[i] == PIECE_NORMAL and score == 0.0:
             types[i] = PIECE_USER_DEFINED
-        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit() and score <= -DIGIT_COMMA_PENALTY:
+        if ends_digit_comma(piece) and score <= -DIGIT_COMMA_PENALTY:
             score += DIGIT_COMMA_PENALTY
         pieces.append(bytes_field(1, bytes_field(1, piece) + float_field(2, score) + varint_field(3, types[i])))
 
@@ -101,3 +103,54 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
                   + (b"" if dummy_prefix else varint_field(3, 0)))
     proto = b"".join(pieces) + bytes_field(2, trainer) + bytes_field(3, normalizer)
     return proto, options
+
+
+def tokenizer_json(tok) -> dict:
+    """A ``tokenizers`` serialization that makes HF's AlbertTokenizer follow the official behaviour where it can.
+
+    Loading a bare ``spiece.model``, transformers 5 turns the user-defined pieces (``( ) " - .`` ...) into *added
+    tokens*: text is cut around them and every fragment gets its own ``▁`` ("4-our" -> ``▁4 - ▁our`` where
+    SentencePiece gives ``▁4 - our``). Here they stay ordinary vocabulary entries (score 0, and no other piece
+    contains them, so Viterbi always takes them, as SentencePiece forces them). The digit-comma re-split is
+    approximated as HF's own v4 converter did: such pieces get their score lowered by 100 so Viterbi avoids them.
+    """
+    vocab = [[p, tok.sp.get_score(i) - (DIGIT_COMMA_PENALTY if ends_digit_comma(p) else 0.0)]
+             for i, p in enumerate(tok._pieces)]
+    added = [{"id": tok.sp.piece_to_id(p), "content": p, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for p in tok.all_special_tokens]
+    normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+                   {"type": "Replace", "pattern": {"String": "''"}, "content": '"'}]
+    if not tok.keep_accents:
+        normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
+    if tok.do_lower_case:
+        normalizers.append({"type": "Lowercase"})
+    if tok._charsmap:
+        normalizers.append({"type": "Precompiled",
+                            "precompiled_charsmap": base64.b64encode(tok._charsmap).decode()})
+    metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
+    cls, sep = "[CLS]", "[SEP]"
+
+    def seq(name, type_id):
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    def special(name, type_id):
+        return {"SpecialToken": {"id": name, "type_id": type_id}}
+
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1), special(sep, 1)],
+            "special_tokens": {t: {"id": t, "ids": [tok.sp.piece_to_id(t)], "tokens": [t]} for t in (cls, sep)},
+        },
+        "decoder": metaspace,
+        "model": {"type": "Unigram", "unk_id": tok.unk_token_id, "vocab": vocab, "byte_fallback": False},
+    }
+
+
+def ends_digit_comma(piece: str) -> bool:
+    """The official encode_pieces re-splits a piece ending in a digit and a comma ("▁2010,")."""
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()

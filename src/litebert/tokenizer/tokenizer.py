@@ -17,7 +17,6 @@ transformers 5 differs from the official behaviour.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import re
@@ -30,7 +29,7 @@ from litebert.errors import TokenizerError
 from litebert.files import atomic_write, read_json, write_json
 from litebert.protobuf import fields
 from litebert.tokenizer.batch import BatchEncoding, as_id_list, to_tensors
-from litebert.tokenizer.hf_json import model_proto_from_tokenizer_json
+from litebert.tokenizer.hf_json import ends_digit_comma, model_proto_from_tokenizer_json, tokenizer_json
 from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
 
 SPIECE_UNDERLINE = "▁"
@@ -103,7 +102,7 @@ class AlbertTokenizer:
             raise TokenizerError(f"{path}: not a valid SentencePiece model ({type(e).__name__}: {e})") from None
         # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
         # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.
-        self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if _ends_digit_comma(p)}
+        self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if ends_digit_comma(p)}
         self._fast_ids = self.sp.id_to_piece(self.sp.piece_to_id(",")) == ","
 
     # ---------------------------------------------------------------- loading / saving
@@ -152,53 +151,8 @@ class AlbertTokenizer:
         }
         atomic_write(out / MODEL_NAME, self._model_bytes)
         write_json(out / CONFIG_NAME, config)
-        write_json(out / "tokenizer.json", self._hf_tokenizer_json(), indent=None)
+        write_json(out / HF_JSON_NAME, tokenizer_json(self), indent=None)
         return out
-
-    def _hf_tokenizer_json(self) -> dict:
-        """A ``tokenizers`` serialization that makes HF's AlbertTokenizer follow the official behaviour where it can.
-
-        Loading a bare ``spiece.model``, transformers 5 turns the user-defined pieces (``( ) " - .`` ...) into *added
-        tokens*: text is cut around them and every fragment gets its own ``▁`` ("4-our" -> ``▁4 - ▁our`` where
-        SentencePiece gives ``▁4 - our``). Here they stay ordinary vocabulary entries (score 0, and no other piece
-        contains them, so Viterbi always takes them, as SentencePiece forces them). The digit-comma re-split is
-        approximated as HF's own v4 converter did: such pieces get their score lowered by 100 so Viterbi avoids them.
-        """
-        vocab = [[p, self.sp.get_score(i) - (100.0 if _ends_digit_comma(p) else 0.0)]
-                 for i, p in enumerate(self._pieces)]
-        added = [{"id": self.sp.piece_to_id(p), "content": p, "single_word": False, "lstrip": False, "rstrip": False,
-                  "normalized": False, "special": True} for p in SPECIAL_PIECES]
-        normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
-                       {"type": "Replace", "pattern": {"String": "''"}, "content": '"'}]
-        if not self.keep_accents:
-            normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
-        if self.do_lower_case:
-            normalizers.append({"type": "Lowercase"})
-        if self._charsmap:
-            normalizers.append({"type": "Precompiled",
-                                "precompiled_charsmap": base64.b64encode(self._charsmap).decode()})
-        metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
-        cls, sep = "[CLS]", "[SEP]"
-
-        def seq(name, type_id):
-            return {"Sequence": {"id": name, "type_id": type_id}}
-
-        def special(name, type_id):
-            return {"SpecialToken": {"id": name, "type_id": type_id}}
-
-        return {
-            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-            "normalizer": {"type": "Sequence", "normalizers": normalizers},
-            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
-            "post_processor": {
-                "type": "TemplateProcessing",
-                "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
-                "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1), special(sep, 1)],
-                "special_tokens": {t: {"id": t, "ids": [self.sp.piece_to_id(t)], "tokens": [t]} for t in (cls, sep)},
-            },
-            "decoder": metaspace,
-            "model": {"type": "Unigram", "unk_id": self.unk_token_id, "vocab": vocab, "byte_fallback": False},
-        }
 
     def fingerprint(self) -> str:
         """sha256 of the SentencePiece model bytes: data made with one vocabulary must not be read with another."""
@@ -259,7 +213,7 @@ class AlbertTokenizer:
     def _tokenize_plain(self, text: str) -> list[str]:
         out = []
         for piece in self.sp.encode(self.normalize(text), out_type=str):
-            out.extend(self._resplit_piece(piece) if _ends_digit_comma(piece) else [piece])
+            out.extend(self._resplit_piece(piece) if ends_digit_comma(piece) else [piece])
         return out
 
     def _splits_specials(self, split_special_tokens: bool | None) -> bool:
@@ -404,7 +358,7 @@ class AlbertTokenizer:
         # With "," a piece, only vocabulary pieces end in digit + comma (see __init__): test the id, not the string.
         resplit = self._resplit if self._fast_ids else None
         for k, (i, piece, (a, b)) in enumerate(zip(piece_ids, pieces, offsets)):
-            if (i not in resplit) if resplit is not None else not _ends_digit_comma(piece):
+            if (i not in resplit) if resplit is not None else not ends_digit_comma(piece):
                 if a < b and not norm[b - 1].isspace():  # the usual piece: inline `to_original`
                     s, e = starts[a], ends[b - 1]
                     while s < e - 1 and text[s].isspace():
@@ -608,8 +562,3 @@ def _clean_up_tokenization(text: str) -> str:
                      (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
         text = text.replace(old, new)
     return text
-
-
-def _ends_digit_comma(piece: str) -> bool:
-    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
-
