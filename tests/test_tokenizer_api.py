@@ -253,3 +253,17 @@ def test_special_tokens_in_text_equal_hf_slow_with_other_options(albert_vocab, o
     ours = AlbertTokenizer(albert_vocab / "spiece.model", **options)
     for text in TEXTS:
         assert ours(text)["input_ids"] == hf(text)["input_ids"], (options, text)
+
+
+def test_hf_fast_converted_from_the_bare_model(tok, albert_vocab):
+    """HF 4.57's AlbertTokenizerFast converted from the bare spiece.model agrees where [MASK] sits between words; it
+    departs from HF's SentencePiece tokenizer (and litebert) as docs/tokenizer.md lists: a lone ▁ for the whitespace
+    next to the other special tokens, and no ▁ before a user-defined piece such as "." after a special token."""
+    transformers = pytest.importorskip("transformers")
+    fast = transformers.AlbertTokenizerFast(vocab_file=str(albert_vocab / "spiece.model"))
+    for text in ["Paris is [MASK]", "[MASK] is Paris", "a[MASK]b", "the [MASK] [MASK] [MASK] end", "Café [MASK] naive",
+                 "[MASK]ing un[MASK]able", "über[MASK]straße"]:
+        assert fast(text)["input_ids"] == tok(text)["input_ids"], text
+    assert fast.tokenize("x [CLS] y") == ["▁x", "▁", "[CLS]", "▁", "y"]
+    assert tok.tokenize("x [CLS] y") == ["▁x", "[CLS]", "▁", "y"]
+    assert fast.tokenize("Paris is [MASK].")[-1:] == ["."] and tok.tokenize("Paris is [MASK].")[-2:] == ["▁", "."]
