@@ -150,7 +150,8 @@ def test_corpus_path_reads_special_tokens_as_text(tok):
 def test_return_tensors_equal_hf(tok, hf_slow, kind):
     texts = ["Paris is [MASK].", "a", "In 2010, the U.S. economy grew (a lot) and grew.", ""]
     cases = [dict(padding=True), dict(padding="longest"), dict(padding="max_length", max_length=24),
-             dict(padding=True, truncation=True, max_length=6), dict(padding="max_length", truncation=True, max_length=7)]
+             dict(padding=True, truncation=True, max_length=6),
+             dict(padding="max_length", truncation=True, max_length=7)]
     for kw in cases:
         for pair in (None, texts[::-1]):
             ours = tok(texts, pair, return_tensors=kind, **kw)

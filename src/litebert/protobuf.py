@@ -1,7 +1,8 @@
 """Just enough of the protobuf wire format to read two kinds of message without a protobuf dependency:
 SentencePiece's ``ModelProto`` (piece types and the normalizer's charsmap, in `litebert.tokenizer.tokenizer`) and
 TensorFlow's tensor-bundle protos and SSTable varints (in `litebert.io.tf_checkpoint`). It is a low layer that
-both use, so it lives at the top of the package rather than in ``io/``.
+both use, so it lives at the top of the package rather than in ``io/``. The few writers at the bottom build the
+SentencePiece ``ModelProto`` that `litebert.tokenizer.hf_json` rebuilds from an HF ``tokenizer.json``.
 
 Malformed input raises ``ValueError``; the callers turn it into an error naming the file.
 """
@@ -57,7 +58,7 @@ def fields(buf: bytes) -> list[tuple[int, int | bytes]]:
     return out
 
 
-# ---------------------------------------------------------------- writing (SentencePiece ModelProto from tokenizer.json)
+# ---------------------------------------------------------------- writing (SentencePiece ModelProto, hf_json.py)
 def encode_varint(value: int) -> bytes:
     """Base-128 varint; a negative value is written as protobuf's 10-byte two's-complement ``int32``/``int64``."""
     if value < 0:

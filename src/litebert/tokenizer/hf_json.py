@@ -1,5 +1,5 @@
 """HF ``tokenizer.json`` both ways: the one ``save_pretrained`` writes (`tokenizer_json`), and a SentencePiece model
-rebuilt from one (`model_proto_from_tokenizer_json`; transformers 5 saves ``tokenizer.json`` instead of ``spiece.model``).
+rebuilt from one (`model_proto_from_tokenizer_json`): transformers 5 saves ``tokenizer.json`` without ``spiece.model``.
 
 An ALBERT ``tokenizer.json`` is a serialized SentencePiece unigram model: the vocabulary with its scores
 (``model.vocab``), the unknown piece (``model.unk_id``), the special and user-defined pieces (``added_tokens``) and the
@@ -86,7 +86,7 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
             try:
                 charsmap = base64.b64decode(step["precompiled_charsmap"], validate=True)
             except (ValueError, TypeError) as e:
-                raise TokenizerError(f"{path}: the Precompiled normalizer's charsmap is not valid base64 ({e})") from None
+                raise TokenizerError(f"{path}: the Precompiled normalizer's charsmap is not base64 ({e})") from None
     options = {"do_lower_case": any(s.get("type") == "Lowercase" for s in steps),
                "keep_accents": not any(s.get("type") == "StripAccents" for s in steps)}
     pre = data.get("pre_tokenizer") or {}
@@ -99,8 +99,8 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
                + varint_field(42, -1) + varint_field(43, pad_id))
     # normalizer_spec: name (1), precompiled_charsmap (2), add_dummy_prefix (3, default true); its other defaults
     # (remove_extra_whitespaces, escape_whitespaces: true) are what ALBERT uses
-    normalizer = (bytes_field(1, "nmt_nfkc" if charsmap else "identity") + (bytes_field(2, charsmap) if charsmap else b"")
-                  + (b"" if dummy_prefix else varint_field(3, 0)))
+    normalizer = bytes_field(1, "nmt_nfkc" if charsmap else "identity")
+    normalizer += (bytes_field(2, charsmap) if charsmap else b"") + (b"" if dummy_prefix else varint_field(3, 0))
     proto = b"".join(pieces) + bytes_field(2, trainer) + bytes_field(3, normalizer)
     return proto, options
 

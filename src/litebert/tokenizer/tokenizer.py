@@ -394,11 +394,10 @@ class AlbertTokenizer:
         text is a batch of one). Special tokens written in the text (``"Paris is [MASK]."``) become their ids unless
         ``split_special_tokens`` (default: the tokenizer's, False). Returns ``input_ids``, ``token_type_ids``,
         ``attention_mask`` (the latter two left out with ``return_token_type_ids=False`` /
-        ``return_attention_mask=False``) and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``, the same under
-        HF's name ``offset_mapping``): per token its [start, end) character span in its own original text ((0, 0)
-        for special and padding tokens that are not written in the text).
+        ``return_attention_mask=False``) and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``,
+        the same under HF's name ``offset_mapping``): per token its [start, end) character span in its own original
+        text ((0, 0) for special and padding tokens that are not written in the text).
         """
-        offsets_key = "offset_mapping" if return_offsets_mapping else "offsets"
         return_offsets = return_offsets or return_offsets_mapping
         single = isinstance(text, str)
         texts = [text] if single else list(text)
