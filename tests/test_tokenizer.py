@@ -235,7 +235,8 @@ def test_decode_and_conversions_equal_hf(tok, hf_saved):
         assert tok.decode(ids, skip_special_tokens=True) == hf_saved.decode(ids, skip_special_tokens=True)
         assert tok.convert_ids_to_tokens(ids) == hf_saved.convert_ids_to_tokens(ids)
         assert tok.convert_tokens_to_ids(tok.convert_ids_to_tokens(ids)) == ids
-    assert tok.decode([2, 10975, 15, 51, 3]) == "[CLS] hello, my [SEP]"
+    # HF's AlbertTokenizer (slow and fast) appends a special token after a piece without a space
+    assert tok.decode([2, 10975, 15, 51, 3]) == hf_saved.decode([2, 10975, 15, 51, 3]) == "[CLS] hello, my[SEP]"
 
 
 # ------------------------------------------------------------------------------------------ vocabulary facts

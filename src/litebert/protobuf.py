@@ -1,7 +1,8 @@
 """Just enough of the protobuf wire format to read two kinds of message without a protobuf dependency:
 SentencePiece's ``ModelProto`` (piece types and the normalizer's charsmap, in `litebert.tokenizer.tokenizer`) and
 TensorFlow's tensor-bundle protos and SSTable varints (in `litebert.io.tf_checkpoint`). It is a low layer that
-both use, so it lives at the top of the package rather than in ``io/``.
+both use, so it lives at the top of the package rather than in ``io/``. The few writers at the bottom build the
+SentencePiece ``ModelProto`` that `litebert.tokenizer.hf_json` rebuilds from an HF ``tokenizer.json``.
 
 Malformed input raises ``ValueError``; the callers turn it into an error naming the file.
 """
@@ -55,3 +56,35 @@ def fields(buf: bytes) -> list[tuple[int, int | bytes]]:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         out.append((num, value))
     return out
+
+
+# ---------------------------------------------------------------- writing (SentencePiece ModelProto, hf_json.py)
+def encode_varint(value: int) -> bytes:
+    """Base-128 varint; a negative value is written as protobuf's 10-byte two's-complement ``int32``/``int64``."""
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def varint_field(num: int, value: int) -> bytes:
+    """An int/enum/bool field (wire type 0)."""
+    return encode_varint(num << 3) + encode_varint(int(value))
+
+
+def float_field(num: int, value: float) -> bytes:
+    """A ``float`` field (wire type 5, little-endian IEEE single)."""
+    return encode_varint(num << 3 | 5) + struct.pack("<f", value)
+
+
+def bytes_field(num: int, value: bytes | str) -> bytes:
+    """A string, bytes or sub-message field (wire type 2)."""
+    data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    return encode_varint(num << 3 | 2) + encode_varint(len(data)) + data

@@ -38,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     e = sub.add_parser("encode", help="encode text to ids (JSON lines)",
                        description="Encode each input line (or --text) and print one JSON object per line.")
-    e.add_argument("--tokenizer", required=True, help="a tokenizer folder or a .model file")
+    e.add_argument("--tokenizer", required=True,
+                   help="a tokenizer folder (spiece.model, or tokenizer.json alone) or a .model file")
     e.add_argument("--text", action="append", help="text to encode (repeatable); default: read --input or stdin")
     e.add_argument("--input", help="a text file, one text per line (gzip/xz/bz2 decompressed transparently)")
     e.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
@@ -46,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--pieces", action="store_true", help="also print the pieces")
     e.add_argument("--offsets", action="store_true", help="also print character offsets into the input")
     e.add_argument("--no-special-tokens", action="store_true", help="omit [CLS]/[SEP]")
+    e.add_argument("--split-special-tokens", action="store_true",
+                   help="read [MASK], [CLS], ... written in the text as plain text (as the official tokenizer does), "
+                        "not as their ids")
 
 
 def run(args) -> int:
@@ -56,7 +60,7 @@ def run(args) -> int:
                         text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet,
                         overwrite=args.overwrite)
         return 0
-    tok = AlbertTokenizer.from_pretrained(args.tokenizer)
+    tok = AlbertTokenizer.from_pretrained(args.tokenizer, split_special_tokens=args.split_special_tokens)
     if args.text:
         texts: Iterable[str] = args.text
     elif args.input:

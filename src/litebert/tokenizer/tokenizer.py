@@ -17,9 +17,9 @@ transformers 5 differs from the official behaviour.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,8 @@ import sentencepiece as spm
 from litebert.errors import TokenizerError
 from litebert.files import atomic_write, read_json, write_json
 from litebert.protobuf import fields
+from litebert.tokenizer.batch import BatchEncoding, as_id_list, to_tensors
+from litebert.tokenizer.hf_json import ends_digit_comma, model_proto_from_tokenizer_json, tokenizer_json
 from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
 
 SPIECE_UNDERLINE = "▁"
@@ -40,6 +42,9 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCT  # pieces m
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
 CONFIG_NAME = "tokenizer_config.json"
 MODEL_NAME = "spiece.model"
+HF_JSON_NAME = "tokenizer.json"
+# What HF's AlbertTokenizer returns, written into tokenizer_config.json: transformers 5 otherwise drops token_type_ids.
+MODEL_INPUT_NAMES = ["input_ids", "token_type_ids", "attention_mask"]
 
 
 def _check_specials(sp: spm.SentencePieceProcessor, where: str) -> dict[str, int]:
@@ -61,11 +66,15 @@ class AlbertTokenizer:
     """SentencePiece + official ALBERT normalization. ``from_pretrained(folder_or_model_file)`` to load."""
 
     def __init__(self, model_file: str | os.PathLike, *, do_lower_case: bool = True, keep_accents: bool = False,
-                 remove_space: bool = True, num_threads: int = -1):
+                 remove_space: bool = True, split_special_tokens: bool = False, num_threads: int = -1,
+                 model_bytes: bytes | None = None):
+        """``model_file``: a SentencePiece ``.model`` file (or, with ``model_bytes``, the file those bytes came from,
+        for messages). ``split_special_tokens``: read ``[MASK]``, ``[CLS]`` ... written in a text as plain text, as
+        the official tokenizer does, rather than as their ids (HF's name and default, False)."""
         path = Path(model_file)
-        if not path.is_file():
+        if model_bytes is None and not path.is_file():
             raise TokenizerError(f"{path}: SentencePiece model file not found")
-        self._model_bytes = path.read_bytes()
+        self._model_bytes = path.read_bytes() if model_bytes is None else bytes(model_bytes)
         self.model_file = path
         self.sp = spm.SentencePieceProcessor()
         try:
@@ -76,7 +85,15 @@ class AlbertTokenizer:
         self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
             specials[p] for p in SPECIAL_PIECES)
         self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
+        self.split_special_tokens = split_special_tokens
         self.num_threads = num_threads
+        # The special tokens HF's AlbertTokenizer recognises in text (its all_special_tokens), matched case-sensitively
+        # and longest first, as HF's trie does. HF gives [MASK] lstrip=True: the whitespace before it is dropped.
+        self.all_special_ids = [specials[p] for p in SPECIAL_PIECES]
+        self.all_special_tokens = list(SPECIAL_PIECES)
+        self.pad_token, self.unk_token, self.cls_token, self.sep_token, self.mask_token = SPECIAL_PIECES
+        self.model_input_names = list(MODEL_INPUT_NAMES)
+        self._special_re = re.compile("|".join(re.escape(p) for p in sorted(SPECIAL_PIECES, key=len, reverse=True)))
         self.vocab_size = self.sp.get_piece_size()
         try:  # a damaged model can load and still hold pieces that are not UTF-8, or a torn protobuf
             self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
@@ -84,32 +101,42 @@ class AlbertTokenizer:
             self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
         except (UnicodeDecodeError, ValueError, IndexError) as e:
             raise TokenizerError(f"{path}: not a valid SentencePiece model ({type(e).__name__}: {e})") from None
-        self._special_ids = {i for i in range(self.vocab_size) if self.sp.is_control(i)}
         # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
         # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.
-        self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if _ends_digit_comma(p)}
+        self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if ends_digit_comma(p)}
         self._fast_ids = self.sp.id_to_piece(self.sp.piece_to_id(",")) == ","
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides) -> "AlbertTokenizer":
-        """Load a folder (``spiece.model`` + optional ``tokenizer_config.json``, HF layout) or a ``.model`` file."""
+        """Load a tokenizer folder (HF layout: ``spiece.model``, or only ``tokenizer.json`` as transformers 5 saves
+        it; ``tokenizer_config.json`` optional), a SentencePiece ``.model`` file or a ``tokenizer.json`` file."""
         path = Path(path)
         if path.is_dir():
-            model, cfg_path = path / MODEL_NAME, path / CONFIG_NAME
-            if not model.is_file():
-                raise TokenizerError(f"{path}: no {MODEL_NAME} in this folder (expected the HF ALBERT tokenizer layout)")
+            model, hf_json, cfg_path = path / MODEL_NAME, path / HF_JSON_NAME, path / CONFIG_NAME
             options = {}
+            if not model.is_file() and hf_json.is_file():
+                model_bytes, options = model_proto_from_tokenizer_json(hf_json)
+            elif not model.is_file():
+                raise TokenizerError(
+                    f"{path}: no {MODEL_NAME} or {HF_JSON_NAME} in this folder (an ALBERT tokenizer folder holds "
+                    f"either); pass the folder of the pretrained model, or save one with "
+                    f"`transformers.AutoTokenizer.from_pretrained(NAME).save_pretrained(\"{path}\")`")
             if cfg_path.is_file():
                 cfg = read_json(cfg_path, TokenizerError)
-                for key in ("do_lower_case", "keep_accents", "remove_space"):
+                for key in ("do_lower_case", "keep_accents", "remove_space", "split_special_tokens"):
                     if key in cfg:
                         if not isinstance(cfg[key], bool):
                             raise TokenizerError(f"{cfg_path}: {key!r} must be true or false, got {cfg[key]!r}")
                         options[key] = cfg[key]
+            if not model.is_file():
+                return cls(hf_json, model_bytes=model_bytes, **{**options, **overrides})
             return cls(model, **{**options, **overrides})
         if not path.exists():
-            raise TokenizerError(f"{path}: no such tokenizer folder or SentencePiece model file")
+            raise TokenizerError(f"{path}: no such tokenizer folder, SentencePiece model file or {HF_JSON_NAME}")
+        if path.suffix == ".json":
+            model_bytes, options = model_proto_from_tokenizer_json(path)
+            return cls(path, model_bytes=model_bytes, **{**options, **overrides})
         return cls(path, **overrides)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
@@ -120,56 +147,13 @@ class AlbertTokenizer:
             "keep_accents": self.keep_accents, "remove_space": self.remove_space,
             "bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
             "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]", "model_max_length": 512,
+            "model_input_names": MODEL_INPUT_NAMES, "split_special_tokens": self.split_special_tokens,
+            "clean_up_tokenization_spaces": False,
         }
         atomic_write(out / MODEL_NAME, self._model_bytes)
         write_json(out / CONFIG_NAME, config)
-        write_json(out / "tokenizer.json", self._hf_tokenizer_json(), indent=None)
+        write_json(out / HF_JSON_NAME, tokenizer_json(self), indent=None)
         return out
-
-    def _hf_tokenizer_json(self) -> dict:
-        """A ``tokenizers`` serialization that makes HF's AlbertTokenizer follow the official behaviour where it can.
-
-        Loading a bare ``spiece.model``, transformers 5 turns the user-defined pieces (``( ) " - .`` ...) into *added
-        tokens*: text is cut around them and every fragment gets its own ``▁`` ("4-our" -> ``▁4 - ▁our`` where
-        SentencePiece gives ``▁4 - our``). Here they stay ordinary vocabulary entries (score 0, and no other piece
-        contains them, so Viterbi always takes them, as SentencePiece forces them). The digit-comma re-split is
-        approximated as HF's own v4 converter did: such pieces get their score lowered by 100 so Viterbi avoids them.
-        """
-        vocab = [[p, self.sp.get_score(i) - (100.0 if _ends_digit_comma(p) else 0.0)]
-                 for i, p in enumerate(self._pieces)]
-        added = [{"id": self.sp.piece_to_id(p), "content": p, "single_word": False, "lstrip": False, "rstrip": False,
-                  "normalized": False, "special": True} for p in SPECIAL_PIECES]
-        normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
-                       {"type": "Replace", "pattern": {"String": "''"}, "content": '"'}]
-        if not self.keep_accents:
-            normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
-        if self.do_lower_case:
-            normalizers.append({"type": "Lowercase"})
-        if self._charsmap:
-            normalizers.append({"type": "Precompiled",
-                                "precompiled_charsmap": base64.b64encode(self._charsmap).decode()})
-        metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
-        cls, sep = "[CLS]", "[SEP]"
-
-        def seq(name, type_id):
-            return {"Sequence": {"id": name, "type_id": type_id}}
-
-        def special(name, type_id):
-            return {"SpecialToken": {"id": name, "type_id": type_id}}
-
-        return {
-            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-            "normalizer": {"type": "Sequence", "normalizers": normalizers},
-            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
-            "post_processor": {
-                "type": "TemplateProcessing",
-                "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
-                "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1), special(sep, 1)],
-                "special_tokens": {t: {"id": t, "ids": [self.sp.piece_to_id(t)], "tokens": [t]} for t in (cls, sep)},
-            },
-            "decoder": metaspace,
-            "model": {"type": "Unigram", "unk_id": self.unk_token_id, "vocab": vocab, "byte_fallback": False},
-        }
 
     def fingerprint(self) -> str:
         """sha256 of the SentencePiece model bytes: data made with one vocabulary must not be read with another."""
@@ -188,8 +172,21 @@ class AlbertTokenizer:
         """Ids of normal pieces (not control, unknown, unused or user-defined): candidates for random replacement."""
         return np.flatnonzero(np.asarray(self.piece_types) == PIECE_NORMAL).astype(np.int64)
 
-    def convert_ids_to_tokens(self, ids):
-        return self._pieces[ids] if isinstance(ids, (int, np.integer)) else [self._pieces[i] for i in ids]
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
+        """Piece of an id, or pieces of a sequence of ids (special ones left out with ``skip_special_tokens``)."""
+        if isinstance(ids, (int, np.integer)):
+            return self._pieces[self._checked_id(ids)]
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return [self._pieces[self._checked_id(i)] for i in as_id_list(ids) if i not in skip]
+
+    def _checked_id(self, i) -> int:
+        if not 0 <= i < self.vocab_size:
+            raise TokenizerError(f"token id {i} is outside the vocabulary (0 to {self.vocab_size - 1})")
+        return int(i)
+
+    def get_vocab(self) -> dict[str, int]:
+        """{piece: id} of the whole vocabulary, as HF's ``get_vocab``."""
+        return {p: i for i, p in enumerate(self._pieces)}
 
     def convert_tokens_to_ids(self, tokens):
         return self.sp.piece_to_id(tokens) if isinstance(tokens, str) else [self.sp.piece_to_id(t) for t in tokens]
@@ -206,11 +203,73 @@ class AlbertTokenizer:
             sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:]] + sub[1:]
         return sub + [piece[-1]]
 
-    def tokenize(self, text: str) -> list[str]:
-        """Pieces of ``text`` (no special tokens), exactly as the official ``encode_pieces(preprocess_text(text))``."""
+    def tokenize(self, text: str, *, split_special_tokens: bool | None = None) -> list[str]:
+        """Pieces of ``text`` as HF's ``tokenize``: special tokens written in it (``[MASK]``) stay whole unless
+        ``split_special_tokens`` (default: the tokenizer's); every other stretch is the official
+        ``encode_pieces(preprocess_text(stretch))``."""
+        if self._splits_specials(split_special_tokens):
+            return self._tokenize_plain(text)
+        out = []
+        for a, b, special in self._special_segments(text):
+            out.extend([self._pieces[special]] if special is not None else self._tokenize_plain(text[a:b]))
+        return out
+
+    def _tokenize_plain(self, text: str) -> list[str]:
         out = []
         for piece in self.sp.encode(self.normalize(text), out_type=str):
-            out.extend(self._resplit_piece(piece) if _ends_digit_comma(piece) else [piece])
+            out.extend(self._resplit_piece(piece) if ends_digit_comma(piece) else [piece])
+        return out
+
+    def _splits_specials(self, split_special_tokens: bool | None) -> bool:
+        return self.split_special_tokens if split_special_tokens is None else bool(split_special_tokens)
+
+    def _special_segments(self, text: str) -> list[tuple[int, int, int | None]]:
+        """``text`` cut at the special tokens written in it, as HF's slow tokenizer does: [(start, end, id)] for the
+        special tokens and (start, end, None) for the non-empty stretches between them, which are encoded one by
+        one (each with its own dummy prefix ``▁``). The whitespace just before ``[MASK]`` belongs to neither
+        (HF's lstrip=True)."""
+        out, pos = [], 0
+        for m in self._special_re.finditer(text):
+            a, b = m.span()
+            end = a
+            if m.group() == "[MASK]":
+                while end > pos and text[end - 1].isspace():
+                    end -= 1
+            if end > pos:
+                out.append((pos, end, None))
+            out.append((a, b, self.sp.piece_to_id(m.group())))
+            pos = b
+        if pos < len(text):
+            out.append((pos, len(text), None))
+        return out
+
+    def _encode_texts(self, texts: list[str], offsets: bool, split_special_tokens: bool
+                      ) -> list[tuple[list[int], list[tuple[int, int]] | None]]:
+        """(ids, offsets or None) of each text; special tokens written in a text become their ids (span: the token's
+        characters) unless ``split_special_tokens``."""
+        def encode(strings):
+            if offsets:
+                return self.encode_batch_with_offsets(strings)
+            return [(ids, None) for ids in self.encode_batch_ids(strings)]
+
+        if split_special_tokens or not any(self._special_re.search(t) for t in texts):
+            return encode(texts)
+        segments = [self._special_segments(t) for t in texts]
+        plain = iter(encode([t[a:b] for t, segs in zip(texts, segments) for a, b, sid in segs if sid is None]))
+        out = []
+        for segs in segments:
+            ids, spans = [], [] if offsets else None
+            for a, b, sid in segs:
+                if sid is not None:
+                    ids.append(sid)
+                    if offsets:
+                        spans.append((a, b))
+                    continue
+                seg_ids, seg_spans = next(plain)
+                ids.extend(seg_ids)
+                if offsets:
+                    spans.extend((x + a, y + a) for x, y in seg_spans)
+            out.append((ids, spans))
         return out
 
     def encode_ids(self, text: str) -> list[int]:
@@ -303,7 +362,7 @@ class AlbertTokenizer:
         # With "," a piece, only vocabulary pieces end in digit + comma (see __init__): test the id, not the string.
         resplit = self._resplit if self._fast_ids else None
         for k, (i, piece, (a, b)) in enumerate(zip(piece_ids, pieces, offsets)):
-            if (i not in resplit) if resplit is not None else not _ends_digit_comma(piece):
+            if (i not in resplit) if resplit is not None else not ends_digit_comma(piece):
                 if a < b and not norm[b - 1].isspace():  # the usual piece: inline `to_original`
                     s, e = starts[a], ends[b - 1]
                     while s < e - 1 and text[s].isspace():
@@ -326,16 +385,24 @@ class AlbertTokenizer:
         return ids, spans
 
     def __call__(self, text, text_pair=None, *, max_length: int | None = None, truncation=False, padding=False,
-                 return_offsets: bool = False, add_special_tokens: bool = True) -> dict:
+                 return_offsets: bool = False, add_special_tokens: bool = True, return_tensors: str | None = None,
+                 return_offsets_mapping: bool = False, split_special_tokens: bool | None = None,
+                 return_token_type_ids: bool | None = None, return_attention_mask: bool | None = None
+                 ) -> BatchEncoding:
         """Model inputs: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with token types 0 / 1, as HF does.
 
         ``text`` is a string (lists come back) or a list of strings (lists of lists come back); ``text_pair`` likewise.
         ``truncation``: False, True (= "longest_first"), "longest_first", "only_first" or "only_second", to
         ``max_length`` tokens including the special ones. ``padding``: False, True / "longest" (to the longest in the
-        batch) or "max_length". Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` and, with
-        ``return_offsets``, ``offsets``: per token its [start, end) character span in its own original text
-        ((0, 0) for special and padding tokens).
+        batch) or "max_length". ``return_tensors``: "pt" (torch) or "np" (numpy), ``[batch, length]`` int64 (a single
+        text is a batch of one). Special tokens written in the text (``"Paris is [MASK]."``) become their ids unless
+        ``split_special_tokens`` (default: the tokenizer's, False). Returns ``input_ids``, ``token_type_ids``,
+        ``attention_mask`` (the latter two left out with ``return_token_type_ids=False`` /
+        ``return_attention_mask=False``) and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``,
+        the same under HF's name ``offset_mapping``): per token its [start, end) character span in its own original
+        text ((0, 0) for special and padding tokens that are not written in the text).
         """
+        return_offsets = return_offsets or return_offsets_mapping
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         pairs = None if text_pair is None else ([text_pair] if isinstance(text_pair, str) else list(text_pair))
@@ -352,13 +419,9 @@ class AlbertTokenizer:
         if pad_to == "invalid" or (pad_to == "max_length" and max_length is None):
             raise TokenizerError(f"padding={padding!r}: use False, True/'longest', or 'max_length' with max_length")
 
-        def encode_all(strings):
-            if return_offsets:
-                return self.encode_batch_with_offsets(strings)
-            return [(ids, None) for ids in self.encode_batch_ids(strings)]
-
-        enc_a = encode_all(texts)
-        enc_b = encode_all(pairs) if pairs is not None else [None] * len(texts)
+        split = self._splits_specials(split_special_tokens)
+        enc_a = self._encode_texts(texts, return_offsets, split)
+        enc_b = self._encode_texts(pairs, return_offsets, split) if pairs is not None else [None] * len(texts)
         rows = []
         for (a, sa), b_enc in zip(enc_a, enc_b):
             b, sb = b_enc if b_enc is not None else (None, None)
@@ -379,8 +442,27 @@ class AlbertTokenizer:
                     r["attention_mask"] += [0] * n
                     if return_offsets:
                         r["offsets"] += [(0, 0)] * n
-        keys = rows[0].keys() if rows else ("input_ids", "token_type_ids", "attention_mask")
-        return {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
+        keys = list(rows[0].keys()) if rows else ["input_ids", "token_type_ids", "attention_mask"]
+        enc = {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
+        if return_offsets_mapping:
+            enc["offset_mapping"] = enc.pop("offsets")
+        if return_token_type_ids is False:
+            del enc["token_type_ids"]
+        if return_attention_mask is False:
+            del enc["attention_mask"]
+        return to_tensors(enc, return_tensors, single)
+
+    def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, *,
+               max_length: int | None = None, truncation=False, padding=False, return_tensors: str | None = None,
+               split_special_tokens: bool | None = None):
+        """The ``input_ids`` of one text (or pair), as HF's ``encode``: a list, or a ``[1, length]`` tensor/array
+        with ``return_tensors``. For a batch, call the tokenizer."""
+        if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
+            raise TokenizerError("encode takes one text (and optionally one text_pair) as strings; call the "
+                                 "tokenizer, tok(texts), for a batch")
+        return self(text, text_pair, add_special_tokens=add_special_tokens, max_length=max_length,
+                    truncation=truncation, padding=padding, return_tensors=return_tensors,
+                    split_special_tokens=split_special_tokens)["input_ids"]
 
     def _build(self, a, sa, b, sb, add_special_tokens, return_offsets) -> dict:
         cls, sep, none = [self.cls_token_id], [self.sep_token_id], [(0, 0)]
@@ -397,20 +479,32 @@ class AlbertTokenizer:
             row["offsets"] = offs
         return row
 
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        """Text of ``ids``: pieces joined, ``▁`` read as a space; special tokens kept as their text unless skipped."""
-        out, run = [], []
-        for i in (int(i) for i in ids):
-            if i in self._special_ids:
-                if run:
-                    out.append(self.sp.decode(run)), run.clear()
-                if not skip_special_tokens:
-                    out.append(self._pieces[i])
+    def decode(self, ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = False) -> str:
+        """Text of ``ids`` (a list, a 1-D array or tensor), as HF's ``AlbertTokenizer.decode``: the pieces between
+        special tokens through SentencePiece (``▁`` read as a space), each special token appended as its text with a
+        space before it unless it follows another special token, the ends stripped. ``skip_special_tokens`` leaves
+        out ``<pad> <unk> [CLS] [SEP] [MASK]``; ``clean_up_tokenization_spaces`` removes the space before
+        ``. , ? !`` and English contractions, as HF's ``clean_up_tokenization`` (off by default, as for ALBERT)."""
+        specials = set(self.all_special_ids)
+        out, run, prev_special = "", [], False
+        for i in as_id_list(ids):
+            if i in specials:
+                if skip_special_tokens:
+                    continue
+                out += ("" if prev_special else " ") + self.sp.decode(run) + self._pieces[i]
+                run, prev_special = [], True
             else:
-                run.append(i)
-        if run:
-            out.append(self.sp.decode(run))
-        return " ".join(s for s in out if s)
+                run.append(self._checked_id(i))
+                prev_special = False
+        out = (out + self.sp.decode(run)).strip()
+        return _clean_up_tokenization(out) if clean_up_tokenization_spaces else out
+
+    def batch_decode(self, sequences, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool = False) -> list[str]:
+        """:meth:`decode` of each row of ``sequences`` (a list of lists, a 2-D array or tensor)."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(row, skip_special_tokens, clean_up_tokenization_spaces) for row in sequences]
 
     def __len__(self) -> int:
         return self.vocab_size
@@ -465,6 +559,9 @@ def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
     return types, charsmap
 
 
-def _ends_digit_comma(piece: str) -> bool:
-    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
-
+def _clean_up_tokenization(text: str) -> str:
+    """HF's ``clean_up_tokenization``: no space before punctuation and in English contractions."""
+    for old, new in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                     (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        text = text.replace(old, new)
+    return text

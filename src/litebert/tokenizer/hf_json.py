@@ -1,0 +1,156 @@
+"""HF ``tokenizer.json`` both ways: the one ``save_pretrained`` writes (`tokenizer_json`), and a SentencePiece model
+rebuilt from one (`model_proto_from_tokenizer_json`): transformers 5 saves ``tokenizer.json`` without ``spiece.model``.
+
+An ALBERT ``tokenizer.json`` is a serialized SentencePiece unigram model: the vocabulary with its scores
+(``model.vocab``), the unknown piece (``model.unk_id``), the special and user-defined pieces (``added_tokens``) and the
+model's own ``nmt_nfkc`` table (the ``Precompiled`` normalizer's ``precompiled_charsmap``). Written back as a
+``ModelProto`` (sentencepiece_model.proto: field 1 pieces, 2 trainer_spec, 3 normalizer_spec), SentencePiece loads it
+and tokenizes exactly as the original ``spiece.model`` did.
+
+Two things the conversion to ``tokenizer.json`` changed are undone here:
+- HF's ``AlbertConverter`` (and litebert's own ``tokenizer.json``) lower the score of every piece ending in a digit and
+  a comma by 100, so that Viterbi avoids them (an approximation of the official digit-comma re-split). The score is
+  given back; litebert then re-splits those pieces as the official ``encode_pieces`` does.
+- The piece types: special added tokens are CONTROL (the unknown piece UNKNOWN); non-special added tokens and the
+  pieces SentencePiece forces (score exactly 0, which no trained unigram piece has: scores are log-probabilities)
+  are USER_DEFINED.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from litebert.errors import TokenizerError
+from litebert.files import read_json
+from litebert.protobuf import bytes_field, float_field, varint_field
+
+PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED = 1, 2, 3, 4
+SPIECE_UNDERLINE = "▁"  # SentencePiece's meta symbol for a space
+DIGIT_COMMA_PENALTY = 100.0  # what HF's AlbertConverter subtracts from the score of "▁2010,"-like pieces
+
+
+def _normalizer_steps(node) -> list[dict]:
+    """The normalizers of a (possibly nested) ``Sequence``, flattened, in order."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "Sequence":
+        return [s for child in node.get("normalizers") or [] for s in _normalizer_steps(child)]
+    return [node]
+
+
+def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
+    """(serialized SentencePiece ``ModelProto``, tokenizer options read from the normalizer) of an HF
+    ``tokenizer.json`` holding a Unigram model. Options: ``do_lower_case`` (a ``Lowercase`` step) and
+    ``keep_accents`` (no ``StripAccents`` step); ``tokenizer_config.json``, when present, has the last word."""
+    path = Path(path)
+    data = read_json(path, TokenizerError)
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "Unigram":
+        kind = model.get("type") if isinstance(model, dict) else None
+        raise TokenizerError(f"{path}: 'model' is {kind!r}, not a SentencePiece 'Unigram' model; an ALBERT tokenizer "
+                             "needs a spiece.model or a Unigram tokenizer.json")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not vocab or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], (int, float))
+            for v in vocab):
+        raise TokenizerError(f"{path}: 'model.vocab' must be a non-empty list of [piece, score] pairs")
+    if model.get("byte_fallback"):
+        raise TokenizerError(f"{path}: 'model.byte_fallback' is true; ALBERT tokenizers do not use byte fallback")
+    unk_id = model.get("unk_id")
+    if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
+        raise TokenizerError(f"{path}: 'model.unk_id' must be an id of the vocabulary, got {unk_id!r}")
+
+    types = [PIECE_NORMAL] * len(vocab)
+    for k, token in enumerate(data.get("added_tokens") or []):
+        tid, content = token.get("id"), token.get("content")
+        if not isinstance(tid, int) or not 0 <= tid < len(vocab) or vocab[tid][0] != content:
+            raise TokenizerError(
+                f"{path}: added_tokens[{k}] ({content!r}, id {tid!r}) is not a piece of the Unigram vocabulary; "
+                "tokens added on top of a SentencePiece vocabulary cannot be stored in a spiece.model")
+        types[tid] = PIECE_CONTROL if token.get("special") else PIECE_USER_DEFINED
+    types[unk_id] = PIECE_UNKNOWN
+
+    pieces = []
+    for i, (piece, score) in enumerate(vocab):
+        if types[i] == PIECE_NORMAL and score == 0.0:
+            types[i] = PIECE_USER_DEFINED
+        if ends_digit_comma(piece) and score <= -DIGIT_COMMA_PENALTY:
+            score += DIGIT_COMMA_PENALTY
+        pieces.append(bytes_field(1, bytes_field(1, piece) + float_field(2, score) + varint_field(3, types[i])))
+
+    steps = _normalizer_steps(data.get("normalizer"))
+    charsmap = b""
+    for step in steps:
+        if step.get("type") == "Precompiled" and step.get("precompiled_charsmap"):
+            try:
+                charsmap = base64.b64decode(step["precompiled_charsmap"], validate=True)
+            except (ValueError, TypeError) as e:
+                raise TokenizerError(f"{path}: the Precompiled normalizer's charsmap is not base64 ({e})") from None
+    options = {"do_lower_case": any(s.get("type") == "Lowercase" for s in steps),
+               "keep_accents": not any(s.get("type") == "StripAccents" for s in steps)}
+    pre = data.get("pre_tokenizer") or {}
+    metaspace = next((s for s in ([pre] + list(pre.get("pretokenizers") or [])) if s.get("type") == "Metaspace"), {})
+    dummy_prefix = metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
+
+    pad_id = next((i for i, (p, _) in enumerate(vocab) if p == "<pad>" and types[i] == PIECE_CONTROL), -1)
+    # trainer_spec: model_type UNIGRAM (3), vocab_size (4), unk/bos/eos/pad ids (40-43) as the official spm_train flags
+    trainer = (varint_field(3, 1) + varint_field(4, len(vocab)) + varint_field(40, unk_id) + varint_field(41, -1)
+               + varint_field(42, -1) + varint_field(43, pad_id))
+    # normalizer_spec: name (1), precompiled_charsmap (2), add_dummy_prefix (3, default true); its other defaults
+    # (remove_extra_whitespaces, escape_whitespaces: true) are what ALBERT uses
+    normalizer = bytes_field(1, "nmt_nfkc" if charsmap else "identity")
+    normalizer += (bytes_field(2, charsmap) if charsmap else b"") + (b"" if dummy_prefix else varint_field(3, 0))
+    proto = b"".join(pieces) + bytes_field(2, trainer) + bytes_field(3, normalizer)
+    return proto, options
+
+
+def tokenizer_json(tok) -> dict:
+    """A ``tokenizers`` serialization that makes HF's AlbertTokenizer follow the official behaviour where it can.
+
+    Loading a bare ``spiece.model``, transformers 5 turns the user-defined pieces (``( ) " - .`` ...) into *added
+    tokens*: text is cut around them and every fragment gets its own ``▁`` ("4-our" -> ``▁4 - ▁our`` where
+    SentencePiece gives ``▁4 - our``). Here they stay ordinary vocabulary entries (score 0, and no other piece
+    contains them, so Viterbi always takes them, as SentencePiece forces them). The digit-comma re-split is
+    approximated as HF's own v4 converter did: such pieces get their score lowered by 100 so Viterbi avoids them.
+    """
+    vocab = [[p, tok.sp.get_score(i) - (DIGIT_COMMA_PENALTY if ends_digit_comma(p) else 0.0)]
+             for i, p in enumerate(tok._pieces)]
+    added = [{"id": tok.sp.piece_to_id(p), "content": p, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for p in tok.all_special_tokens]
+    normalizers = [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+                   {"type": "Replace", "pattern": {"String": "''"}, "content": '"'}]
+    if not tok.keep_accents:
+        normalizers += [{"type": "NFKD"}, {"type": "StripAccents"}]
+    if tok.do_lower_case:
+        normalizers.append({"type": "Lowercase"})
+    if tok._charsmap:
+        normalizers.append({"type": "Precompiled",
+                            "precompiled_charsmap": base64.b64encode(tok._charsmap).decode()})
+    metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
+    cls, sep = "[CLS]", "[SEP]"
+
+    def seq(name, type_id):
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    def special(name, type_id):
+        return {"SpecialToken": {"id": name, "type_id": type_id}}
+
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), seq("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), seq("A", 0), special(sep, 0), seq("B", 1), special(sep, 1)],
+            "special_tokens": {t: {"id": t, "ids": [tok.sp.piece_to_id(t)], "tokens": [t]} for t in (cls, sep)},
+        },
+        "decoder": metaspace,
+        "model": {"type": "Unigram", "unk_id": tok.unk_token_id, "vocab": vocab, "byte_fallback": False},
+    }
+
+
+def ends_digit_comma(piece: str) -> bool:
+    """The official encode_pieces re-splits a piece ending in a digit and a comma ("▁2010,")."""
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
