@@ -278,3 +278,25 @@ def test_check_compatible_max_steps_and_init():
         check_compatible({**saved, "init": a}, {**saved, "init": {**a, "sha256": "b" * 64}}, "ckpt")
     old = {k: v for k, v in saved.items() if k not in ("init", "max_steps")}  # older checkpoints: no init recorded
     check_compatible(old, saved, "ckpt")
+
+
+def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(setup, tmp_path, capsys):
+    from test_train_fixtures import REPO
+
+    from litebert.heads import AlbertForPreTraining
+    from litebert.train.init_from import load_init_weights, read_init_model
+
+    tf = REPO / "tests" / "fixtures" / "tf" / "pretrain"
+    converted = tmp_path / "converted"
+    assert main(["convert", "tf", "--checkpoint", str(tf / "model.ckpt-best"), "--config",
+                 str(tf / "albert_config.json"), "--out", str(converted)]) == 0
+    init = read_init_model(converted)
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(init.config)
+    note = load_init_weights(model, init)
+    reference = AlbertForPreTraining.from_pretrained(converted)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in reference.state_dict().items())
+    assert note is None  # the official pretraining checkpoint has both heads and the pooler
+    # its 40-piece vocabulary is not the store's
+    refused(capsys, pretrain(setup, tmp_path / "run", "--init-from", str(converted)),
+            "has a vocabulary of 40 pieces, --data")
