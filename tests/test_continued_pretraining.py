@@ -180,6 +180,14 @@ def test_init_from_refuses_another_vocabulary_or_model_shape(setup, tmp_path, ca
     # a folder that is not a model, and a run folder without a final model
     refused(capsys, pretrain(setup, out, "--init-from", str(tmp_path / "nowhere")), "no such model folder")
     assert not out.exists()
+    # a tokenizer.json-only folder with the store's pieces is accepted; the store's spiece.model goes with the model
+    fast = tmp_path / "fast"
+    hf_folder(fast, setup, tokenizer=False)
+    transformers.AlbertTokenizerFast(vocab_file=str(setup["tokenizer"])).save_pretrained(fast)
+    (fast / "spiece.model").unlink(missing_ok=True)
+    assert (fast / "tokenizer.json").is_file()
+    assert main(pretrain(setup, tmp_path / "fast-run", "--init-from", str(fast), "--max-steps", "1")) == 0
+    assert (tmp_path / "fast-run" / "model" / "spiece.model").read_bytes() == setup["tokenizer"].read_bytes()
     # the same config is accepted: --preset/--model-config may repeat the model's own
     cfg.write_text((good / "config.json").read_text())
     assert main(pretrain(setup, out, "--init-from", str(good), "--model-config", str(cfg), "--max-steps", "1")) == 0
