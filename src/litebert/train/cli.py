@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     dist = D.from_environment(device=args.device)
     # Where the final model/ stands (the step it was written at): a finished run reopened by a larger --max-steps
     # keeps its old final model until the new end, which must not pass for the new end's.
-    model_step = read_marker(args.out).get("model_step") if plan in ("resume", "reopen") else None
+    marker = read_marker(args.out) if plan in ("resume", "reopen") else {}
+    model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
     try:
         if plan == "new" and args.resume and dist.is_main:
             print(f"--resume: {args.out} holds no run yet; starting a new one", file=sys.stderr)
@@ -300,6 +301,10 @@ def run(args: argparse.Namespace) -> int:
         if plan in ("resume", "reopen"):
             found, cfg = _choose_checkpoint(args.out, model, cfg, train_data, dist, init and init.identity(),
                                             keep_max_steps=max_steps is None)
+            if plan == "reopen" and found is None:
+                raise CheckpointError(f"--resume --max-steps {cfg.max_steps}: the finished run in {args.out} has no "
+                                      f"checkpoint left to continue from; start a new run from its model with "
+                                      f"--init-from {args.out / 'model'}")
         stale_model = found is not None and model_step is not None and model_step != found[0]
         # ---- every check passed: from here on the run folder is written
         if dist.is_main:
