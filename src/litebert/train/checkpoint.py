@@ -129,8 +129,11 @@ def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | N
 def check_compatible(saved: dict, current: dict, where: Path) -> None:
     """Refuse to resume when anything that shapes the training trajectory differs from the saved run.
 
-    ``saved``/``current``: {"model_config": dict, "train": dict, "data": str}. Only the keys listed in
-    ``current["train"]`` are compared (the loop passes those that change the math; logging intervals may differ).
+    ``saved``/``current``: {"model_config": dict, "train": dict, "data": str, "init": dict | None, "max_steps": int}.
+    Only the keys listed in ``current["train"]`` are compared (the loop passes those that change the math; logging
+    intervals may differ). ``init`` (the weights a run started from, ``--init-from``) is compared by the hash of the
+    weights, not by path, so a moved model folder is still the same start. ``max_steps`` may differ (the run is
+    extended or shortened), but not fall below the step the checkpoint has reached.
     """
     problems = []
     if saved.get("model_config") != current["model_config"]:
@@ -142,7 +145,23 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
             problems.append(f"{k}: checkpoint {saved.get('train', {}).get(k)!r}, now {v!r}")
     if saved.get("data") != current["data"]:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
+    init_then, init_now = saved.get("init"), current.get("init")
+    if (init_then or {}).get("sha256") != (init_now or {}).get("sha256"):
+        def describe(init):
+            return f"{init['path']} (weights sha256 {init['sha256'][:12]}...)" if init else "no --init-from"
+
+        problems.append(f"initial weights: checkpoint {describe(init_then)}, now {describe(init_now)}")
     if problems:
         raise CheckpointError(
             f"cannot resume from {where}: the run was started with a different setup ({'; '.join(problems)}); "
             f"resume with the original settings and data, or start a new run in another --out folder")
+    step, max_steps = saved.get("step"), current.get("max_steps")
+    if isinstance(step, int) and max_steps is not None and max_steps < step:
+        raise CheckpointError(f"cannot resume from {where}: max_steps {max_steps} is below the step the run has "
+                              f"reached ({step}); give --max-steps {step} or more (a larger value extends the run)")
+
+
+def saved_max_steps(state: dict) -> int | None:
+    """The ``max_steps`` a checkpoint was written under (older checkpoints kept it with the trajectory settings)."""
+    value = state.get("max_steps", state.get("train", {}).get("max_steps"))
+    return int(value) if isinstance(value, int) else None

@@ -2,6 +2,7 @@
 
     litebert pretrain --preset albert-base-v2 --data STORE --eval-data HELDOUT --out RUN --recipe albert-paper
     litebert pretrain ... --resume                      # continue RUN from its newest valid checkpoint
+    litebert pretrain --init-from MODEL --data STORE --out RUN ...   # continued pretraining from a model folder
     torchrun --nproc_per_node 8 -m litebert.cli pretrain ...   # the same command on 8 processes
 
 Settings are layered: the recipe (``--recipe``), then a JSON file (``--config``, keys = the long flag names with
@@ -65,6 +66,10 @@ _FLAGS = [
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     parser.add_argument("--preset", help="model preset (see `litebert params`), e.g. albert-base-v2, tiny")
+    parser.add_argument("--init-from", type=Path, metavar="MODEL_DIR",
+                        help="continued pretraining: start from this model folder's config, weights and tokenizer "
+                             "(a run's model/, a save_pretrained folder of litebert or HF, a `litebert convert` "
+                             "folder); optimizer and schedule start fresh")
     parser.add_argument("--model-config", type=Path, help="a config.json (litebert or HF) instead of --preset")
     parser.add_argument("--data", type=Path, required=True, help="token store from `litebert data prepare`")
     parser.add_argument("--eval-data", type=Path, help="held-out token store for MLM/SOP evaluation")
@@ -115,10 +120,27 @@ def build_train_config(args: argparse.Namespace) -> tuple[TrainConfig, str | Non
     return TrainConfig.from_dict(settings, source=str(args.config or "settings")), (args.preset or preset)
 
 
-def _model_config(args, preset: str | None, vocab_size: int, seq_len: int):
+def _max_steps_given(args: argparse.Namespace) -> int | None:
+    """``max_steps`` as the command gives it (--max-steps, else the --config file), None when it gives none: then a
+    resumed run keeps the max_steps it was started with (a recipe's value does not move the end of a run)."""
+    if args.max_steps is not None:
+        return args.max_steps
+    value = TrainConfig.from_json(args.config).get("max_steps") if args.config else None
+    return value if isinstance(value, int) else None
+
+
+def _model_config(args, preset: str | None, vocab_size: int, seq_len: int, init=None):
     from litebert.config import AlbertConfig
 
-    if args.model_config:
+    if init is not None:  # the model's own config; --preset / --model-config may only repeat it
+        from litebert.train.init_from import check_model_flags
+
+        if args.model_config:
+            check_model_flags(init, AlbertConfig.from_json(args.model_config), f"--model-config {args.model_config}")
+        elif preset:
+            check_model_flags(init, AlbertConfig.from_preset(preset), f"--preset {preset}")
+        cfg = init.config
+    elif args.model_config:
         cfg = AlbertConfig.from_json(args.model_config)
     elif preset:
         cfg = AlbertConfig.from_preset(preset)
@@ -132,13 +154,15 @@ def _model_config(args, preset: str | None, vocab_size: int, seq_len: int):
     return cfg
 
 
-def plan_run(args: argparse.Namespace) -> str:
+def plan_run(args: argparse.Namespace, max_steps: int | None = None) -> str:
     """What ``pretrain`` will do with ``--out``, decided without writing anything: "new" (absent or empty folder),
-    "resume", "overwrite" or "complete" (a finished run given --resume). Raises `OutputError` / `ConfigError` for
-    a folder it must not touch."""
+    "resume", "reopen" (a finished run given --resume and a larger ``max_steps``: it is extended), "overwrite" or
+    "complete" (a finished run given --resume). ``max_steps``: the value the settings give, None when they give
+    none. Raises `OutputError` / `ConfigError` for a folder it must not touch."""
     out = args.out
     check_apart(out, {"--data": args.data, "--eval-data": args.eval_data, "--config": args.config,
-                      "--model-config": args.model_config, "--tokenizer": args.tokenizer})
+                      "--model-config": args.model_config, "--tokenizer": args.tokenizer,
+                      "--init-from": getattr(args, "init_from", None)})
     if args.resume and args.overwrite:
         raise ConfigError("--resume continues the run in --out and --overwrite deletes it: give one of them")
     if not (_unmarked_run(out) or check_output_folder(out, RUN_KIND)):
@@ -156,12 +180,19 @@ def plan_run(args: argparse.Namespace) -> str:
         raise OutputError(f"--out {out} already holds a pretraining run ({state}, step {marker.get('step', '?')}); "
                           f"continue it with --resume, start again with --overwrite (deletes its checkpoints, metrics "
                           f"and model), or choose another folder")
+    reopen = False
     if marker.get("complete"):
-        return "complete"
+        done = marker.get("step")
+        if max_steps is None or not isinstance(done, int) or max_steps == done:
+            return "complete"
+        if max_steps < done:
+            raise ConfigError(f"--max-steps {max_steps} is below the step the finished run in --out {out} has "
+                              f"reached ({done}); give --max-steps {done + 1} or more to extend it")
+        reopen = True
     from litebert.train.metrics import check_metrics
 
     check_metrics(out)
-    return "resume"
+    return "reopen" if reopen else "resume"
 
 
 def _unmarked_run(out: Path) -> bool:
@@ -187,11 +218,13 @@ def _remove_killed_writes(out: Path) -> None:
                 p.unlink(missing_ok=True)
 
 
-def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist) -> tuple | None:
+def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist, init: dict | None = None,
+                       keep_max_steps: bool = False) -> tuple[tuple | None, TrainConfig]:
     """Rank 0 picks the newest checkpoint that verifies and checks it against this command's settings, before
-    anything is written; every rank raises if it refuses. None: no checkpoint yet (a new run)."""
+    anything is written; every rank raises if it refuses. Returns the checkpoint (None: none yet, a new run) and the
+    config to train with: with ``keep_max_steps`` (the command gives no max_steps), the checkpoint's max_steps."""
     from litebert.train import distributed as D
-    from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints
+    from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, saved_max_steps
     from litebert.train.loop import run_identity
 
     found, error = None, None
@@ -200,7 +233,9 @@ def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist) -> 
             ckpt_dir = out / "checkpoints"
             found = latest_valid(ckpt_dir)
             if found is not None:
-                check_compatible(found[2], run_identity(model, cfg, train_data), found[1])
+                if keep_max_steps and saved_max_steps(found[2]) is not None:
+                    cfg = dataclasses.replace(cfg, max_steps=saved_max_steps(found[2]))
+                check_compatible(found[2], run_identity(model, cfg, train_data, init), found[1])
             elif list_checkpoints(ckpt_dir):
                 raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
                                       f"above); nothing was changed. Restore a good checkpoint, or start again with "
@@ -209,7 +244,7 @@ def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist) -> 
             error = e
     if D.broadcast_int(1 if error is not None else 0, dist):
         raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
-    return found
+    return found, dataclasses.replace(cfg, max_steps=D.broadcast_int(cfg.max_steps, dist))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -222,7 +257,8 @@ def run(args: argparse.Namespace) -> int:
 
     args.overwrite = getattr(args, "overwrite", False)
     cfg, preset = build_train_config(args)
-    plan = plan_run(args)
+    max_steps = _max_steps_given(args)
+    plan = plan_run(args, max_steps)
     if plan == "complete":
         marker = read_marker(args.out)
         print(f"{args.out}: the run is finished (step {marker.get('step', '?')}); nothing to do. Its model is in "
@@ -231,6 +267,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     dist = D.from_environment(device=args.device)
+    # Where the final model/ stands (the step it was written at): a finished run reopened by a larger --max-steps
+    # keeps its old final model until the new end, which must not pass for the new end's.
+    marker = read_marker(args.out) if plan in ("resume", "reopen") else {}
+    model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
     try:
         if plan == "new" and args.resume and dist.is_main:
             print(f"--resume: {args.out} holds no run yet; starting a new one", file=sys.stderr)
@@ -241,11 +281,31 @@ def run(args: argparse.Namespace) -> int:
         eval_data = PretrainingDataset(args.eval_data, **kw) if args.eval_data else None
         if eval_data is not None and eval_data.facts.fingerprint != train_data.facts.fingerprint:
             raise ConfigError(f"--eval-data {args.eval_data} was prepared with another tokenizer than --data {args.data}")
-        model_cfg = _model_config(args, preset, train_data.facts.vocab_size, cfg.seq_len)
-        tokenizer = _tokenizer(args.tokenizer, train_data.store)  # checked now, saved beside the final model
+        init = None
+        if getattr(args, "init_from", None) is not None:
+            from litebert.train.init_from import check_vocabulary, load_init_weights, read_init_model
+
+            init = read_init_model(args.init_from)
+            init_tokenizer = check_vocabulary(init, train_data.store, f"--data {args.data}")
+        model_cfg = _model_config(args, preset, train_data.facts.vocab_size, cfg.seq_len, init)
+        # checked now, saved beside the final model
+        tokenizer = (_tokenizer(args.tokenizer, train_data.store) if init is None or args.tokenizer is not None
+                     else init_tokenizer)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         model = AlbertForPreTraining(model_cfg)
-        found = _choose_checkpoint(args.out, model, cfg, train_data, dist) if plan == "resume" else None
+        if init is not None:
+            note = load_init_weights(model, init)
+            if note and dist.is_main and plan not in ("resume", "reopen"):
+                print(note, file=sys.stderr)
+        found = None
+        if plan in ("resume", "reopen"):
+            found, cfg = _choose_checkpoint(args.out, model, cfg, train_data, dist, init and init.identity(),
+                                            keep_max_steps=max_steps is None)
+            if plan == "reopen" and found is None:
+                raise CheckpointError(f"--resume --max-steps {cfg.max_steps}: the finished run in {args.out} has no "
+                                      f"checkpoint left to continue from; start a new run from its model with "
+                                      f"--init-from {args.out / 'model'}")
+        stale_model = found is not None and model_step is not None and model_step != found[0]
         # ---- every check passed: from here on the run folder is written
         if dist.is_main:
             if plan == "overwrite":
@@ -254,26 +314,34 @@ def run(args: argparse.Namespace) -> int:
                 clear_output_folder(args.out, RUN_KIND, _owned)
             else:
                 _remove_killed_writes(args.out)
-            mark_output_folder(args.out, RUN_KIND, complete=False, step=found[0] if found else 0)
+            mark_output_folder(args.out, RUN_KIND, complete=False, step=found[0] if found else 0,
+                               **({"model_step": model_step} if found and model_step is not None else {}))
             write_json(args.out / "train_config.json",
                        {"preset": preset, **cfg.to_dict(), "data": str(args.data),
-                        "eval_data": str(args.eval_data or ""), "world_size": dist.world_size})
-            print(f"pretraining {preset or args.model_config}: {model.num_parameters():,} parameters, "
+                        "eval_data": str(args.eval_data or ""), "world_size": dist.world_size,
+                        **({"init_from": init.identity()} if init is not None else {})})
+            if plan == "reopen":
+                print(f"{args.out}: extending the finished run from step {found[0]} to {cfg.max_steps} (the "
+                      f"learning rate follows the schedule for max_steps {cfg.max_steps})", file=sys.stderr)
+            print(f"pretraining {preset or args.model_config or args.init_from}: {model.num_parameters():,} parameters, "
                   f"{train_data.num_examples:,} examples/epoch, global batch {cfg.global_batch} = "
                   f"{cfg.micro_batch} x {cfg.accumulation(dist.world_size)} x {dist.world_size} process(es)",
                   file=sys.stderr)
-        summary = train(model, train_data, eval_data, cfg, args.out, dist=dist, resume=plan == "resume",
-                        progress=not args.no_progress, resume_from=found)
+        summary = train(model, train_data, eval_data, cfg, args.out, dist=dist, resume=plan in ("resume", "reopen"),
+                        progress=not args.no_progress, resume_from=found, init=init and init.identity(),
+                        stale_model=stale_model)
         if dist.is_main:
             if summary["interrupted"]:
-                mark_output_folder(args.out, RUN_KIND, complete=False, step=summary["step"])
+                mark_output_folder(args.out, RUN_KIND, complete=False, step=summary["step"],
+                                   **({"model_step": model_step} if found and model_step is not None else {}))
                 print(f"stopped at step {summary['step']} (signal {summary['signal']}); checkpoint saved in "
                       f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
             else:
                 if tokenizer is not None and not summary["already_complete"]:
                     tokenizer.save_pretrained(args.out / "model")
                 finished = summary["step"] >= cfg.max_steps
-                mark_output_folder(args.out, RUN_KIND, complete=finished, step=summary["step"])
+                mark_output_folder(args.out, RUN_KIND, complete=finished, step=summary["step"],
+                                   model_step=summary["step"])
                 if summary["already_complete"]:
                     print(f"{args.out}: the run is finished (step {summary['step']}); nothing to do", file=sys.stderr)
                 else:

@@ -62,8 +62,10 @@ class TrainConfig:
                 f"{world_size} process(es) = {per_step}; change --global-batch or --micro-batch")
         return self.global_batch // per_step
 
-    # Fields that shape the training trajectory: resuming with any of them changed is refused.
-    TRAJECTORY = ("max_steps", "global_batch", "lr", "warmup_steps", "poly_power", "optimizer", "weight_decay",
+    # Fields that shape the training trajectory: resuming with any of them changed is refused. ``max_steps`` is not
+    # one of them: a resume may move the end of the run (the schedule is then the one for the new ``max_steps``, see
+    # docs/pretraining.md, "Extending a run"); it only may not be below the step already reached.
+    TRAJECTORY = ("global_batch", "lr", "warmup_steps", "poly_power", "optimizer", "weight_decay",
                   "bias_correction", "clip_norm", "seq_len", "objective", "masked_lm_prob", "max_predictions",
                   "max_ngram", "short_seq_prob", "seed")
 

@@ -47,10 +47,12 @@ class TrainingError(LitebertError, RuntimeError):
     """Training cannot go on (e.g. the loss is NaN/inf step after step)."""
 
 
-def run_identity(model: torch.nn.Module, cfg: TrainConfig, train_data) -> dict:
+def run_identity(model: torch.nn.Module, cfg: TrainConfig, train_data, init: dict | None = None) -> dict:
     """What a checkpoint records of its run, compared on resume (`check_compatible`): model config, the training
-    settings that shape the trajectory, and the data fingerprint."""
-    return {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data)}
+    settings that shape the trajectory, the data fingerprint, the weights the run started from (``init``:
+    ``{"path", "sha256"}`` of an ``--init-from`` model, None for a random start) and the ``max_steps`` in force."""
+    return {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data),
+            "init": init, "max_steps": cfg.max_steps}
 
 
 def data_fingerprint(dataset) -> str:
@@ -150,7 +152,7 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           collate: Callable | None = None, dist: D.Distributed | None = None, resume: bool = False,
           progress: bool = True, stop_after: int | None = None, time_limit: float | None = None,
-          resume_from: tuple | None = None) -> dict:
+          resume_from: tuple | None = None, init: dict | None = None, stale_model: bool = False) -> dict:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) and return a summary; writes everything under ``out_dir``.
 
     ``train_data``/``eval_data``: ``example(epoch, index) -> dict of arrays`` and ``num_examples`` or ``len()``
@@ -162,6 +164,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM — for tests.
     ``time_limit``: seconds; past it, end early as if ``max_steps`` were reached (checkpoint, final evaluation, export;
     the schedule is not rescaled) — a safety net for time-boxed demos.
+    ``init``: where the weights ``model`` holds came from (``{"path", "sha256"}`` of ``--init-from``), recorded in the
+    checkpoints and checked on resume. ``max_steps`` may be larger than the checkpoint's: the run goes on under the
+    schedule of the new ``max_steps``. ``stale_model``: ``out_dir/model`` is from an earlier end of the run (a finished
+    run extended by a larger ``max_steps``), so it does not make a run at ``max_steps`` complete.
     The final model is written to ``out_dir/model`` in the HF folder format.
     """
     if collate is None:
@@ -179,7 +185,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 bias_correction=cfg.bias_correction)
     scaler = torch.amp.GradScaler(d.device.type, enabled=amp is torch.float16)
-    identity = run_identity(model, cfg, train_data)
+    identity = run_identity(model, cfg, train_data, init)
 
     # ---- start or resume. Rank 0 picks the checkpoint (skipping corrupt ones) and every rank loads that one.
     step = data_step = skipped = bad_in_row = 0
@@ -209,7 +215,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             torch.manual_seed(cfg.seed + d.rank + 1_000_003 * step)
     elif resume and d.is_main:
         warnings.warn(f"--resume: no checkpoint in {ckpt_dir} yet; starting from step 0", stacklevel=2)
-    if start_step >= 0 and step >= cfg.max_steps and (out / "model" / "config.json").is_file():
+    if start_step >= 0 and step >= cfg.max_steps and (out / "model" / "config.json").is_file() and not stale_model:
         # a finished run: nothing to train, nothing to append (without its final model, the end is done again)
         return {"step": step, "interrupted": False, "time_limited": False, "signal": None, "skipped_steps": skipped,
                 "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": None, "already_complete": True}

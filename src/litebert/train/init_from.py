@@ -1,0 +1,181 @@
+"""``litebert pretrain --init-from MODEL_DIR``: continued pretraining from an existing model folder.
+
+The folder is any ALBERT model folder litebert reads: a pretraining run's ``model/`` (or the run folder itself), a
+folder saved by ``save_pretrained`` (litebert's or HF transformers' ``AlbertForPreTraining``/``AlbertForMaskedLM``/
+``AlbertModel``), or one written by ``litebert convert`` from the official TF checkpoints. The run takes from it:
+
+- the model config (``--preset``/``--model-config`` are not needed; given, they must agree with it);
+- the weights: the encoder must be complete; heads the folder lacks (the SOP head of a masked-LM folder, both heads
+  and the pooler of a bare ``AlbertModel``) keep their initialisation from ``--seed``, as a new run's would;
+- the tokenizer, saved beside the final model. The token store must use the same vocabulary (same size and the same
+  piece at every id), or the model's embeddings would be read for other pieces than they were trained for.
+
+The optimizer and the learning-rate schedule start fresh (warmup again). The run records the folder's path and a
+sha256 of its weights (`weights_sha256`) in its checkpoints, so ``--resume`` checks it starts from the same weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from litebert.config import AlbertConfig
+from litebert.errors import CheckpointError, ConfigError, LitebertError
+from litebert.files import OWNER_FILE, read_marker
+
+# Configuration fields that belong to task heads, not to the encoder a pretraining run continues.
+_HEAD_FIELDS = {"num_labels", "id2label", "problem_type"}
+# Parts of AlbertForPreTraining a model folder may lack (key prefix -> what the one-line report calls it).
+_OPTIONAL = {"predictions.": "MLM head", "sop_classifier.": "SOP head", "albert.pooler.": "pooler"}
+
+
+@dataclass
+class InitModel:
+    folder: Path
+    config: AlbertConfig
+    tensors: dict[str, torch.Tensor]
+    sha256: str                  # of the weights, `weights_sha256`
+    architecture: str            # config.json "architectures"[0], for messages
+    tokenizer: object | None     # the folder's AlbertTokenizer, when it has a spiece.model
+    pieces: list[str] | None     # the folder's vocabulary (spiece.model or tokenizer.json), None when it has none
+
+    def identity(self) -> dict:
+        """What the run's checkpoints record of it (`litebert.train.checkpoint.check_compatible`)."""
+        return {"path": str(self.folder.resolve()), "sha256": self.sha256}
+
+
+def weights_sha256(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over every tensor's name, dtype, shape and bytes, in name order: the same weights give the same hash
+    whatever file format holds them."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def read_init_model(path: Path, flag: str = "--init-from") -> InitModel:
+    """Config, weights, hash and tokenizer of the model folder ``path`` (or of a pretraining run folder's model)."""
+    from litebert.io.checkpoint import _check_shapes, load_config, load_weights
+
+    folder = Path(path)
+    if not folder.exists():
+        raise CheckpointError(f"{flag} {folder}: no such model folder")
+    if not folder.is_dir():
+        raise CheckpointError(f"{flag} {folder} is a file; give the model folder (config.json + weights)")
+    if (folder / OWNER_FILE).is_file() and _kind(folder) == "pretraining-run":
+        if not (folder / "model" / "config.json").is_file():
+            raise CheckpointError(f"{flag} {folder} is a pretraining run without a final model yet; finish it "
+                                  f"(--resume) or give a model folder")
+        folder = folder / "model"
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{flag} {folder}: no config.json; give a model folder (a pretraining run's model/, "
+                              f"a save_pretrained folder, or one written by `litebert convert`)")
+    config = load_config(folder)
+    tensors = load_weights(folder)
+    _check_shapes(config, tensors, folder)
+    try:
+        architecture = str((json.loads((folder / "config.json").read_text()).get("architectures") or ["?"])[0])
+    except (ValueError, OSError, TypeError, IndexError):
+        architecture = "?"
+    tokenizer, pieces = _vocabulary(folder, flag)
+    return InitModel(folder, config, tensors, weights_sha256(tensors), architecture, tokenizer, pieces)
+
+
+def _kind(folder: Path) -> str | None:
+    try:
+        return read_marker(folder).get("kind")
+    except (LitebertError, OSError, ValueError):
+        return None
+
+
+def _vocabulary(folder: Path, flag: str) -> tuple[object | None, list[str] | None]:
+    """The folder's tokenizer (when it has a spiece.model) and its pieces by id (from spiece.model, else from the
+    Unigram vocabulary of a tokenizer.json, as transformers 5.x saves it), or (None, None)."""
+    if (folder / "spiece.model").is_file():
+        from litebert.tokenizer import AlbertTokenizer
+
+        tok = AlbertTokenizer.from_pretrained(folder)
+        return tok, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    file = folder / "tokenizer.json"
+    if file.is_file():
+        try:
+            model = json.loads(file.read_text(encoding="utf-8")).get("model") or {}
+            if model.get("type") == "Unigram" and isinstance(model.get("vocab"), list):
+                return None, [str(entry[0]) for entry in model["vocab"]]
+        except (ValueError, OSError, TypeError, IndexError, AttributeError) as e:
+            raise ConfigError(f"{flag} {file}: not a readable tokenizer.json ({e})") from None
+    return None, None
+
+
+def check_model_flags(init: InitModel, given: AlbertConfig | None, given_by: str) -> None:
+    """``--preset``/``--model-config`` next to ``--init-from`` must describe the same encoder (the vocabulary size is
+    the store's to decide, and is checked against it separately)."""
+    if given is None:
+        return
+    skip = _HEAD_FIELDS | {"vocab_size"}
+    mine, theirs = given.to_dict(), init.config.to_dict()
+    wrong = [k for k in mine if k not in skip and mine[k] != theirs.get(k)]
+    if wrong:
+        k = wrong[0]
+        more = f" (and {', '.join(wrong[1:])})" if len(wrong) > 1 else ""
+        raise ConfigError(f"{given_by} contradicts --init-from {init.folder}: {k} is {mine[k]!r} there, "
+                          f"{theirs.get(k)!r} in the model{more}; leave {given_by.split()[0]} out: the model's own "
+                          f"config is used")
+
+
+def check_vocabulary(init: InitModel, store, data_flag: str):
+    """Refuse a token store whose vocabulary is not the model's; return the tokenizer to save beside the final model
+    (the folder's own, else the store's; None if neither has one)."""
+    facts = store.facts
+    where = f"--init-from {init.folder}"
+    if init.config.vocab_size != facts.vocab_size:
+        raise ConfigError(f"{where} has a vocabulary of {init.config.vocab_size} pieces, {data_flag} was prepared with "
+                          f"{facts.vocab_size}: token ids would mean different things; prepare the corpus with the "
+                          f"model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)")
+    if init.tokenizer is not None and init.tokenizer.fingerprint() == facts.fingerprint:
+        return init.tokenizer  # the very spiece.model the store was prepared with
+    store_tok = store.tokenizer()
+    if init.pieces is None:
+        return store_tok  # nothing to compare beyond the size; the store's tokenizer goes with the model
+    if store_tok is None:
+        raise ConfigError(f"{where}: its tokenizer is not the one {data_flag} was prepared with (another spiece.model), "
+                          f"and the store holds no tokenizer to compare pieces with; prepare the corpus with the "
+                          f"model's tokenizer")
+    theirs = [store_tok.sp.id_to_piece(i) for i in range(store_tok.vocab_size)]
+    if len(init.pieces) != len(theirs):
+        raise ConfigError(f"{where}: its tokenizer has {len(init.pieces)} pieces, the one {data_flag} was prepared "
+                          f"with has {len(theirs)}: token ids would mean different things; prepare the corpus with "
+                          f"the model's tokenizer")
+    differ = [i for i, (a, b) in enumerate(zip(init.pieces, theirs)) if a != b]
+    if differ:
+        i = differ[0]
+        raise ConfigError(f"{where}: its tokenizer differs from the one {data_flag} was prepared with at "
+                          f"{len(differ)} of {len(theirs)} ids (id {i} is {init.pieces[i]!r} for the model, "
+                          f"{theirs[i]!r} in the store): token ids would mean different things; prepare the corpus "
+                          f"with the model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)")
+    return init.tokenizer or store_tok
+
+
+def load_init_weights(model: torch.nn.Module, init: InitModel) -> str | None:
+    """Copy the folder's weights into ``model`` (an ``AlbertForPreTraining`` initialised from the seed). Returns a
+    one-line note of the parts the folder lacked (left as initialised) and of weights not used, or None."""
+    from litebert.io.checkpoint import _short, load_hf_state_dict
+
+    missing, unexpected = load_hf_state_dict(model, init.tensors)
+    absent = [k for k in missing if not k.startswith(tuple(_OPTIONAL))]
+    if absent:
+        raise CheckpointError(f"--init-from {init.folder}: encoder weights are missing from the folder "
+                              f"({_short(absent, 4)}); it is not a complete ALBERT model")
+    parts = [name for prefix, name in _OPTIONAL.items() if any(k.startswith(prefix) for k in missing)]
+    notes = []
+    if parts:
+        notes.append(f"no {' / '.join(parts)} in it ({init.architecture}): initialised from --seed")
+    if unexpected:
+        notes.append(f"not used: {_short(unexpected, 4)}")
+    return f"--init-from {init.folder}: {'; '.join(notes)}" if notes else None
