@@ -46,7 +46,7 @@ _FLAGS = [
     ("--weight-decay", "weight_decay", float, "decoupled weight decay (official: 0.01)"),
     ("--clip-norm", "clip_norm", float, "global gradient-norm clipping (official: 1.0)"),
     ("--seq-len", "seq_len", int, "maximum sequence length (paper: 512)"),
-    ("--objective", "objective", str, "sop (ALBERT) | nsp (BERT)"),
+    ("--objective", "objective", str, "sop (ALBERT) | nsp (BERT) | none (MLM only)"),
     ("--masked-lm-prob", "masked_lm_prob", float, "fraction of tokens masked (0.15)"),
     ("--max-predictions", "max_predictions", int, "masked positions per sequence (official: 20)"),
     ("--max-ngram", "max_ngram", int, "longest masked n-gram (paper: 3)"),
@@ -87,6 +87,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", type=Path,
                         help="tokenizer folder/.model to save beside the final model (default: the one the store "
                              "--data was prepared with)")
+    shape = parser.add_argument_group("model shape", "override the shape of --preset / --model-config (the paper's "
+                                      "ablations: litebert pretrain --preset albert-base --sharing none ...)")
+    shape.add_argument("--sharing", choices=("all", "attention", "ffn", "none"),
+                       help="cross-layer sharing: all (ALBERT), attention, ffn, none (BERT-like)")
+    shape.add_argument("--embedding-size", type=int, help="E, the factorized embedding size")
+    shape.add_argument("--hidden-size", type=int, help="H; attention heads H/64 and FFN size 4H follow (the "
+                                                       "paper's rule) unless given")
+    shape.add_argument("--num-layers", type=int, help="number of layers (depth)")
+    shape.add_argument("--num-heads", type=int, help="attention heads")
+    shape.add_argument("--intermediate-size", type=int, help="FFN inner size")
     parser.add_argument("--device", help="cpu | cuda (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--gradient-checkpointing", action="store_true", default=None,
@@ -129,6 +139,24 @@ def _max_steps_given(args: argparse.Namespace) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def shape_overrides(args: argparse.Namespace) -> dict:
+    """AlbertConfig fields the shape flags set. --hidden-size H brings H/64 heads and a 4H FFN (the paper's
+    settings, Table 1) unless --num-heads / --intermediate-size are given."""
+    out = {}
+    for flag, field in (("sharing", "sharing"), ("embedding_size", "embedding_size"), ("hidden_size", "hidden_size"),
+                        ("num_layers", "num_hidden_layers"), ("num_heads", "num_attention_heads"),
+                        ("intermediate_size", "intermediate_size")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            if flag != "sharing" and value < 1:
+                raise ConfigError(f"--{flag.replace('_', '-')} {value}: must be >= 1")
+            out[field] = value
+    if "hidden_size" in out:
+        out.setdefault("num_attention_heads", max(1, out["hidden_size"] // 64))
+        out.setdefault("intermediate_size", 4 * out["hidden_size"])
+    return out
+
+
 def _model_config(args, preset: str | None, vocab_size: int, seq_len: int, init=None):
     from litebert.config import AlbertConfig
 
@@ -146,6 +174,15 @@ def _model_config(args, preset: str | None, vocab_size: int, seq_len: int, init=
         cfg = AlbertConfig.from_preset(preset)
     else:
         raise ConfigError("give the model shape: --preset NAME (or `preset` in --config) or --model-config FILE")
+    shape = shape_overrides(args)
+    if shape and init is not None:
+        changed = {k: v for k, v in shape.items() if getattr(cfg, k) != v}
+        if changed:
+            k, v = next(iter(changed.items()))
+            raise ConfigError(f"--init-from {args.init_from}: the model's {k} is {getattr(cfg, k)!r}, the flags ask "
+                              f"for {v!r}; continued pretraining keeps the model's shape (drop the shape flags)")
+    elif shape:
+        cfg = dataclasses.replace(cfg, **shape)
     if cfg.vocab_size != vocab_size:  # the store's tokenizer decides the vocabulary
         cfg = dataclasses.replace(cfg, vocab_size=vocab_size)
     if cfg.max_position_embeddings < seq_len:
@@ -274,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if plan == "new" and args.resume and dist.is_main:
             print(f"--resume: {args.out} holds no run yet; starting a new one", file=sys.stderr)
-        kw = dict(max_seq_length=cfg.seq_len, objective=cfg.objective, seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
+        # "none" still reads sentence pairs (SOP's), only the sentence loss is left out
+        kw = dict(max_seq_length=cfg.seq_len, objective="sop" if cfg.objective == "none" else cfg.objective,
+                  seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
                   max_predictions_per_seq=cfg.max_predictions, max_ngram=cfg.max_ngram,
                   short_seq_prob=cfg.short_seq_prob, verify=not args.no_verify_data)
         train_data = PretrainingDataset(args.data, **kw)

@@ -32,7 +32,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     # data (official create_pretraining_data flags)
     seq_len: int = 128
-    objective: str = "sop"           # sop | nsp
+    objective: str = "sop"           # sop | nsp | none (MLM only: the paper's "None" in Table 5)
     masked_lm_prob: float = 0.15
     max_predictions: int = 20
     max_ngram: int = 3
@@ -106,7 +106,7 @@ _RANGES = {
     "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
     "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
 }
-_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp"), "precision": ("auto", "fp32", "bf16", "fp16")}
+_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"), "precision": ("auto", "fp32", "bf16", "fp16")}
 
 
 # The paper's recipe (Lan et al. 2020, Section 4.1: "batch size of 4096 ... LAMB optimizer with learning rate 0.00176

@@ -40,7 +40,7 @@ from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest
                                       load_checkpoint, save_checkpoint)
 from litebert.train.config import TrainConfig
 from litebert.train.device import autocast_dtype
-from litebert.train.metrics import MetricsWriter, flops_per_sequence, peak_tflops_of
+from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 
 
 class TrainingError(LitebertError, RuntimeError):
@@ -145,8 +145,10 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
     model.train(was_training)
     sums = D.all_reduce_sum(sums.to(d.device), d).cpu()
     mlm_w, seqs = max(sums[2].item(), 1e-9), max(sums[5].item(), 1)
-    return {"mlm_loss": sums[0].item() / mlm_w, "mlm_accuracy": sums[1].item() / mlm_w,
-            "sop_loss": sums[3].item() / seqs, "sop_accuracy": sums[4].item() / seqs, "examples": int(sums[5].item())}
+    out = {"mlm_loss": sums[0].item() / mlm_w, "mlm_accuracy": sums[1].item() / mlm_w}
+    if cfg.objective != "none":  # the sentence task's metrics under its own name: sop_* or nsp_*
+        out.update({f"{cfg.objective}_loss": sums[3].item() / seqs, f"{cfg.objective}_accuracy": sums[4].item() / seqs})
+    return {**out, "examples": int(sums[5].item())}
 
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
@@ -219,8 +221,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         # a finished run: nothing to train, nothing to append (without its final model, the end is done again)
         return {"step": step, "interrupted": False, "time_limited": False, "signal": None, "skipped_steps": skipped,
                 "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": None, "already_complete": True}
-    wrapped = D.wrap(model, d)
-    log = MetricsWriter(out, enabled=d.is_main, resume_step=step if start_step >= 0 else None)
+    wrapped = D.wrap(model, d, find_unused_parameters=cfg.objective == "none")  # "none": the SOP head is unused
+    log = MetricsWriter(out, enabled=d.is_main, resume_step=step if start_step >= 0 else None,
+                        columns=metric_columns(cfg.objective))
 
     def checkpoint() -> None:
         rngs = D.all_gather(_rng_state(d.device), d)  # collective: every rank takes part, rank 0 writes
@@ -270,13 +273,15 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
                 examples = [train_data.example(c // n_train, c % n_train) for c in range(c0, c0 + cfg.micro_batch)]
                 batch = _to(collate(examples), d.device)
+                if cfg.objective == "none":  # MLM only: no sentence-level loss
+                    batch.pop("sentence_order_label")
                 with D.no_sync(wrapped, sync=j == accum - 1), \
                         torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                     out_ = wrapped(**batch)
                     loss = out_.loss / accum  # mean over the micro-batches of the global batch
                 scaler.scale(loss).backward()
                 lengths = batch["attention_mask"].sum(1).tolist()
-                stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), out_.sop_loss.item(),
+                stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), 0.0 if out_.sop_loss is None else out_.sop_loss.item(),
                                            sum(lengths)], dtype=torch.float64)
                 stats[6] += sum(flops_at(int(n)) for n in lengths)
             stats[4] = 1.0 if stop["signal"] is not None else 0.0
@@ -313,10 +318,12 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             elapsed += dt
             tokens_seen += int(stats[3].item())
             n_micro = accum * d.world_size
-            record = {"step": step, "loss": stats[0].item() / n_micro, "mlm_loss": stats[1].item() / n_micro,
-                      "sop_loss": stats[2].item() / n_micro, "lr": lr, "grad_norm": grad_norm,
-                      "tokens_per_s": stats[3].item() / dt, "tokens": tokens_seen, "elapsed_s": round(elapsed, 3),
-                      "tflops": stats[6].item() / dt / 1e12, "skipped_steps": skipped}
+            record = {"step": step, "loss": stats[0].item() / n_micro, "mlm_loss": stats[1].item() / n_micro}
+            if cfg.objective != "none":
+                record[f"{cfg.objective}_loss"] = stats[2].item() / n_micro
+            record.update({"lr": lr, "grad_norm": grad_norm, "tokens_per_s": stats[3].item() / dt,
+                           "tokens": tokens_seen, "elapsed_s": round(elapsed, 3),
+                           "tflops": stats[6].item() / dt / 1e12, "skipped_steps": skipped})
             if peak:
                 record["mfu"] = record["tflops"] / (peak * d.world_size)
             if step % cfg.log_every == 0:

@@ -28,6 +28,17 @@ TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tok
 EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples"]
 
 
+def metric_columns(objective: str) -> dict[str, list[str]]:
+    """The CSV columns of a pretraining run: the sentence task's under its own name (``sop_*``, ``nsp_*``), none for
+    an MLM-only run (objective ``none``)."""
+    def rename(columns: list[str]) -> list[str]:
+        if objective == "none":
+            return [c for c in columns if not c.startswith("sop_")]
+        return [c.replace("sop_", f"{objective}_", 1) if c.startswith("sop_") else c for c in columns]
+
+    return {"train": rename(TRAIN_COLUMNS), "eval": rename(EVAL_COLUMNS)}
+
+
 class MetricsError(LitebertError, ValueError):
     """A metrics file of a run folder cannot be read (a line that is not a metrics record)."""
 
