@@ -20,12 +20,19 @@ def albert_vocab() -> Path:
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` skip cleanly on machines without CUDA (``pytest -m gpu`` on a CPU-only machine)."""
-    import pytest
-    import torch
-
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (tiny models gain nothing from threads; on a shared 2-core machine extra threads
+    only contend). Files use it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -23,13 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data" / "finetune"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads; on a shared 2-core machine extra threads only contend.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,7 @@ PAIRS = [("the cat sat on the mat", "a cat is sitting"), ("stocks fell sharply t
          ("I loved this film", "it was boring"), ("paris is the capital of france", "berlin is in germany")]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
 @pytest.fixture(scope="module")

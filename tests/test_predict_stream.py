@@ -22,12 +22,7 @@ DATA = REPO / "data" / "finetune"
 WORDS = "the movie was great awful and a plot with actors in story film it wonderful boring".split()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
 def build_models(root: Path) -> tuple[Path, Path]:

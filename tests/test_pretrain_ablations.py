@@ -23,12 +23,7 @@ def setup(tmp_path_factory):
     return build_tiny_setup(tmp_path_factory.mktemp("setup"))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
 def run(setup, out, *extra):

@@ -25,12 +25,7 @@ from litebert.train.metrics import read_metrics
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
 class _FullDisk(io.RawIOBase):

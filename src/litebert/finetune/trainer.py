@@ -20,9 +20,7 @@ import functools
 import hashlib
 import json
 import math
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -43,6 +41,7 @@ from litebert.train.checkpoint import check_compatible, checkpoint_path, latest_
 from litebert.train.device import autocast_dtype
 from litebert.train.loop import _rng_state, _set_rng_state, _to
 from litebert.train.metrics import MetricsWriter
+from litebert.train.signals import StopSignals
 
 TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
                  "loss_scale"]  # loss_scale: fp16 only
@@ -242,14 +241,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             raise error
 
     # ---- SIGTERM/SIGINT: finish the current step, save, leave. The flag is combined over ranks every step.
-    stop = {"signal": None}
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        def on_signal(signum, _frame):
-            if stop["signal"] is not None:  # a second Ctrl-C: leave now
-                raise KeyboardInterrupt
-            stop["signal"] = signum
-        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopSignals()
 
     interrupted, steps_this_call = False, 0
     # Heads whose loss never reads padded tokens (all but SQuAD's) skip them: same loss and gradients, less work.
@@ -278,7 +270,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                     # DDP averages gradients over processes; x world_size makes it the sum of the weighted shares
                     scaler.scale(loss * (share * d.world_size)).backward()
                     stats[:2] += torch.tensor([loss.item() * share, len(part)], dtype=torch.float64)
-                stats[2] = 1.0 if stop["signal"] is not None else 0.0
+                stats[2] = 1.0 if stop.signal is not None else 0.0
                 stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
                 scaler.unscale_(optimizer)
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
@@ -337,10 +329,9 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     finally:
         if writer is not None:
             writer.close()
-        for s, h in handlers.items():
-            signal.signal(s, h)
+        stop.restore()
     return {"best_step": best_step, "best_metrics": best, "history": history, "steps": step,
-            "stopped_early": stopped_early, "interrupted": interrupted, "signal": stop["signal"]}
+            "stopped_early": stopped_early, "interrupted": interrupted, "signal": stop.signal}
 
 
 @torch.no_grad()

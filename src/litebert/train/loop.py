@@ -20,9 +20,7 @@ import functools
 import hashlib
 import json
 import math
-import signal
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -41,6 +39,7 @@ from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest
 from litebert.train.config import TrainConfig
 from litebert.train.device import autocast_dtype
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
+from litebert.train.signals import StopSignals
 
 
 class TrainingError(LitebertError, RuntimeError):
@@ -241,14 +240,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             raise error
 
     # ---- SIGTERM/SIGINT: finish the current step, save, leave. The flag is combined over ranks every step.
-    stop = {"signal": None}
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        def on_signal(signum, _frame):
-            if stop["signal"] is not None:  # a second Ctrl-C: leave now
-                raise KeyboardInterrupt
-            stop["signal"] = signum
-        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopSignals()
 
     n_train = _num_examples(train_data)
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
@@ -284,7 +276,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), 0.0 if out_.sop_loss is None else out_.sop_loss.item(),
                                            sum(lengths)], dtype=torch.float64)
                 stats[6] += sum(flops_at(int(n)) for n in lengths)
-            stats[4] = 1.0 if stop["signal"] is not None else 0.0
+            stats[4] = 1.0 if stop.signal is not None else 0.0
             stats[5] = 1.0 if time_limit is not None and time.perf_counter() - call_start > time_limit else 0.0
             stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
             scaler.unscale_(optimizer)
@@ -358,8 +350,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         padding.close()
         bar.close()
         log.close()
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    return {"step": step, "interrupted": interrupted, "time_limited": time_limited, "signal": stop["signal"],
+        stop.restore()
+    return {"step": step, "interrupted": interrupted, "time_limited": time_limited, "signal": stop.signal,
             "skipped_steps": skipped, "tokens_seen": tokens_seen, "elapsed_s": elapsed, "final_eval": final_eval,
             "already_complete": False}
