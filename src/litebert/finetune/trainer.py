@@ -32,12 +32,12 @@ import torch
 from tqdm import tqdm
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
-from litebert.errors import CheckpointError, ConfigError, LitebertError
+from litebert.errors import CheckpointError, ConfigError
 from litebert.finetune.features import IGNORE, collate, length_grouped_batches, length_of, random_batches, sorted_batches
 from litebert.heads import training_skips_padding
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.train import distributed as D
-from litebert.train.checkpoint import check_compatible, checkpoint_path, latest_valid, list_checkpoints, save_checkpoint
+from litebert.train.checkpoint import check_compatible, checkpoint_path, resume_checkpoint, save_checkpoint
 from litebert.train.device import autocast_dtype
 from litebert.train.loop import _rng_state, _set_rng_state, _to
 from litebert.train.metrics import MetricsWriter
@@ -108,21 +108,8 @@ def run_identity(model: torch.nn.Module, args: TrainArgs, features: list[dict], 
 def choose_checkpoint(out_dir: str | Path, identity: dict, dist: D.Distributed) -> tuple | None:
     """Rank 0 picks the newest checkpoint in ``out_dir/checkpoints`` that verifies and checks it against
     ``identity``, before anything is written; every rank raises if it refuses. None: no checkpoint yet."""
-    ckpt_dir, found, error = Path(out_dir) / "checkpoints", None, None
-    if dist.is_main:
-        try:
-            found = latest_valid(ckpt_dir)
-            if found is not None:
-                check_compatible(found[2], identity, found[1])
-            elif list_checkpoints(ckpt_dir):
-                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
-                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
-                                      f"--overwrite")
-        except LitebertError as e:
-            error = e
-    if D.broadcast_int(1 if error is not None else 0, dist):
-        raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
-    return found
+    return resume_checkpoint(Path(out_dir) / "checkpoints",
+                             lambda found: check_compatible(found[2], identity, found[1]), dist)
 
 
 def _plain(x):

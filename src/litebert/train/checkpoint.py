@@ -165,3 +165,27 @@ def saved_max_steps(state: dict) -> int | None:
     """The ``max_steps`` a checkpoint was written under (older checkpoints kept it with the trajectory settings)."""
     value = state.get("max_steps", state.get("train", {}).get("max_steps"))
     return int(value) if isinstance(value, int) else None
+
+
+def resume_checkpoint(ckpt_dir: Path, check, dist) -> tuple | None:
+    """The checkpoint a ``--resume`` continues from, chosen before anything is written: rank 0 takes the newest one
+    that verifies (`latest_valid`) and calls ``check(found)`` on it (a `LitebertError` if it does not belong to
+    this run); a refusal on rank 0 is raised on every rank. None: no checkpoint yet (a new run)."""
+    from litebert.errors import LitebertError
+    from litebert.train import distributed as D
+
+    found, error = None, None
+    if dist.is_main:
+        try:
+            found = latest_valid(ckpt_dir)
+            if found is not None:
+                check(found)
+            elif list_checkpoints(ckpt_dir):
+                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
+                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
+                                      f"--overwrite")
+        except LitebertError as e:
+            error = e
+    if D.broadcast_int(1 if error is not None else 0, dist):
+        raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
+    return found

@@ -261,26 +261,16 @@ def _choose_checkpoint(out: Path, model, cfg: TrainConfig, train_data, dist, ini
     anything is written; every rank raises if it refuses. Returns the checkpoint (None: none yet, a new run) and the
     config to train with: with ``keep_max_steps`` (the command gives no max_steps), the checkpoint's max_steps."""
     from litebert.train import distributed as D
-    from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, saved_max_steps
+    from litebert.train.checkpoint import check_compatible, resume_checkpoint, saved_max_steps
     from litebert.train.loop import run_identity
 
-    found, error = None, None
-    if dist.is_main:
-        try:
-            ckpt_dir = out / "checkpoints"
-            found = latest_valid(ckpt_dir)
-            if found is not None:
-                if keep_max_steps and saved_max_steps(found[2]) is not None:
-                    cfg = dataclasses.replace(cfg, max_steps=saved_max_steps(found[2]))
-                check_compatible(found[2], run_identity(model, cfg, train_data, init), found[1])
-            elif list_checkpoints(ckpt_dir):
-                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
-                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
-                                      f"--overwrite")
-        except LitebertError as e:
-            error = e
-    if D.broadcast_int(1 if error is not None else 0, dist):
-        raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
+    def check(found: tuple) -> None:
+        nonlocal cfg
+        if keep_max_steps and saved_max_steps(found[2]) is not None:
+            cfg = dataclasses.replace(cfg, max_steps=saved_max_steps(found[2]))
+        check_compatible(found[2], run_identity(model, cfg, train_data, init), found[1])
+
+    found = resume_checkpoint(out / "checkpoints", check, dist)
     return found, dataclasses.replace(cfg, max_steps=D.broadcast_int(cfg.max_steps, dist))
 
 
