@@ -205,6 +205,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                       help="every N-th document of the corpus is held out")
     sp = p.add_argument_group("speedup")
     sp.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets to time")
+    sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
     sp.add_argument("--micro-batch", type=_positive, default=8, help="sequences per process per step")
     sp.add_argument("--warmup", type=_positive, default=1, help="untimed steps first")
     sp.add_argument("--processes", default="1,2", help="process counts (more than 1: torchrun)")
@@ -253,7 +254,8 @@ def _run_speedup(args: argparse.Namespace) -> int:
     if not check_output_folder(args.out, runner.KIND):
         mark_output_folder(args.out, runner.KIND, experiment="speedup")
     summary = speedup.run_speedup(args.out, presets, args.micro_batch, args.seq_len, args.steps or 3, args.warmup,
-                                  args.device, processes, progress=runner.progress)
+                                  args.device, processes, progress=runner.progress,
+                                  reference=args.reference)
     write_json(args.out / "results.json", {"experiment": "speedup", **summary})
     atomic_write(args.out / "results.md", speedup.markdown(summary))
     speedup.plot(args.out / "speedup.png", summary)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from litebert.errors import ConfigError
+from litebert.experiments.report import parameters
 from litebert.files import read_json, write_json
 
 DEFAULT_PRESETS = ("bert-base", "bert-large", "albert-base-v2", "albert-large-v2", "albert-xlarge-v2",
@@ -81,6 +82,8 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
                 times.append(time.perf_counter() - t0)
         slowest = torch.tensor([sum(times)], dtype=torch.float64)
         D.all_reduce_max(slowest, dist)  # a data-parallel step lasts as long as its slowest process
+        # every rank waits here before the group is torn down: gloo aborts a peer whose connection closes early
+        D.barrier(dist)
         if not dist.is_main:
             return None
         seconds = slowest.item() / steps
@@ -97,14 +100,18 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
 
 
 def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, steps: int, warmup: int,
-                device: str | None, processes: tuple[int, ...] = (1, 2), progress=print) -> dict:
-    """Time every preset on each number of processes (1: in this process; more: a torchrun child), reusing a
-    preset's cached timing in ``out/speedup/``; returns the summary with ratios to BERT-large."""
+                device: str | None, processes: tuple[int, ...] = (1, 2), progress=print,
+                reference: str = "bert-large") -> dict:
+    """Time every preset on each number of processes (each in a child: `python -m` or torchrun), reusing a
+    preset's cached timing in ``out/speedup/``; returns the summary with ratios to ``reference`` (BERT-large)."""
     from litebert.config import PRESETS
 
     for p in presets:
         if p not in PRESETS:
             raise ConfigError(f"--presets: unknown preset {p!r}; see `litebert params` for the names")
+    if reference not in presets:
+        raise ConfigError(f"--reference {reference}: not among --presets {','.join(presets)}; the speedups are "
+                          f"relative to it, so time it too")
     rows = []
     for n in processes:
         for preset in presets:
@@ -117,32 +124,31 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
                     rows.append(r)
                     continue
             progress(f"speedup: timing {steps} steps of {preset} ({micro_batch} x {seq_len}) on {n} process(es)")
-            if n == 1:
-                r = time_steps(preset, micro_batch, seq_len, steps, warmup, device)
-            else:
-                r = _torchrun(n, preset, micro_batch, seq_len, steps, warmup, device, cache)
+            r = _child(n, preset, micro_batch, seq_len, steps, warmup, device, cache)
             write_json(cache, r)
             rows.append(r)
     for n in processes:
-        base = next((r for r in rows if r["processes"] == n and r["preset"] == "bert-large"), None)
+        base = next(r for r in rows if r["processes"] == n and r["preset"] == reference)
         for r in rows:
             if r["processes"] == n:
-                r["speedup_vs_bert_large"] = base["seconds_per_step"] / r["seconds_per_step"] if base else None
-                r["flops_vs_bert_large"] = r["flops_per_step"] / base["flops_per_step"] if base else None
-    return {"micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup,
+                r["speedup"] = base["seconds_per_step"] / r["seconds_per_step"]
+                r["flops_ratio"] = r["flops_per_step"] / base["flops_per_step"]
+    return {"reference": reference, "micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup,
             "allreduce_bytes": "measured: the summed size of the gradients after backward (what DDP all-reduces)",
             "rows": rows}
 
 
-def _torchrun(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, warmup: int, device, cache: Path):
+def _child(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, warmup: int, device, cache: Path):
+    """Time in a fresh process (n = 1: ``python -m``; more: ``torchrun``), so no preset runs in memory another
+    one left fragmented, and one process and several run the same code."""
     import torch
 
     tmp = cache.with_name(f".{cache.name}.run-{os.getpid()}")
     env = dict(os.environ)
-    if device == "cpu" or (device is None and not torch.cuda.is_available()):
+    if n > 1 and (device == "cpu" or (device is None and not torch.cuda.is_available())):
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or n) // n)))  # share the cores
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
-           "-m", "litebert.experiments.speedup", "--preset", preset, "--micro-batch", str(micro_batch),
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n)] if n > 1 else []
+    cmd = [sys.executable, *launcher, "-m", "litebert.experiments.speedup", "--preset", preset, "--micro-batch", str(micro_batch),
            "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--output", str(tmp)]
     cmd += ["--device", device] if device else []
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -150,7 +156,7 @@ def _torchrun(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, w
         from litebert.experiments.runner import ExperimentError
 
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        raise ExperimentError(f"speedup: torchrun --nproc_per_node {n} for {preset} failed (exit {done.returncode}): "
+        raise ExperimentError(f"speedup: timing {preset} on {n} process(es) failed (exit {done.returncode}): "
                               f"{tail}")
     result = json.loads(tmp.read_text())
     tmp.unlink()
@@ -161,23 +167,23 @@ def markdown(summary: dict) -> str:
     lines = ["# speedup", "",
              f"Training steps of {summary['micro_batch']} x {summary['seq_len']} tokens per process (forward, "
              f"backward, all-reduce, LAMB), {summary['timed_steps']} timed after {summary['warmup_steps']} warm-up. "
-             f"Speedup: BERT-large's time per step / the preset's, at the same number of processes. FLOPs: "
+             f"Speedup: {summary['reference']}'s time per step / the preset's, at the same number of processes. FLOPs: "
              f"`litebert.train.metrics.flops_per_sequence` x sequences per step. All-reduced bytes: "
              f"{summary['allreduce_bytes']}.", "",
-             "| preset | processes | parameters | s/step | steps/s | tokens/s | speedup vs BERT-large | "
-             "GFLOP/step | FLOPs vs BERT-large | MB all-reduced/step |", "|" + "---|" * 10]
+             f"| preset | processes | parameters | s/step | steps/s | tokens/s | speedup vs {summary['reference']} | "
+             f"GFLOP/step | FLOPs vs {summary['reference']} | gradient MB | MB all-reduced/step |", "|" + "---|" * 11]
     for r in summary["rows"]:
-        sp = r.get("speedup_vs_bert_large")
-        fl = r.get("flops_vs_bert_large")
-        lines.append(f"| {r['preset']} | {r['processes']} | {r['parameters'] / 1e6:.1f}M | "
+        sp, fl = r["speedup"], r["flops_ratio"]
+        reduced = f"{r['allreduce_bytes_per_step'] / 1e6:.1f}" if r["processes"] > 1 else "none"
+        lines.append(f"| {r['preset']} | {r['processes']} | {parameters(r['parameters'])} | "
                      f"{r['seconds_per_step']:.3f} | {r['steps_per_s']:.3f} | {r['tokens_per_s']:.0f} | "
-                     f"{'-' if sp is None else f'{sp:.2f}x'} | {r['flops_per_step'] / 1e9:.1f} | "
-                     f"{'-' if fl is None else f'{fl:.2f}x'} | {r['allreduce_bytes_per_step'] / 1e6:.1f} |")
+                     f"{sp:.2f}x | {r['flops_per_step'] / 1e9:.3g} | {fl:.2f}x | {r['gradient_bytes'] / 1e6:.1f} | "
+                     f"{reduced} |")
     return "\n".join(lines) + "\n"
 
 
 def plot(path: Path, summary: dict) -> None:
-    """Bars of the speedup relative to BERT-large, one group per number of processes."""
+    """Bars of the speedup relative to the reference preset, one group per number of processes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -190,11 +196,12 @@ def plot(path: Path, summary: dict) -> None:
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / max(1, len(procs))
     for k, n in enumerate(procs):
-        vals = [next((r.get("speedup_vs_bert_large") or 0 for r in summary["rows"]
+        vals = [next((r["speedup"] for r in summary["rows"]
                       if r["preset"] == p and r["processes"] == n), 0) for p in presets]
         ax.bar([i + k * width for i in range(len(presets))], vals, width, label=f"{n} process(es)")
     ax.set_xticks([i + width * (len(procs) - 1) / 2 for i in range(len(presets))], presets, rotation=20)
-    ax.set(ylabel="speedup vs BERT-large", title="training throughput relative to BERT-large")
+    ax.set(ylabel=f"speedup vs {summary['reference']}",
+           title=f"training throughput relative to {summary['reference']}")
     ax.grid(alpha=0.3, axis="y")
     ax.legend()
     fig.tight_layout()
