@@ -281,7 +281,7 @@ def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:
     """Pretrain, score and fine-tune one arm; its results are cached in ``folder/scores.json``."""
-    from litebert.config import AlbertConfig
+    from litebert.io.checkpoint import load_config
     from litebert.params import count_parameters
     from litebert.train.metrics import read_metrics
 
@@ -303,7 +303,7 @@ def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps:
             write_json(cache, scores)
         else:
             progress(f"{arm.name}: {task} score computed earlier, reused")
-    config = AlbertConfig.from_json(run / "model" / "config.json")
+    config = load_config(run / "model")
     records = read_metrics(run)
     last = records[-1] if records else {}
     down = [scores["downstream"][t]["accuracy"] for t in ("sentiment", "mc")]
