@@ -227,3 +227,31 @@ def test_speedup_tiny_presets(tmp_path):
     lines = (out / "results.md").read_text().splitlines()
     assert any(line.startswith("| tiny | 2 | 29.9K |") for line in lines)
     assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_minutes_budget_and_embedding_sizes(objective_run, tmp_path, capsys):
+    """--minutes times the slowest arm (the widest E, not shared) and gives every arm one step count, kept on a
+    re-run; the embedding-size arms' parameters grow by (V + H) per unit of E (the embeddings and the E x H projection)."""
+    data = objective_run["out"] / "data"
+    out = tmp_path / "emb"
+    argv = ["experiment", "embedding-size", "--out", str(out), "--data", str(data / "train"), "--eval-data",
+            str(data / "heldout"), "--minutes", "0.03", "--embedding-sizes", "8,16", *TINY]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    timing = json.loads((out / "experiment.json").read_text())["timing"]
+    assert timing["timed_arm"] == "not-shared-E16"
+    assert timing["steps"] == max(1, int(0.03 * 60 / timing["seconds_per_step"]))
+    assert f"every arm trains {timing['steps']} steps" in err
+    results = json.loads((out / "results.json").read_text())
+    arms = {a["name"]: a for a in results["arms"]}
+    assert list(arms) == ["not-shared-E8", "not-shared-E16", "all-shared-E8", "all-shared-E16"]
+    assert {a["steps"] for a in arms.values()} == {timing["steps"]}
+    assert f"-> {timing['steps']} steps for every arm" in (out / "results.md").read_text()
+    vocab = arms["all-shared-E8"]["shape"]["vocab_size"]
+    for sharing in ("not-shared", "all-shared"):
+        grow = arms[f"{sharing}-E16"]["parameters"] - arms[f"{sharing}-E8"]["parameters"]
+        # per unit of E: word (V), position (512) and token-type (2) embeddings, their LayerNorm (2), the E->H
+        # projection's weights (H = 32)
+        assert grow == 8 * (vocab + 512 + 2 + 2 + 32)
+    assert main(argv) == 0
+    assert "timing" not in capsys.readouterr().err
