@@ -108,7 +108,7 @@ def arms(s: Settings) -> list[Arm]:
 
 
 def progress(message: str) -> None:
-    print(f"[experiment] {message}", file=sys.stderr, flush=True)
+    print(f"[experiment {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def litebert(argv: list[str], what: str) -> None:
