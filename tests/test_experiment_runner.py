@@ -255,3 +255,14 @@ def test_minutes_budget_and_embedding_sizes(objective_run, tmp_path, capsys):
         assert grow == 8 * (vocab + 512 + 2 + 2 + 32)
     assert main(argv) == 0
     assert "timing" not in capsys.readouterr().err
+
+
+def test_failing_stage_is_one_line(objective_run, tmp_path, capsys):
+    """An error inside an arm's `pretrain` comes back as one line naming the arm and the stage."""
+    data = objective_run["out"] / "data"
+    flags = [a if a != "64" else "600" for a in TINY]  # --seq-len 600: beyond the 512 positions
+    assert main(["experiment", "sentence-objective", "--out", str(tmp_path / "x"), "--data", str(data / "train"),
+                 "--eval-data", str(data / "heldout"), "--steps", "2", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("litebert experiment: error: none: pretraining: --seq-len 600 exceeds")
+    assert not any(line.startswith("litebert pretrain: error") for line in err)

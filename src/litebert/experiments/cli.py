@@ -207,7 +207,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     sp.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets to time")
     sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
     sp.add_argument("--micro-batch", type=_positive, default=8, help="sequences per process per step")
-    sp.add_argument("--warmup", type=_positive, default=1, help="untimed steps first")
+    sp.add_argument("--untimed-steps", type=_positive, default=1, help="steps run before the timed ones")
     sp.add_argument("--processes", default="1,2", help="process counts (more than 1: torchrun)")
 
 
@@ -253,7 +253,7 @@ def _run_speedup(args: argparse.Namespace) -> int:
         raise ConfigError(f"--processes {args.processes!r}: expected comma-separated integers >= 1, e.g. 1,2")
     if not check_output_folder(args.out, runner.KIND):
         mark_output_folder(args.out, runner.KIND, experiment="speedup")
-    summary = speedup.run_speedup(args.out, presets, args.micro_batch, args.seq_len, args.steps or 3, args.warmup,
+    summary = speedup.run_speedup(args.out, presets, args.micro_batch, args.seq_len, args.steps or 3, args.untimed_steps,
                                   args.device, processes, progress=runner.progress,
                                   reference=args.reference)
     write_json(args.out / "results.json", {"experiment": "speedup", **summary})

@@ -111,15 +111,27 @@ def progress(message: str) -> None:
     print(f"[experiment {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def litebert(argv: list[str], what: str) -> None:
-    """Run a litebert command in this process (its stdout goes to stderr, keeping ours for the summary)."""
-    from litebert.cli import main
+def litebert(argv: list, what: str) -> None:
+    """Run a litebert command in this process, as `litebert.cli.main` would, except that its error comes back as
+    one error of ours naming the arm and stage (and its stdout goes to stderr, keeping ours for the summary)."""
+    import importlib
 
-    with contextlib.redirect_stdout(sys.stderr):
-        code = main([str(a) for a in argv])
+    from litebert.cli import COMMANDS, Parser
+
+    argv = [str(a) for a in argv]
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    parser = Parser(prog=f"litebert {argv[0]}")
+    several = hasattr(module, "configure_command")
+    module.configure_command(argv[0], parser) if several else module.configure(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            code = module.run_command(argv[0], args) if several else module.run(args)
+    except LitebertError as e:
+        raise ExperimentError(f"{what}: {e}") from None
     if code:
-        raise ExperimentError(f"{what}: `litebert {' '.join(map(str, argv[:2]))} ...` failed with exit status "
-                              f"{code} (its message is above); fix it and run the same experiment command again")
+        raise ExperimentError(f"{what}: `litebert {argv[0]}` stopped (exit status {code}); run the same experiment "
+                              f"command again to continue")
 
 
 # ---------------------------------------------------------------------------------------------------- settings
@@ -193,7 +205,10 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
     files = [Path(p) for p in (s.corpus or BUNDLED_CORPUS)]
     for f in files:
         if not f.is_file():
-            raise ConfigError(f"--corpus {f}: no such file")
+            hint = ("the bundled corpus ships with the repository (data/corpus/), not with an installed package: run "
+                    "from a clone, or give --corpus FILES (or --data/--eval-data stores)" if not s.corpus else
+                    "give existing corpus files")
+            raise ConfigError(f"--corpus {f}: no such file; {hint}")
     progress(f"data: splitting {len(files)} corpus file(s) by documents (every {s.heldout_every}th held out)")
     train_text, held_text = split_corpus(files, s.heldout_every)
     atomic_write(folder / "text" / "train.txt", train_text)
@@ -261,6 +276,9 @@ def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
     from litebert.files import read_marker
 
     steps = s.sentiment_steps if task == "sentiment" else s.mc_steps
+    if not FINETUNE_DATA[task].is_dir():
+        raise ConfigError(f"{FINETUNE_DATA[task]}: the bundled {task} task is missing; it ships with the repository "
+                          f"(data/finetune/), not with an installed package: run from a clone")
     meta_path = out / "finetune.json"
     if not (meta_path.is_file() and read_json(meta_path, ConfigError).get("complete")):
         progress(f"{arm.name}: fine-tuning on {task} ({steps} steps) in {out}")
