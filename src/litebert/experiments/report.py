@@ -66,6 +66,17 @@ def curves(run: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+def smooth(points: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
+    """Steps and the running mean of the values over the last 2% of the points (per-step losses are noisy)."""
+    window = max(1, len(points) // 50)
+    steps, values = [p[0] for p in points], [p[1] for p in points]
+    means, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v - (values[i - window] if i >= window else 0.0)
+        means.append(total / min(i + 1, window))
+    return steps, means
+
+
 def plot_curves(path: Path, runs: dict[str, Path]) -> None:
     """Two panels: MLM loss and the sentence loss (SOP or NSP, where the arm has one) against the step."""
     try:
@@ -80,11 +91,11 @@ def plot_curves(path: Path, runs: dict[str, Path]) -> None:
     for name, run in runs.items():
         c = curves(run)
         if c.get("mlm_loss"):
-            left.plot(*zip(*c["mlm_loss"]), label=name, linewidth=1)
+            left.plot(*smooth(c["mlm_loss"]), label=name, linewidth=1)
         for key in ("sop_loss", "nsp_loss"):
             if c.get(key):
-                right.plot(*zip(*c[key]), label=f"{name} ({key[:3].upper()})", linewidth=1)
-    left.set(xlabel="step", ylabel="MLM loss", title="masked LM loss (train)")
+                right.plot(*smooth(c[key]), label=f"{name} ({key[:3].upper()})", linewidth=1)
+    left.set(xlabel="step", ylabel="MLM loss", title="masked LM loss (train, running mean over 2% of the steps)")
     right.set(xlabel="step", ylabel="loss", title="sentence loss (train), where trained")
     for ax in (left, right):
         ax.grid(alpha=0.3)
