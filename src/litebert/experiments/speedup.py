@@ -116,7 +116,8 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
     for n in processes:
         for preset in presets:
             cache = out / "speedup" / f"{preset}-x{n}.json"
-            key = {"micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup}
+            key = {"micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup,
+                   "requested_device": device}
             if cache.is_file():
                 r = read_json(cache, ConfigError)
                 if all(r.get(k) == v for k, v in key.items()):
@@ -124,7 +125,7 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
                     rows.append(r)
                     continue
             progress(f"speedup: timing {steps} steps of {preset} ({micro_batch} x {seq_len}) on {n} process(es)")
-            r = _child(n, preset, micro_batch, seq_len, steps, warmup, device, cache)
+            r = {**_child(n, preset, micro_batch, seq_len, steps, warmup, device, cache), "requested_device": device}
             write_json(cache, r)
             rows.append(r)
     for n in processes:
