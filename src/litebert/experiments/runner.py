@@ -209,7 +209,7 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
                     "from a clone, or give --corpus FILES (or --data/--eval-data stores)" if not s.corpus else
                     "give existing corpus files")
             raise ConfigError(f"--corpus {f}: no such file; {hint}")
-    progress(f"data: splitting {len(files)} corpus file(s) by documents (every {s.heldout_every}th held out)")
+    progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
     train_text, held_text = split_corpus(files, s.heldout_every)
     atomic_write(folder / "text" / "train.txt", train_text)
     atomic_write(folder / "text" / "heldout.txt", held_text)
