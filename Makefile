@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench experiments clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,18 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3 hours on 2 CPU cores; not run in CI).
+# Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed.
+EXP_OUT ?= runs/experiments
+EXP_STEPS ?= 1000
+EXP_FLAGS ?=
+SPEEDUP_PRESETS ?= bert-base,bert-large,albert-base-v2,albert-large-v2,albert-xlarge-v2,albert-xxlarge-v2
+experiments: $(STAMP)
+	$(BIN)/python -m litebert.cli experiment sentence-objective --out $(EXP_OUT)/sentence-objective --steps $(EXP_STEPS) $(EXP_FLAGS)
+	$(BIN)/python -m litebert.cli experiment sharing --out $(EXP_OUT)/sharing --steps $(EXP_STEPS) $(EXP_FLAGS)
+	$(BIN)/python -m litebert.cli experiment embedding-size --out $(EXP_OUT)/embedding-size --steps $(EXP_STEPS) $(EXP_FLAGS)
+	$(BIN)/python -m litebert.cli experiment speedup --out $(EXP_OUT)/speedup --presets $(SPEEDUP_PRESETS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

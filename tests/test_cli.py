@@ -36,7 +36,9 @@ def test_one_name_for_each_setting():
     retired = {"--steps", "--max-seq-length", "--warmup", "--field", "--jsonl-field", "--skip-invalid-utf8",
                "--max-predictions-per-seq"}
     found = {(line, o) for line, p in PARSERS for o in options(p) & retired}
-    assert not found
+    # `experiment --steps N | --minutes M` is the interface issue #26 specifies: a budget for every arm (pretraining
+    # steps) or for speedup's timed steps, not one run's --max-steps
+    assert found <= {("experiment", "--steps")}
     uses = {o: sorted(line for line, p in PARSERS if o in options(p))
             for o in ("--max-steps", "--seq-len", "--warmup-steps", "--text-field", "--encoding-errors")}
     assert uses["--max-steps"] == ["finetune", "pretrain"]

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("litebert.io.export", "export a model to ONNX"),
     "evaluate-pretraining": ("litebert.experiments.cli", "held-out MLM, SOP and NSP accuracy of pretrained models"),
     "analyze": ("litebert.experiments.cli", "analyses of pretrained models (transitions: the paper's Figure 2)"),
+    "experiment": ("litebert.experiments.cli", "the paper's comparisons: sentence-objective, sharing, "
+                                               "embedding-size, speedup"),
 }
 
 
