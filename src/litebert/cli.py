@@ -70,6 +70,17 @@ class Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def at_least_1(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--batch-size 0`` would otherwise fall back to the default unseen)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer >= 1")
+    return value
+
+
 def suggestion(name: str, names) -> str:
     close = difflib.get_close_matches(name, list(names), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""

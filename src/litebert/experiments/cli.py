@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from litebert.cli import at_least_1
 from litebert.errors import ConfigError
 
 
@@ -28,26 +29,16 @@ def run_command(name: str, args: argparse.Namespace) -> int:
     return {"evaluate-pretraining": run_evaluate, "analyze": run_analyze, "experiment": run_experiment}[name](args)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer >= 1")
-    return value
-
-
 def _common(p: argparse.ArgumentParser, examples: int) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL", help="pretrained model folder(s) (litebert or HF ALBERT)")
     p.add_argument("--data", required=True, type=Path, help="held-out token store (`litebert data prepare`) made "
                                                             "with the models' tokenizer")
-    p.add_argument("--examples", type=_positive, default=examples, help="held-out examples (epoch 0, in order)")
-    p.add_argument("--seq-len", type=_positive, default=128, help="maximum sequence length of the examples")
+    p.add_argument("--examples", type=at_least_1, default=examples, help="held-out examples (epoch 0, in order)")
+    p.add_argument("--seq-len", type=at_least_1, default=128, help="maximum sequence length of the examples")
     p.add_argument("--seed", type=int, default=12345, help="seed of the examples' pairs and masks")
-    p.add_argument("--batch-size", type=_positive, default=32, help="examples per forward pass")
+    p.add_argument("--batch-size", type=at_least_1, default=32, help="examples per forward pass")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
-    p.add_argument("--threads", type=_positive, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=at_least_1, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -168,7 +159,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", choices=EXPERIMENTS)
     p.add_argument("--out", required=True, type=Path, help="experiment folder (re-running continues it)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=_positive, help="pretraining steps of every arm (speedup: timed steps; "
+    budget.add_argument("--steps", type=at_least_1, help="pretraining steps of every arm (speedup: timed steps; "
                                                         "default 3 there)")
     budget.add_argument("--minutes", type=_positive_float,
                         help="per-arm pretraining budget: a few steps of the slowest arm are timed and turned into "
@@ -176,24 +167,24 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of every arm's data order, masks and weights")
     shape = p.add_argument_group("base shape and pretraining")
-    shape.add_argument("--hidden-size", type=_positive, default=d.hidden_size, help="H (heads H/64, FFN 4H)")
-    shape.add_argument("--num-layers", type=_positive, default=d.num_layers, help="layers")
-    shape.add_argument("--embedding-size", type=_positive, default=d.embedding_size,
+    shape.add_argument("--hidden-size", type=at_least_1, default=d.hidden_size, help="H (heads H/64, FFN 4H)")
+    shape.add_argument("--num-layers", type=at_least_1, default=d.num_layers, help="layers")
+    shape.add_argument("--embedding-size", type=at_least_1, default=d.embedding_size,
                        help="E of the sentence-objective arms")
     shape.add_argument("--embedding-sizes", type=_sizes,
                        help="E values: sharing (default H and H/4), embedding-size (default H/8,H/4,H/2,H)")
-    shape.add_argument("--seq-len", type=_positive, default=d.seq_len, help="pretraining and fine-tuning length")
-    shape.add_argument("--batch", type=_positive, default=d.batch, help="pretraining sequences per step")
+    shape.add_argument("--seq-len", type=at_least_1, default=d.seq_len, help="pretraining and fine-tuning length")
+    shape.add_argument("--batch", type=at_least_1, default=d.batch, help="pretraining sequences per step")
     shape.add_argument("--lr", type=_positive_float, default=d.lr, help="pretraining peak LAMB learning rate")
-    shape.add_argument("--eval-examples", type=_positive, default=d.eval_examples,
+    shape.add_argument("--eval-examples", type=at_least_1, default=d.eval_examples,
                        help="held-out examples per intrinsic score")
     down = p.add_argument_group("downstream fine-tuning")
     down.add_argument("--finetune-lr", type=_positive_float, default=d.finetune_lr, help="fine-tuning learning rate")
-    down.add_argument("--sentiment-steps", type=_positive, default=d.sentiment_steps, help="sentiment steps")
-    down.add_argument("--mc-steps", type=_positive, default=d.mc_steps, help="multiple-choice steps")
-    down.add_argument("--finetune-batch", type=_positive, default=d.finetune_batch, help="fine-tuning batch size")
-    down.add_argument("--max-train-examples", type=_positive, help="use only the first N training examples")
-    down.add_argument("--max-eval-examples", type=_positive, help="use only the first N dev examples")
+    down.add_argument("--sentiment-steps", type=at_least_1, default=d.sentiment_steps, help="sentiment steps")
+    down.add_argument("--mc-steps", type=at_least_1, default=d.mc_steps, help="multiple-choice steps")
+    down.add_argument("--finetune-batch", type=at_least_1, default=d.finetune_batch, help="fine-tuning batch size")
+    down.add_argument("--max-train-examples", type=at_least_1, help="use only the first N training examples")
+    down.add_argument("--max-eval-examples", type=at_least_1, help="use only the first N dev examples")
     data = p.add_argument_group("data")
     data.add_argument("--data", type=Path, help="your own training token store (with --eval-data) instead of the "
                                                 "bundled corpus")
@@ -201,13 +192,13 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     data.add_argument("--corpus", type=Path, nargs="+", help="corpus files (official format) to split by documents "
                                                              "(default: data/corpus/*.xz)")
     data.add_argument("--tokenizer", type=Path, help="tokenizer for --corpus (default: data/albert-30k)")
-    data.add_argument("--heldout-every", type=_positive, default=d.heldout_every,
+    data.add_argument("--heldout-every", type=at_least_1, default=d.heldout_every,
                       help="every N-th document of the corpus is held out")
     sp = p.add_argument_group("speedup")
     sp.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets to time")
     sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
-    sp.add_argument("--micro-batch", type=_positive, default=8, help="sequences per process per step")
-    sp.add_argument("--untimed-steps", type=_positive, default=1, help="steps run before the timed ones")
+    sp.add_argument("--micro-batch", type=at_least_1, default=8, help="sequences per process per step")
+    sp.add_argument("--untimed-steps", type=at_least_1, default=1, help="steps run before the timed ones")
     sp.add_argument("--processes", default="1,2", help="process counts (more than 1: torchrun)")
 
 

@@ -17,6 +17,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from litebert.cli import at_least_1
 from litebert.errors import ConfigError, DataError
 from litebert.files import (OWNER_FILE, OutputError, check_apart, check_output_folder, clear_output_folder,
                             mark_output_folder, read_marker, remove_stale_temporaries, write_json)
@@ -35,26 +36,15 @@ def run_command(name: str, args: argparse.Namespace) -> int:
     return {"finetune": run_finetune, "evaluate": run_evaluate, "predict": run_predict, "embed": run_embed}[name](args)
 
 
-def _at_least_1(text: str) -> int:
-    """An argparse type: an integer >= 1 (``--batch-size 0`` would otherwise fall back to the default unseen)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer >= 1")
-    return value
-
-
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-size", type=_at_least_1,
+    p.add_argument("--batch-size", type=at_least_1,
                    help="batch size (default: finetune the preset's; otherwise 64)")
-    p.add_argument("--seq-len", type=_at_least_1,
+    p.add_argument("--seq-len", type=at_least_1,
                    help="maximum pieces per input (default: the preset's, capped by the model's "
                         "max_position_embeddings)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
-    p.add_argument("--threads", type=_at_least_1, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=at_least_1, help="torch CPU threads (default: torch's)")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
                    help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: fp32 on "
@@ -88,10 +78,10 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
     p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --seq-len (no dynamic padding, "
                                                              "no length grouping)")
-    p.add_argument("--micro-batch", type=_at_least_1,
+    p.add_argument("--micro-batch", type=at_least_1,
                    help="examples per forward/backward on each process (default: --batch-size / processes); "
                         "gradients are accumulated over --batch-size / (micro batch x processes) micro-batches")
-    p.add_argument("--log-every", type=_at_least_1, default=10, help="a train record in metrics.jsonl every N steps")
+    p.add_argument("--log-every", type=at_least_1, default=10, help="a train record in metrics.jsonl every N steps")
     p.add_argument("--save-every", type=int, default=0,
                    help="also write a resumable checkpoint every N steps (always: at every evaluation and on "
                         "SIGTERM/SIGINT)")
