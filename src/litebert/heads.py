@@ -20,6 +20,7 @@ from torch import nn
 from litebert import model as _model
 from litebert.config import AlbertConfig
 from litebert.model import ACT, EncoderOutput, init_weights, maybe_dropout
+from litebert.padding import Packing
 
 
 class PretrainedMixin:
@@ -83,6 +84,33 @@ def training_skips_padding(model: nn.Module, enabled: bool = True) -> Iterator[b
         yield True
     finally:
         encoder.set_skip_padding(before)
+
+
+def encoder_of(model: nn.Module) -> Optional[_model.AlbertModel]:
+    """The `AlbertModel` inside a head (possibly wrapped in DDP), or None."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel keeps the model as .module
+    if isinstance(inner, _model.AlbertModel):
+        return inner
+    for module in inner.modules():
+        if isinstance(module, _model.AlbertModel):
+            return module
+    return None
+
+
+@contextmanager
+def trusted_inputs(model: nn.Module, device: torch.device) -> Iterator[None]:
+    """While inside, ``model``'s encoder skips its input value checks on a GPU (they read every batch back to the
+    host); for loops whose inputs come from litebert's tokenizer or a verified store."""
+    encoder = encoder_of(model)
+    if encoder is None or device.type == "cpu":
+        yield
+        return
+    before = encoder.validate_inputs
+    encoder.set_validate_inputs(False)
+    try:
+        yield
+    finally:
+        encoder.set_validate_inputs(before)
 
 
 # ---------------------------------------------------------------------------------------------------- outputs
@@ -182,9 +210,9 @@ class AlbertForPreTraining(PretrainedMixin, nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                 labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None, sentence_order_label=None,
-                output_hidden_states: bool = False) -> PreTrainingOutput:
+                output_hidden_states: bool = False, packing: Optional[Packing] = None) -> PreTrainingOutput:
         out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
-                          output_positions=mlm_positions)
+                          output_positions=mlm_positions, packing=packing)
         logits, mlm_loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions,
                                      mlm_ids, mlm_weights)
         sop_logits = self.sop_classifier(out.pooler_output)
@@ -208,9 +236,9 @@ class AlbertForMaskedLM(PretrainedMixin, nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
                 labels=None, mlm_positions=None, mlm_ids=None, mlm_weights=None,
-                output_hidden_states: bool = False) -> TaskOutput:
+                output_hidden_states: bool = False, packing: Optional[Packing] = None) -> TaskOutput:
         out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
-                          output_positions=mlm_positions)
+                          output_positions=mlm_positions, packing=packing)
         logits, loss = masked_lm(self.predictions, self.albert, out.last_hidden_state, labels, mlm_positions, mlm_ids,
                                  mlm_weights)
         return TaskOutput(loss, logits, out.hidden_states)
@@ -229,12 +257,12 @@ class _Classifier(PretrainedMixin, nn.Module):
         self.classifier = nn.Linear(config.hidden_size, out_features)
         init_weights(self.classifier, config.initializer_range)
 
-    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states):
+    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, packing=None):
         # A pooled head reads [CLS] alone: no output positions, so the last layer runs only at [CLS] (keys and values
         # still at every token): the same logits and gradients, most of one layer's work saved.
         positions = input_ids.new_zeros(input_ids.shape[0], 0) if self.pooled else None
         out: EncoderOutput = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
-                                         output_positions=positions)
+                                         output_positions=positions, packing=packing)
         features = out.pooler_output if self.pooled else out.last_hidden_state
         return self.classifier(self.dropout(features)), out.hidden_states
 
@@ -249,9 +277,9 @@ class AlbertForSequenceClassification(_Classifier):
         super().__init__(config, config.num_labels)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
-                output_hidden_states: bool = False) -> TaskOutput:
+                output_hidden_states: bool = False, packing: Optional[Packing] = None) -> TaskOutput:
         logits, hidden_states = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                            output_hidden_states)
+                                            output_hidden_states, packing)
         loss = None
         if labels is not None:
             problem = self.config.problem_type or (
@@ -276,9 +304,9 @@ class AlbertForTokenClassification(_Classifier):
         super().__init__(config, config.num_labels)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
-                output_hidden_states: bool = False) -> TaskOutput:
+                output_hidden_states: bool = False, packing: Optional[Packing] = None) -> TaskOutput:
         logits, hidden_states = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                            output_hidden_states)  # [B, L, C]
+                                            output_hidden_states, packing)  # [B, L, C]
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten().long(), ignore_index=-100)
@@ -294,11 +322,12 @@ class AlbertForMultipleChoice(_Classifier):
         super().__init__(config, 1)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *, labels=None,
-                output_hidden_states: bool = False) -> TaskOutput:
+                output_hidden_states: bool = False, packing: Optional[Packing] = None) -> TaskOutput:
+        """``packing``: of the flattened [B*K, L] mask (`Packing.from_mask` flattens leading dimensions)."""
         b, k = input_ids.shape[:2]
         flat = [None if t is None else t.reshape(b * k, -1) for t in (input_ids, attention_mask, token_type_ids,
                                                                       position_ids)]  # [B, K, L] -> [B*K, L]
-        scores, hidden_states = self.encode(*flat, output_hidden_states)  # [B*K, 1]
+        scores, hidden_states = self.encode(*flat, output_hidden_states, packing)  # [B*K, 1]
         logits = scores.view(b, k)
         loss = F.cross_entropy(logits, labels.view(-1).long()) if labels is not None else None
         return TaskOutput(loss, logits, hidden_states)

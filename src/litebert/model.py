@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
-from litebert.padding import Packing
+from litebert.padding import Packing, varlen_available
 
 ACT = {  # hidden_act -> activation; "gelu_new" is the official BERT/ALBERT gelu (its tanh approximation)
     "gelu_new": lambda: nn.GELU(approximate="tanh"),
@@ -88,12 +88,16 @@ class Attention(nn.Module):
         h = x.shape[-1]
         residual = x if rows is None else x.reshape(-1, h)[rows]  # [B, S, H] with rows
         q, k, v = self.query(residual), self.key(x), self.value(x)
+        p = self.attention_dropout if self.training else 0.0
+        if packing is not None and packing.can_attend_varlen(q, p):  # CUDA: flash attention on the packed rows
+            context = packing.varlen_attention(q, k, v, self.num_heads)
+            return self.LayerNorm(residual + self.output_dropout(self.dense(context)))
         if packing is not None:  # attention needs the padded layout: [N, H] -> [B, L, H], padding rows zero
+            bias = bias if bias is not None else packing.attention_bias(q.dtype)
             k, v = packing.unpack(k), packing.unpack(v)
             q = q if rows is not None else packing.unpack(q)
         # [B, Lq, H] -> [B, heads, Lq, H/heads]
         q, k, v = (t.reshape(b, -1, self.num_heads, h // self.num_heads).transpose(1, 2) for t in (q, k, v))
-        p = self.attention_dropout if self.training else 0.0
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)  # [B, heads, Lq, H/heads]
         context = context.transpose(1, 2).reshape(b, -1, h)  # [B, Lq, H]
         if packing is not None and rows is None:
@@ -181,6 +185,9 @@ class AlbertModel(nn.Module):
         self.pooler_activation = nn.Tanh()
         # Off by default: skipping padding leaves zeros at padded positions where HF has (unused) values.
         self.skip_padding = False
+        # Value checks read the inputs back from the device: a host synchronisation per call on a GPU. Loops whose
+        # inputs come from the tokenizer or a verified store turn them off there (`set_validate_inputs`).
+        self.validate_inputs = True
         self.apply(lambda m: init_weights(m, config.initializer_range))
 
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
@@ -189,23 +196,34 @@ class AlbertModel(nn.Module):
     def set_skip_padding(self, enabled: bool = True) -> None:
         self.skip_padding = enabled
 
+    def set_validate_inputs(self, enabled: bool = True) -> None:
+        self.validate_inputs = enabled
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
-                output_hidden_states: bool = False, output_positions: Optional[torch.Tensor] = None) -> EncoderOutput:
+                output_hidden_states: bool = False, output_positions: Optional[torch.Tensor] = None,
+                packing: Optional[Packing] = None) -> EncoderOutput:
         """``output_positions`` [B, P]: only the hidden states at these positions are wanted (e.g. the masked tokens
         in pretraining); ``last_hidden_state`` is then [B, P, H] and the last depth step runs only there (and at
-        [CLS] for the pooler): the same values, about one step's work less."""
-        check_inputs(self.config, input_ids, token_type_ids)
+        [CLS] for the pooler): the same values, about one step's work less. ``packing``: the real tokens of
+        ``attention_mask``, made by the caller (`Packing.from_mask` of the mask on the CPU, so that a GPU needs no
+        host synchronisation); used when padding is skipped, else made here from the mask."""
+        validate = self.validate_inputs and not _tracing()
+        if validate:
+            check_inputs(self.config, input_ids, token_type_ids)
         b, l = input_ids.shape
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # [B, L, E]
-        bias = attention_bias(attention_mask, x.dtype)
-        packing = None
-        if self.skip_padding and bias is not None and not _tracing():
-            packing = Packing.from_mask(attention_mask)
+        if not self.skip_padding or _tracing():
+            packing = None
+        elif packing is None and attention_mask is not None and not bool(attention_mask.all()):
+            packing = Packing.from_mask(attention_mask, varlen=x.is_cuda and varlen_available())
+        # With a packing, attention masks through it (`Attention.forward`); else through an additive bias.
+        bias = attention_bias(attention_mask, x.dtype) if packing is None else None
+        if packing is not None:
             x = packing.pack(x)  # [N, E]
         rows = None
         if output_positions is not None and not output_hidden_states:
-            rows = output_rows(output_positions, packing, b, l, with_cls=self.pooler is not None)
+            rows = output_rows(output_positions, packing, b, l, with_cls=self.pooler is not None, validate=validate)
         x, hidden_states = self.encoder(x, bias, packing, rows, output_hidden_states)
         if rows is not None:
             cls, x = (x[:, 0], x[:, 1:]) if self.pooler is not None else (None, x)  # row 0 was [CLS]
@@ -220,10 +238,11 @@ class AlbertModel(nn.Module):
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None)
 
 
-def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: int, with_cls: bool) -> torch.Tensor:
+def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: int, with_cls: bool,
+                validate: bool = True) -> torch.Tensor:
     """[B, P] positions -> [B, P(+1)] indices into the encoder's flattened tokens ([CLS] first when ``with_cls``)."""
     positions = positions.long()
-    if not _tracing() and positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= l):
+    if validate and positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= l):
         raise ValueError(f"output positions must lie in [0, {l}), got min {int(positions.min())}, "
                          f"max {int(positions.max())}")
     if with_cls:
@@ -231,7 +250,7 @@ def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: 
     rows = positions + torch.arange(b, device=positions.device)[:, None] * l  # into the B*L positions
     if packing is not None:
         rows = packing.rows(rows)  # into the N real tokens
-        if not _tracing() and bool((rows < 0).any()):
+        if validate and bool((rows < 0).any()):
             raise ValueError("an output position points at padding (attention_mask 0) while padding is skipped")
     return rows
 

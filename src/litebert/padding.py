@@ -1,18 +1,45 @@
 """Skipping padding: the dense layers run on the real tokens only.
 
 A padded batch [B, L, D] holds N <= B*L real tokens (attention mask 1). Every part of a transformer block except
-attention treats tokens one by one, so it can run on the packed [N, D] rows: attention unpacks its keys, values and
-queries to [B, L, .] (the padding rows zero, hidden from every query by the attention bias) and packs its output
-again. Real positions get exactly the values of the padded computation; padded positions get zeros instead of values
-that nothing reads. This is an algorithm every device shares, not a kernel: the work saved is the padding's share of
-the batch.
+attention treats tokens one by one, so it can run on the packed [N, D] rows. Attention then has two ways:
+
+- everywhere: unpack keys, values and queries to [B, L, .] (the padding rows zero, hidden from every query by the
+  attention bias), run SDPA, and pack its output again;
+- on CUDA in bf16/fp16 (``varlen``): attend on the packed rows directly with flash attention's variable-length
+  kernel (`torch.nn.attention.varlen`), each sequence's tokens a contiguous run given by ``cu_seqlens``: no padded
+  layout at all, in attention either.
+
+Real positions get the values of the padded computation (within the rounding of the kernel); padded positions get
+zeros instead of values that nothing reads. The work saved is the padding's share of the batch.
+
+A `Packing` made from a mask on the CPU (`from_mask(mask, device=...)`, as the training loops do before moving a
+batch) costs the GPU no host synchronisation; one made from a mask already on the GPU needs one (``nonzero``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def varlen_available() -> bool:
+    """Whether this torch has the variable-length flash attention entry point (torch >= 2.9, CUDA builds)."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """CPU -> GPU through pinned memory, so that the copy is queued rather than waited for."""
+    if t.device.type == "cpu" and device.type == "cuda":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
 
 
 @dataclass(frozen=True)
@@ -20,12 +47,31 @@ class Packing:
     index: torch.Tensor  # [N] positions of the real tokens among the B*L (row-major)
     batch: int
     length: int
+    cu_seqlens: Optional[torch.Tensor] = None  # [B+1] int32 offsets of each sequence's run in the N rows (varlen)
+    max_len: int = 0  # the longest sequence's real tokens (varlen)
 
     @classmethod
-    def from_mask(cls, attention_mask: torch.Tensor) -> "Packing":
-        """From an attention mask [B, L] of 1 (real token) / 0 (padding)."""
-        b, l = attention_mask.shape
-        return cls(attention_mask.flatten().nonzero().squeeze(1), b, l)
+    def from_mask(cls, attention_mask: torch.Tensor, device: Optional[torch.device] = None,
+                  varlen: bool = False) -> "Packing":
+        """From an attention mask [..., L] of 1 (real token) / 0 (padding); leading dimensions are flattened into
+        the batch (multiple choice: [B, C, L]). ``device``: where the indices go (default: the mask's). ``varlen``:
+        also the sequence offsets for `varlen_attention` (only where every sequence has a real token)."""
+        mask = attention_mask.reshape(-1, attention_mask.shape[-1])
+        b, l = mask.shape
+        device = torch.device(device) if device is not None else mask.device
+        index = mask.flatten().nonzero().squeeze(1)
+        cu_seqlens, max_len = None, 0
+        if varlen:
+            lengths = mask.sum(1)
+            if bool((lengths > 0).all()):
+                cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+                cu_seqlens = _to(cu_seqlens, device)
+                max_len = int(lengths.max())
+        return cls(_to(index, device), b, l, cu_seqlens, max_len)
+
+    @property
+    def varlen(self) -> bool:
+        return self.cu_seqlens is not None
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """[B, L, D] -> [N, D]: the real tokens' rows."""
@@ -41,3 +87,51 @@ class Packing:
         slot = torch.full((self.batch * self.length,), -1, dtype=torch.long, device=positions.device)
         slot[self.index] = torch.arange(self.index.numel(), device=positions.device)
         return slot[positions]
+
+    def attention_bias(self, dtype: torch.dtype) -> torch.Tensor:
+        """The additive attention bias [B, 1, 1, L] of the mask this packing came from (no host synchronisation)."""
+        bias = torch.full((self.batch * self.length,), torch.finfo(dtype).min, dtype=dtype, device=self.index.device)
+        bias[self.index] = 0
+        return bias.view(self.batch, 1, 1, self.length)
+
+    def can_attend_varlen(self, q: torch.Tensor, dropout_p: float) -> bool:
+        """The variable-length kernel applies: offsets made, CUDA, half precision, no attention dropout (the
+        kernel's entry point has none)."""
+        return self.varlen and q.is_cuda and q.dtype in HALF and dropout_p == 0.0
+
+    def varlen_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
+        """Attention of the packed queries over the packed keys of their own sequence.
+
+        ``k``, ``v``: [N, H]. ``q``: [N, H] (every token), or [B, S, H] (S query rows per sequence, the last depth
+        step's `output_rows`). Returns the context in ``q``'s shape."""
+        from torch.nn.attention.varlen import varlen_attn
+
+        h = k.shape[-1]
+        d = h // num_heads
+        if q.dim() == 3:  # S queries per sequence: their offsets are 0, S, 2S, ...
+            s = q.shape[1]
+            cu_q = torch.arange(0, (self.batch + 1) * s, s, dtype=torch.int32, device=q.device)
+            max_q = s
+        else:
+            cu_q, max_q = self.cu_seqlens, self.max_len
+        context = varlen_attn(q.reshape(-1, num_heads, d), k.view(-1, num_heads, d), v.view(-1, num_heads, d),
+                              cu_q, self.cu_seqlens, max_q, self.max_len)  # [Nq, heads, d]
+        return context.reshape(q.shape)
+
+
+def prepare_batch(batch: dict, device: torch.device, skip_padding: bool) -> dict:
+    """Move a collated batch (tensors on the CPU) to ``device`` without reading anything back from it.
+
+    When the model skips padding (``skip_padding``: `litebert.heads.training_skips_padding` said so), the batch gets
+    its `Packing` (key ``packing``), made here from the CPU mask: on a GPU, with the offsets for the varlen kernel.
+    A mask with nothing masked is dropped: the model would otherwise have to read it back to find that out."""
+    cuda = device.type == "cuda"
+
+    mask = batch.get("attention_mask")
+    out = {k: _to(v, device) for k, v in batch.items() if k != "attention_mask"}
+    if mask is None or bool(mask.all()):
+        return out
+    if skip_padding:
+        out["packing"] = Packing.from_mask(mask, device, varlen=cuda and varlen_available())
+    out["attention_mask"] = _to(mask, device)
+    return out

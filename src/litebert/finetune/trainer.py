@@ -34,12 +34,13 @@ from tqdm import tqdm
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
 from litebert.errors import CheckpointError, ConfigError
 from litebert.finetune.features import IGNORE, collate, length_grouped_batches, length_of, random_batches, sorted_batches
-from litebert.heads import training_skips_padding
+from litebert.heads import trusted_inputs, training_skips_padding
+from litebert.padding import prepare_batch
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.train import distributed as D
 from litebert.train.checkpoint import check_compatible, checkpoint_path, resume_checkpoint, save_checkpoint
 from litebert.train.device import autocast_dtype
-from litebert.train.loop import _rng_state, _set_rng_state, _to
+from litebert.train.loop import _rng_state, _set_rng_state
 from litebert.train.metrics import MetricsWriter
 from litebert.train.signals import StopSignals
 
@@ -233,7 +234,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     interrupted, steps_this_call = False, 0
     # Heads whose loss never reads padded tokens (all but SQuAD's) skip them: same loss and gradients, less work.
     try:
-        with training_skips_padding(model, args.skip_padding):
+        with training_skips_padding(model, args.skip_padding) as skipping, trusted_inputs(model, d.device):
             model.train()
             bar = tqdm(total=args.train_steps, initial=step, desc="fine-tuning",
                        disable=not (args.progress and d.is_main), dynamic_ncols=True)
@@ -244,19 +245,22 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 total = sum(weights[i] for i in idx)  # the step's loss is a mean over all of these
                 # [weighted loss, examples, stop flag], summed over micro-batches then processes
                 stats = torch.zeros(3, dtype=torch.float64)
+                loss_sum = torch.zeros((), dtype=torch.float64, device=d.device)
                 parts = np.array_split(np.asarray(idx), accum * d.world_size)[d.rank * accum:(d.rank + 1) * accum]
                 for j, part in enumerate(parts):
                     # a batch shorter than accumulation x processes (an epoch's last) leaves some parts empty:
                     # they run one example with weight 0, so that every process takes part in the gradient sync
                     share = sum(weights[i] for i in part) / max(total, 1)
-                    batch = _to(collate([features[i] for i in (part if len(part) else idx[:1])], pad_id, args.pad_to),
-                                d.device)
+                    batch = prepare_batch(collate([features[i] for i in (part if len(part) else idx[:1])], pad_id,
+                                                  args.pad_to), d.device, skipping)
                     with D.no_sync(wrapped, sync=j == accum - 1), \
                             torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                         loss = wrapped(**batch).loss.float()
                     # DDP averages gradients over processes; x world_size makes it the sum of the weighted shares
                     scaler.scale(loss * (share * d.world_size)).backward()
-                    stats[:2] += torch.tensor([loss.item() * share, len(part)], dtype=torch.float64)
+                    loss_sum = loss_sum + loss.detach().double() * share
+                    stats[1] += len(part)
+                stats[0] = loss_sum.item()  # one read per step, not per micro-batch
                 stats[2] = 1.0 if stop.signal is not None else 0.0
                 stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
                 scaler.unscale_(optimizer)

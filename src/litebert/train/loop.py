@@ -31,7 +31,8 @@ import torch
 from tqdm import tqdm
 
 from litebert.errors import CheckpointError, ConfigError, LitebertError
-from litebert.heads import training_skips_padding
+from litebert.heads import trusted_inputs, training_skips_padding
+from litebert.padding import prepare_batch
 from litebert.optim import build_optimizer, lr_at
 from litebert.train import distributed as D
 from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
@@ -101,10 +102,6 @@ def _check_compilable(device: torch.device) -> None:
                           "PATH; install one or train without --compile")
 
 
-def _to(batch: dict, device: torch.device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
 def _rng_state(device: torch.device) -> torch.Tensor:
     state = torch.get_rng_state()
     if device.type == "cuda":
@@ -130,7 +127,8 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
     for b, start in enumerate(range(0, n, cfg.micro_batch)):
         if b % d.world_size != d.rank:  # batches round-robin over processes, sums reduced below
             continue
-        batch = _to(collate([dataset.example(0, i) for i in range(start, min(start + cfg.micro_batch, n))]), d.device)
+        batch = prepare_batch(collate([dataset.example(0, i) for i in range(start, min(start + cfg.micro_batch, n))]),
+                              d.device, model.albert.skip_padding)
         with torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
             out = model(**batch)
         logits = out.prediction_logits.float()  # [B, P, V]
@@ -251,7 +249,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                dynamic_ncols=True)
     padding = contextlib.ExitStack()  # the dense layers skip padded tokens (MLM and SOP losses never read them)
     try:
-        padding.enter_context(training_skips_padding(model))
+        skipping = padding.enter_context(training_skips_padding(model))
+        # The store was verified (token ids < vocab) and the pipeline makes the positions: no value checks, which
+        # on a GPU would read every batch back.
+        padding.enter_context(trusted_inputs(model, d.device))
         if step == 0 and eval_data is not None:
             log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, d, amp)})
         steps_this_call = 0
@@ -260,22 +261,26 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             # [loss, mlm loss, sop loss, non-pad tokens, stop flag, time-up flag, model FLOPs], summed over
             # micro-batches then processes: every rank takes the same decision to stop
             stats = torch.zeros(7, dtype=torch.float64)
+            losses = torch.zeros(3, dtype=torch.float64, device=d.device)  # read once per step, not per micro-batch
             first = data_step * cfg.global_batch + d.rank * accum * cfg.micro_batch
             for j in range(accum):
                 c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
                 examples = [train_data.example(c // n_train, c % n_train) for c in range(c0, c0 + cfg.micro_batch)]
-                batch = _to(collate(examples), d.device)
+                batch = collate(examples)
+                lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
                 if cfg.objective == "none":  # MLM only: no sentence-level loss
                     batch.pop("sentence_order_label")
+                batch = prepare_batch(batch, d.device, skipping)
                 with D.no_sync(wrapped, sync=j == accum - 1), \
                         torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                     out_ = wrapped(**batch)
                     loss = out_.loss / accum  # mean over the micro-batches of the global batch
                 scaler.scale(loss).backward()
-                lengths = batch["attention_mask"].sum(1).tolist()
-                stats[:4] += torch.tensor([out_.loss.item(), out_.mlm_loss.item(), 0.0 if out_.sop_loss is None else out_.sop_loss.item(),
-                                           sum(lengths)], dtype=torch.float64)
+                parts = [out_.loss, out_.mlm_loss, out_.sop_loss if out_.sop_loss is not None else out_.loss * 0]
+                losses += torch.stack([t.detach() for t in parts]).double()
+                stats[3] += sum(lengths)
                 stats[6] += sum(flops_at(int(n)) for n in lengths)
+            stats[:3] = losses.cpu()
             stats[4] = 1.0 if stop.signal is not None else 0.0
             stats[5] = 1.0 if time_limit is not None and time.perf_counter() - call_start > time_limit else 0.0
             stats = D.all_reduce_sum(stats.to(d.device), d).cpu()
