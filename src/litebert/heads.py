@@ -98,6 +98,22 @@ def encoder_of(model: nn.Module) -> Optional[_model.AlbertModel]:
 
 
 @contextmanager
+def inference_skips_padding(model: nn.Module) -> Iterator[None]:
+    """While inside, ``model``'s encoder skips padding whatever its head: for inference whose reader drops the
+    outputs at padded positions (`litebert.finetune.trainer.predict_outputs` trims every output to its input)."""
+    encoder = encoder_of(model)
+    if encoder is None:
+        yield
+        return
+    before = encoder.skip_padding
+    encoder.set_skip_padding(True)
+    try:
+        yield
+    finally:
+        encoder.set_skip_padding(before)
+
+
+@contextmanager
 def trusted_inputs(model: nn.Module, device: torch.device) -> Iterator[None]:
     """While inside, ``model``'s encoder skips its input value checks on a GPU (they read every batch back to the
     host); for loops whose inputs come from litebert's tokenizer or a verified store."""

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
 from litebert.errors import CheckpointError, ConfigError
 from litebert.finetune.features import IGNORE, collate, length_grouped_batches, length_of, random_batches, sorted_batches
-from litebert.heads import trusted_inputs, training_skips_padding
+from litebert.heads import inference_skips_padding, trusted_inputs, training_skips_padding
 from litebert.padding import prepare_batch
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.train import distributed as D
@@ -336,21 +336,30 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     device = next(model.parameters()).device
     results: list[dict | None] = [None] * len(features)
     lengths = [length_of(f) for f in features]
-    for idx in tqdm(sorted_batches(lengths, batch_size), desc="evaluating", disable=not progress, leave=False):
-        batch = collate([features[i] for i in idx], pad_id)
-        for key in ("labels", "start_positions", "end_positions", "is_impossible"):
-            batch.pop(key, None)
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-            out = model(**batch)
-        names = [n for n in ("logits", "start_logits", "end_logits", "na_logits") if getattr(out, n, None) is not None]
-        arrays = {n: getattr(out, n).float().cpu().numpy() for n in names}
-        for row, i in enumerate(idx):
-            r = {}
-            for n, a in arrays.items():
-                v = a[row]
-                if n in ("start_logits", "end_logits") or (n == "logits" and v.ndim == 2):
-                    v = v[:lengths[i]]  # per-token outputs: drop the padding
-                r[n] = v
-            results[i] = r
+    batches = sorted_batches(lengths, batch_size)
+    # Every output is trimmed to its input's length below, so the dense layers (and, on a GPU, attention: varlen)
+    # run on the real tokens only.
+    with inference_skips_padding(model):
+        for idx in tqdm(batches, desc="evaluating", disable=not progress, leave=False):
+            batch = collate([features[i] for i in idx], pad_id)
+            for key in ("labels", "start_positions", "end_positions", "is_impossible"):
+                batch.pop(key, None)
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                out = model(**batch)
+            _collect(out, idx, lengths, results)
     return results
+
+
+def _collect(out, idx: list[int], lengths: list[int], results: list) -> None:
+    """Per feature of the batch ``idx``, its outputs as float32 numpy arrays, per-token ones trimmed to its length."""
+    names = [n for n in ("logits", "start_logits", "end_logits", "na_logits") if getattr(out, n, None) is not None]
+    arrays = {n: getattr(out, n).float().cpu().numpy() for n in names}
+    for row, i in enumerate(idx):
+        r = {}
+        for n, a in arrays.items():
+            v = a[row]
+            if n in ("start_logits", "end_logits") or (n == "logits" and v.ndim == 2):
+                v = v[:lengths[i]]  # per-token outputs: drop the padding
+            r[n] = v
+        results[i] = r

@@ -214,7 +214,7 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
 
 # Dense peak TFLOP/s of common accelerators for the MFU estimate (vendor data sheets; bf16/fp16 tensor cores, no
 # sparsity). Anything else: pass --peak-tflops.
-PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
 
 
 def peak_tflops_of(device_name: str) -> float | None:
