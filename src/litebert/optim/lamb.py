@@ -122,14 +122,15 @@ class Lamb(torch.optim.Optimizer):
         torch._foreach_addcmul_(vs, grads, grads, value=1.0 - beta2)
         del grads
         if group["bias_correction"]:  # steps are Python ints: per-tensor scalars without a device round trip
-            ms = torch._foreach_div(ms, [1.0 - beta1 ** s["step"] for s in states])
+            m_hat = torch._foreach_div(ms, [1.0 - beta1 ** s["step"] for s in states])
             denom = torch._foreach_div(vs, [1.0 - beta2 ** s["step"] for s in states])
             torch._foreach_sqrt_(denom)
         else:
+            m_hat = ms
             denom = torch._foreach_sqrt(vs)
         torch._foreach_add_(denom, group["eps"])
-        updates = torch._foreach_div(ms, denom)
-        del denom
+        updates = torch._foreach_div(m_hat, denom)
+        del m_hat, denom
         weights = [p.to(dtype) for p in params] if cast else params
         if group["weight_decay"] != 0.0:
             torch._foreach_add_(updates, weights, alpha=group["weight_decay"])
