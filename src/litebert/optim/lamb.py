@@ -17,6 +17,11 @@ decided once, when the parameter groups are built (``param_groups.py``): each gr
 
 ``bias_correction=True`` divides m and v by (1-β1^t) and (1-β2^t) as in Adam/the LAMB paper; it is off by default
 because the official ALBERT recipe has none.
+
+The step runs each parameter group as a few ``torch._foreach_*`` calls over all its tensors (bucketed by device and
+dtype): moments, direction, decay, per-tensor norms (``_foreach_norm``), trust ratios as one stacked tensor through
+``torch.where`` and the update, with no host synchronisation; ``foreach=False`` keeps the per-tensor loop, the
+reference the foreach path is tested against.
 """
 
 from __future__ import annotations
@@ -41,17 +46,21 @@ class Lamb(torch.optim.Optimizer):
     """Layer-wise Adaptive Moments (You et al. 2019) in the official ALBERT form (see module docstring).
 
     Param-group options: ``lr``, ``betas``, ``eps``, ``weight_decay``, ``adapt`` (apply the trust ratio; False for
-    LayerNorm/bias in the official setup), ``bias_correction``.
+    LayerNorm/bias in the official setup), ``bias_correction``. ``foreach`` (not a group option, so checkpoints do not
+    record it): None or True runs the multi-tensor step, False the per-tensor reference loop; both give the same
+    result and the same state (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter).
     """
 
     layer_adaptation = True
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = False):
+                 weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = False,
+                 foreach: bool | None = None):
         _check(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt,
                         bias_correction=bias_correction)
         super().__init__(params, defaults)
+        self.foreach = foreach is None or bool(foreach)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -60,19 +69,82 @@ class Lamb(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_sparse:
-                    raise RuntimeError("Lamb does not support sparse gradients")
-                update = _adam_direction(self.state[p], p, group, beta1, beta2)
-                if group["weight_decay"] != 0.0:
-                    update.add_(p.to(update.dtype), alpha=group["weight_decay"])
-                if self.layer_adaptation and group["adapt"]:
-                    update.mul_(_trust_ratio(p, update))
-                p.add_(update.to(p.dtype), alpha=-group["lr"])
+            if self.foreach:
+                self._step_group_foreach(group)
+            else:
+                self._step_group_reference(group)
         return loss
+
+    def _step_group_reference(self, group: dict) -> None:
+        """One tensor at a time: the plain transcription of the official update."""
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            if p.grad.is_sparse:
+                raise RuntimeError("Lamb does not support sparse gradients")
+            update = _adam_direction(self.state[p], p, group, beta1, beta2)
+            if group["weight_decay"] != 0.0:
+                update.add_(p.to(update.dtype), alpha=group["weight_decay"])
+            if self.layer_adaptation and group["adapt"]:
+                update.mul_(_trust_ratio(p, update))
+            p.add_(update.to(p.dtype), alpha=-group["lr"])
+
+    def _step_group_foreach(self, group: dict) -> None:
+        """The same arithmetic as ``_step_group_reference``, op for op, over all tensors of a (device, dtype) bucket."""
+        buckets: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            if p.grad.is_sparse:
+                raise RuntimeError("Lamb does not support sparse gradients")
+            buckets.setdefault((p.device, p.dtype), []).append(p)
+        for params in buckets.values():
+            self._step_bucket(group, params)
+
+    def _step_bucket(self, group: dict, params: list[torch.Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        dtype = torch.promote_types(params[0].dtype, torch.float32)  # moments in >= fp32, as in _adam_direction
+        cast = params[0].dtype != dtype
+        states = [self.state[p] for p in params]
+        for p, state in zip(params, states):
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+            state["step"] += 1
+        grads = [p.grad.to(dtype) for p in params]  # .to is a no-op (no copy) when the dtype already matches
+        ms = [s["exp_avg"] for s in states]
+        vs = [s["exp_avg_sq"] for s in states]
+        torch._foreach_mul_(ms, beta1)
+        torch._foreach_add_(ms, grads, alpha=1.0 - beta1)
+        torch._foreach_mul_(vs, beta2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1.0 - beta2)
+        del grads
+        if group["bias_correction"]:  # steps are Python ints: per-tensor scalars without a device round trip
+            m_hat = torch._foreach_div(ms, [1.0 - beta1 ** s["step"] for s in states])
+            denom = torch._foreach_div(vs, [1.0 - beta2 ** s["step"] for s in states])
+            torch._foreach_sqrt_(denom)
+        else:
+            m_hat = ms
+            denom = torch._foreach_sqrt(vs)
+        torch._foreach_add_(denom, group["eps"])
+        updates = torch._foreach_div(m_hat, denom)
+        del m_hat, denom
+        weights = [p.to(dtype) for p in params] if cast else params
+        if group["weight_decay"] != 0.0:
+            torch._foreach_add_(updates, weights, alpha=group["weight_decay"])
+        if self.layer_adaptation and group["adapt"]:
+            w_norm = torch.stack(torch._foreach_norm(weights))
+            u_norm = torch.stack(torch._foreach_norm(updates))
+            # As _trust_ratio, for all tensors at once; stays on the device (no .item()).
+            ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm.clamp_min(torch.finfo(dtype).tiny),
+                                torch.ones_like(w_norm))
+            torch._foreach_mul_(updates, list(ratio.unbind(0)))
+        del weights
+        if cast:
+            updates = [u.to(params[0].dtype) for u in updates]
+        torch._foreach_add_(params, updates, alpha=-group["lr"])
 
 
 class AdamW(Lamb):
@@ -85,9 +157,9 @@ class AdamW(Lamb):
     layer_adaptation = False  # whatever a param group's "adapt" says
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.01, bias_correction: bool = False):
+                 weight_decay: float = 0.01, bias_correction: bool = False, foreach: bool | None = None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=False,
-                         bias_correction=bias_correction)
+                         bias_correction=bias_correction, foreach=foreach)
 
 
 def _adam_direction(state: dict, p: torch.Tensor, group: dict, beta1: float, beta2: float) -> torch.Tensor:
