@@ -177,9 +177,11 @@ def test_varlen_equals_padded_in_bf16(head):
     assert abs(pad.loss.item() - var.loss.item()) <= 0.02 * abs(pad.loss.item())
     logits = "prediction_logits" if head == "pretraining" else "logits"
     assert rel(getattr(var, logits).float(), getattr(pad, logits).float()) <= 2e-2
+    scale = torch.stack([g.double().norm() for g in g_pad]).max()
     for name, a, c in zip([n for n, _ in model.named_parameters()], g_var, g_pad):
-        if c.norm() > 0:
-            assert rel(a, c) <= 5e-2, name
+        # a gradient that is zero in exact arithmetic (the key bias: softmax ignores a per-query constant) is
+        # rounding noise in both: compare it against the largest gradient instead
+        assert rel(a, c) <= 5e-2 or (a.double() - c.double()).norm() <= 1e-4 * scale, name
 
 
 @needs_varlen
