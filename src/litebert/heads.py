@@ -363,8 +363,10 @@ class AlbertForQuestionAnswering(PretrainedMixin, nn.Module):
         init_weights(self.qa_outputs, config.initializer_range)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, *,
-                start_positions=None, end_positions=None, output_hidden_states: bool = False) -> QuestionAnsweringOutput:
-        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states)
+                start_positions=None, end_positions=None, output_hidden_states: bool = False,
+                packing: Optional[Packing] = None) -> QuestionAnsweringOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states,
+                          packing=packing)
         start, end = self.qa_outputs(out.last_hidden_state).unbind(-1)  # [B, L] each
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -445,8 +447,8 @@ class SquadV2Model(nn.Module):
                                                qa.config.initializer_range)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
-                end_positions=None, is_impossible=None) -> SquadV2Output:
-        h = self.qa.albert(input_ids, attention_mask, token_type_ids).last_hidden_state  # [B, L, H]
+                end_positions=None, is_impossible=None, packing: Optional[Packing] = None) -> SquadV2Output:
+        h = self.qa.albert(input_ids, attention_mask, token_type_ids, packing=packing).last_hidden_state  # [B, L, H]
         start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
         na = self.answerability(h[:, 0])  # [B]
         loss = None

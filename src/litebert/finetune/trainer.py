@@ -337,24 +337,41 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     results: list[dict | None] = [None] * len(features)
     lengths = [length_of(f) for f in features]
     batches = sorted_batches(lengths, batch_size)
+    _check_ids(features, model)
     # Every output is trimmed to its input's length below, so the dense layers (and, on a GPU, attention: varlen)
-    # run on the real tokens only.
-    with inference_skips_padding(model):
+    # run on the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
+    # between batches (features come from litebert's tokenizer: no value checks either).
+    pending = []
+    with inference_skips_padding(model), trusted_inputs(model, device):
         for idx in tqdm(batches, desc="evaluating", disable=not progress, leave=False):
             batch = collate([features[i] for i in idx], pad_id)
             for key in ("labels", "start_positions", "end_positions", "is_impossible"):
                 batch.pop(key, None)
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            batch = prepare_batch(batch, device, skip_padding=True)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 out = model(**batch)
-            _collect(out, idx, lengths, results)
+            names = ("logits", "start_logits", "end_logits", "na_logits")
+            pending.append((idx, {n: getattr(out, n).float() for n in names if getattr(out, n, None) is not None}))
+    for idx, outs in pending:
+        _collect(outs, idx, lengths, results)
     return results
 
 
-def _collect(out, idx: list[int], lengths: list[int], results: list) -> None:
+def _check_ids(features: list[dict], model: torch.nn.Module) -> None:
+    """The encoder's input check, done once here on the host (the loop below skips it on a GPU)."""
+    config = getattr(getattr(model, "module", model), "config", None)
+    if config is None or not features:
+        return
+    flat = [i for f in features for row in (f["input_ids"] if isinstance(f["input_ids"][0], list)
+                                           else [f["input_ids"]]) for i in row]
+    if flat and (max(flat) >= config.vocab_size or min(flat) < 0):
+        raise ValueError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): min {min(flat)}, "
+                         f"max {max(flat)}; is the tokenizer the model's?")
+
+
+def _collect(outs: dict, idx: list[int], lengths: list[int], results: list) -> None:
     """Per feature of the batch ``idx``, its outputs as float32 numpy arrays, per-token ones trimmed to its length."""
-    names = [n for n in ("logits", "start_logits", "end_logits", "na_logits") if getattr(out, n, None) is not None]
-    arrays = {n: getattr(out, n).float().cpu().numpy() for n in names}
+    arrays = {n: t.cpu().numpy() for n, t in outs.items()}
     for row, i in enumerate(idx):
         r = {}
         for n, a in arrays.items():
