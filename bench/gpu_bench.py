@@ -290,6 +290,9 @@ def section_inference(args, peak: float) -> list[dict]:
     def run_ours():
         return predict_outputs(ours, features, batch_size=64, amp=BF16)
 
+    def run_ours_by_tokens():  # `litebert predict --batch-tokens 32768`: short texts many to a batch
+        return predict_outputs(ours, features, batch_size=32768, amp=BF16, max_tokens=32768)
+
     @torch.no_grad()
     def run_hf():
         out = []
@@ -301,10 +304,14 @@ def section_inference(args, peak: float) -> list[dict]:
     ref = torch.cat(run_hf())
     got = torch.from_numpy(np.stack([o["logits"] for o in run_ours()]))
     spread = ref.std().item()
-    times = measure({"litebert": run_ours, "hf": run_hf}, 1, args.pairs, warmup=1)
+    by_tokens = torch.from_numpy(np.stack([o["logits"] for o in run_ours_by_tokens()]))
+    times = measure({"litebert": run_ours, "hf": run_hf, "litebert_batch_tokens": run_ours_by_tokens}, 1,
+                    args.pairs, warmup=1)
     row = {"section": "inference", "preset": "albert-base-v2", "texts": n, "batch": 64, "seq": 512,
            "mean_length": sum(map(len, ids)) / n, "max_abs_logit_diff": float((ref - got).abs().max()),
+           "max_abs_logit_diff_batch_tokens": float((ref - by_tokens).abs().max()),
            "logit_std": spread, **summary(times, "litebert", "hf"),
+           "batch_tokens": summary(times, "litebert_batch_tokens", "hf"),
            "texts_per_s": {k: n / (v / 1e3) for k, v in {k: 1e3 * statistics.median(t)
                                                           for k, t in times.items()}.items()}}
     print(json.dumps(row), flush=True)

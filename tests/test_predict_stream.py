@@ -82,6 +82,11 @@ def test_predict_streamed_equals_the_model_run_on_each_input(models, tmp_path):
     assert [r["label"] for r in one] == [r["label"] for r in rows]
     for a, b in zip(one, rows):
         assert list(a["probabilities"].values()) == pytest.approx(list(b["probabilities"].values()), abs=1e-6)
+    # Batches by size (--batch-tokens): the same rows.
+    P.predict_file(ft, inp, tmp_path / "tokens.jsonl", progress=False, batch_size=1000, max_tokens=60)
+    by_tokens = [json.loads(l) for l in (tmp_path / "tokens.jsonl").read_text().splitlines()]
+    for a, b in zip(by_tokens, rows, strict=True):
+        assert list(a["probabilities"].values()) == pytest.approx(list(b["probabilities"].values()), abs=1e-6)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls", "pooled"])
@@ -162,3 +167,15 @@ def test_peak_memory_of_100k_inputs_within_1_2x_of_1k(models, tmp_path):
     figures = measure(models, tmp_path, (1000, 100_000))
     for command, peak in figures.items():
         assert peak[100_000] <= 1.2 * peak[1000], (command, peak)
+
+
+def test_sorted_batches_by_tokens_hand_computed():
+    from litebert.finetune.features import sorted_batches
+
+    lengths = [10, 50, 20, 20, 5, 50, 8]
+    # longest first: 50, 50, 20, 20, 10, 8, 5 (indices 1, 5, 2, 3, 0, 6, 4)
+    assert sorted_batches(lengths, 3) == [[1, 5, 2], [3, 0, 6], [4]]
+    # at most 100 tokens (rows x the batch's first, longest, length): 2 x 50; then 5 x 20 = 100
+    assert sorted_batches(lengths, 64, max_tokens=100) == [[1, 5], [2, 3, 0, 6, 4]]
+    assert sorted_batches(lengths, 3, max_tokens=100) == [[1, 5], [2, 3, 0], [6, 4]]
+    assert sorted_batches([300], 4, max_tokens=100) == [[0]]  # an input longer than the budget runs alone

@@ -122,6 +122,9 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", help=_TOKENIZER)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="use a folder whose fine-tuning did not finish (its best model so far)")
+    p.add_argument("--batch-tokens", type=at_least_1,
+                   help="batches by size: up to --batch-size inputs, and at most this many tokens (inputs x the "
+                        "longest), so short texts come many to a batch (e.g. 32768 on a GPU; default: off)")
     _common(p)
 
 
@@ -377,8 +380,10 @@ def run_predict(args: argparse.Namespace) -> int:
 
     device, amp = _inference_device(args)
     runner.check_complete(args.model, args.allow_incomplete)
-    n = predict_file(args.model, args.input, args.output, args.seq_len, args.batch_size or 64,
-                     not args.no_progress, args.encoding_errors, device=device, amp=amp, tokenizer=args.tokenizer)
+    rows = args.batch_size or (args.batch_tokens or 64)  # with --batch-tokens alone, the tokens decide
+    n = predict_file(args.model, args.input, args.output, args.seq_len, rows,
+                     not args.no_progress, args.encoding_errors, device=device, amp=amp, tokenizer=args.tokenizer,
+                     max_tokens=args.batch_tokens)
     print(f"wrote {n} predictions to {args.output}")
     return 0
 

@@ -166,7 +166,16 @@ def random_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[li
     return [perm[k:k + batch_size] for k in range(0, n, batch_size)]
 
 
-def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """For inference: batches of similar length (order is restored by the caller)."""
+def sorted_batches(lengths: list[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """For inference: batches of similar length, longest first (order is restored by the caller). ``max_tokens``:
+    a batch also ends before its rows x longest length would pass this (short texts then come many to a batch)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+    if max_tokens is None:
+        return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches

@@ -44,11 +44,12 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
 def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
                  max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
                  encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
-                 tokenizer: str | Path | None = None) -> int:
+                 tokenizer: str | Path | None = None, max_tokens: int | None = None) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
     task-head folder: `runner.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
     in the input's order. The model runs on ``device`` (default: CPU), under autocast to ``amp`` when given;
-    ``tokenizer`` replaces the folder's own. Returns the number of predictions."""
+    ``tokenizer`` replaces the folder's own; ``max_tokens``: batches by size (`trainer.predict_outputs`). Returns the
+    number of predictions."""
     preset, model, tok, meta = runner.load_finetuned(model_dir, tokenizer)
     if device is not None:
         model.to(device)
@@ -64,7 +65,7 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
             for rows in chunks(R._jsonl(path, encoding_errors=encoding_errors), chunk_size):
                 examples = kind.examples_from_json(rows, path, meta.get("columns"))
                 feats = kind.featurize(tok, examples, labels, max_len)
-                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp, max_tokens=max_tokens)
                 preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
                 for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
                     f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")

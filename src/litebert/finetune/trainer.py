@@ -327,16 +327,18 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
 
 @torch.no_grad()
 def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: int = 64, pad_id: int = 0,
-                    progress: bool = False, amp: torch.dtype | None = None) -> list[dict[str, np.ndarray]]:
+                    progress: bool = False, amp: torch.dtype | None = None,
+                    max_tokens: int | None = None) -> list[dict[str, np.ndarray]]:
     """Run the model over ``features`` (batched by length, order restored) on the model's device, under
-    ``torch.autocast(amp)`` when ``amp`` is a dtype. Per feature, each output array (float32 numpy) is trimmed to the
+    ``torch.autocast(amp)`` when ``amp`` is a dtype. ``max_tokens``: batches are cut by size, up to ``batch_size``
+    rows of at most this many tokens together (`features.sorted_batches`). Per feature, each output array (float32 numpy) is trimmed to the
     feature's own length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L]
     (+ ``na_logits`` scalar for SQuAD v2)."""
     model.eval()
     device = next(model.parameters()).device
     results: list[dict | None] = [None] * len(features)
     lengths = [length_of(f) for f in features]
-    batches = sorted_batches(lengths, batch_size)
+    batches = sorted_batches(lengths, batch_size, max_tokens)
     _check_ids(features, model)
     # Every output is trimmed to its input's length below, so the dense layers (and, on a GPU, attention: varlen)
     # run on the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
