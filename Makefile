@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench experiments clean
+.PHONY: install demo test test-slow test-gpu bench bench-gpu experiments clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,16 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# On a machine with a CUDA GPU: the GPU tests, and litebert vs HF side by side (docs/BENCHMARKS.md, GPU section;
+# about 8 minutes on an H100).
+GPU_JSON ?= runs/gpu-bench.json
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -m gpu -q
+bench-gpu: $(STAMP)
+	mkdir -p $(dir $(GPU_JSON))
+	$(BIN)/python bench/gpu_bench.py --json $(GPU_JSON)
+	$(BIN)/python bench/gpu_bench.py --report $(GPU_JSON)
 
 # The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3 hours on 2 CPU cores; not run in CI).
 # Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed.

@@ -344,6 +344,61 @@ def section_mfu(args, peak: float) -> list[dict]:
     return rows
 
 
+# ---------------------------------------------------------------------------------------------- report
+def _ratio(r: dict) -> str:
+    lo, hi = r["interval"]
+    return f"**{r['ratio']:.2f}x** ({lo:.2f}-{hi:.2f})"
+
+
+def _mfu(r: dict, k: str) -> str:
+    return f"{100 * r['mfu'][k]:.1f}%" if "mfu" in r and k in r["mfu"] else ""
+
+
+def render(runs: list[tuple[str, dict]]) -> str:
+    """The docs/BENCHMARKS.md section from saved ``--json`` files: (label, contents) pairs."""
+    metas = {json.dumps(r["meta"], sort_keys=True): r["meta"] for _, r in runs}
+    order = {"pretrain": 0, "mfu": 1, "pipeline": 2, "finetune": 3}
+    lines = ["## GPU: litebert vs HF transformers on one GPU (`bench/gpu_bench.py`)", ""]
+    for m in metas.values():
+        lines.append(f"- {m['device']}, torch {m['torch']} (CUDA {m['cuda']}), transformers {m['transformers']}, "
+                     f"{m['date']}; MFU over {m['peak_tflops']:g} TFLOP/s (dense bf16)")
+    lines += ["", "Training steps (bf16 autocast; HF with SDPA and its own MLM labels; the same optimizer for both; "
+              "ms per step, median of the pairs; ratio = HF / litebert with its 90% bootstrap interval):", "",
+              "| run | rows | preset | batch x length | compile | litebert ms | HF ms | ratio | litebert MFU | HF MFU | "
+              "peak GiB litebert / HF |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = sorted(((n, r) for n, run in runs for r in run["rows"] if r["section"] in order),
+                  key=lambda x: (order[x[1]["section"]], x[1]["preset"], x[0]))
+    for n, r in rows:
+        if True:
+            what = {"pretrain": "full-length, LAMB", "pipeline": f"pipeline batches ({100 * r.get('real_token_share', 1):.0f}% real tokens), LAMB",
+                    "finetune": f"fine-tuning, classification ({100 * r.get('real_token_share', 1):.0f}% real tokens), AdamW",
+                    "mfu": "full-length, LAMB, litebert alone"}[r["section"]]
+            mem = r.get("memory_gib", {})
+            hf_ms = f"{r['ms']['hf']:.1f}" if "hf" in r["ms"] else ""
+            mem_s = " / ".join(f"{mem[k]:.1f}" for k in ("litebert", "hf") if k in mem)
+            if r.get("compiled") == "reduce-overhead":
+                mem_s = "n/a (CUDA graph pool)"
+            lines.append(f"| {n} | {what} | {r['preset']} | {r['batch']} x {r['seq']} | {r.get('compiled') or 'off'} "
+                         f"| {r['ms']['litebert']:.1f} | {hf_ms} | {_ratio(r) if 'ratio' in r else ''} | "
+                         f"{_mfu(r, 'litebert')} | {_mfu(r, 'hf')} | {mem_s} |")
+    lines += ["", "Inference (ALBERT-base classifier, bf16; the same texts, logits back on the host):", "",
+              "| run | texts (mean length) | litebert | HF | texts/s litebert / HF | ratio | max logit difference |",
+              "|---|---|---|---|---|---|---|"]
+    for n, run in runs:
+        for r in run["rows"]:
+            if r["section"] != "inference":
+                continue
+            tps = r["texts_per_s"]
+            lines.append(f"| {n} | {r['texts']} ({r['mean_length']:.0f}) | batches of 64, by length | batches of 64, "
+                         f"input order | {tps['litebert']:,.0f} / {tps['hf']:,.0f} | {_ratio(r)} | "
+                         f"{r['max_abs_logit_diff']:.4f} |")
+            if "batch_tokens" in r:
+                lines.append(f"| {n} | {r['texts']} ({r['mean_length']:.0f}) | `--batch-tokens 32768` | batches of "
+                             f"64, input order | {tps['litebert_batch_tokens']:,.0f} / {tps['hf']:,.0f} | "
+                             f"{_ratio(r['batch_tokens'])} | {r['max_abs_logit_diff_batch_tokens']:.4f} |")
+    return "\n".join(lines)
+
+
 SECTIONS = {"pipeline": section_pipeline, "finetune": section_finetune, "inference": section_inference,
             "pretrain": section_pretrain, "mfu": section_mfu}
 
@@ -357,7 +412,15 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=3, help="steps per measurement in the pretrain section")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default=None, help="write every row here")
+    p.add_argument("--report", nargs="+", metavar="JSON", help="write the docs/BENCHMARKS.md section from these "
+                   "saved --json files (no GPU needed) and exit")
     args = p.parse_args(argv)
+    if args.report:
+        from bench.report import write_section
+
+        write_section("gpu", render([(Path(f).stem.split("-")[2], json.loads(Path(f).read_text()))
+                                     for f in args.report]))
+        return 0
     args.pairs = args.pairs or (3 if args.quick else 10)
     if not torch.cuda.is_available():
         print("gpu_bench.py: no CUDA device; nothing to measure", file=sys.stderr)
