@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import statistics
 import sys
@@ -59,6 +60,12 @@ def our_model(config: AlbertConfig, cls_name: str):
     import litebert.heads as heads
 
     return getattr(heads, cls_name)(config)
+
+
+def both(config: AlbertConfig, cls_name: str):
+    """litebert's and HF's model of the same class on the GPU, in training mode."""
+    torch.manual_seed(0)
+    return our_model(config, cls_name).to(CUDA).train(), hf_model(config, cls_name).to(CUDA).train()
 
 
 def measure(fns: dict, steps: int, pairs: int, warmup: int) -> dict[str, list[float]]:
@@ -130,10 +137,8 @@ def synthetic(config: AlbertConfig, batch: int, seq: int, predictions: int, seed
 
 def pretraining_steps(config: AlbertConfig, b: dict, compiled) -> dict:
     """``compiled``: False, or a torch.compile mode (\"default\")."""
-    torch.manual_seed(0)
-    ours = our_model(config, "AlbertForPreTraining").to(CUDA).train()
+    ours, hf = both(config, "AlbertForPreTraining")
     ours.albert.set_validate_inputs(False)  # as the training loop: no host reads of the batch
-    hf = hf_model(config, "AlbertForPreTraining").to(CUDA).train()
     fo, fh = (torch.compile(ours, mode=compiled), torch.compile(hf, mode=compiled)) if compiled else (ours, hf)
     return {
         "litebert": train_step(ours, lamb(ours), lambda: fo(
@@ -176,21 +181,16 @@ def section_pipeline(args, peak: float) -> list[dict]:
     batch = 16 if args.quick else 32
     cpu_batches, real = pipeline_batches(4 if args.quick else 8, batch, 512, 76)
     hf_batches = [{k: v.to(CUDA) for k, v in b.items()} for b in cpu_batches]
-    torch.manual_seed(0)
-    ours = our_model(config, "AlbertForPreTraining").to(CUDA).train()
-    hf = hf_model(config, "AlbertForPreTraining").to(CUDA).train()
-    calls = {"litebert": 0, "hf": 0}
+    ours, hf = both(config, "AlbertForPreTraining")
+    ours_next, hf_next = itertools.cycle(cpu_batches).__next__, itertools.cycle(hf_batches).__next__
 
     def our_forward():
         # as the training loop: the batch moves to the GPU with its packing made on the CPU, each step
-        b = cpu_batches[calls["litebert"] % len(cpu_batches)]
-        calls["litebert"] += 1
-        batch_ = prepare_batch({k: v for k, v in b.items() if k != "labels"}, CUDA, skip_padding=True)
+        batch_ = prepare_batch({k: v for k, v in ours_next().items() if k != "labels"}, CUDA, skip_padding=True)
         return ours(**batch_).loss
 
     def hf_forward():
-        b = hf_batches[calls["hf"] % len(hf_batches)]
-        calls["hf"] += 1
+        b = hf_next()
         return hf(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"],
                   labels=b["labels"], sentence_order_label=b["sentence_order_label"]).loss
 
@@ -238,20 +238,14 @@ def section_finetune(args, peak: float) -> list[dict]:
         cpu_batches.append({"input_ids": x, "attention_mask": m, "token_type_ids": torch.zeros_like(x),
                             "labels": torch.tensor([len(r) % 2 for r in ids[k * batch:(k + 1) * batch]])})
     hf_batches = [{k: v.to(CUDA) for k, v in b.items()} for b in cpu_batches]
-    torch.manual_seed(0)
-    ours = our_model(config, "AlbertForSequenceClassification").to(CUDA).train()
-    hf = hf_model(config, "AlbertForSequenceClassification").to(CUDA).train()
-    calls = {"litebert": 0, "hf": 0}
+    ours, hf = both(config, "AlbertForSequenceClassification")
+    ours_next, hf_next = itertools.cycle(cpu_batches).__next__, itertools.cycle(hf_batches).__next__
 
     def our_forward():
-        b = cpu_batches[calls["litebert"] % n_batches]
-        calls["litebert"] += 1
-        return ours(**prepare_batch(b, CUDA, skip_padding=True)).loss
+        return ours(**prepare_batch(ours_next(), CUDA, skip_padding=True)).loss
 
     def hf_forward():
-        b = hf_batches[calls["hf"] % n_batches]
-        calls["hf"] += 1
-        return hf(**b).loss
+        return hf(**hf_next()).loss
 
     fns = {"litebert": train_step(ours, torch.optim.AdamW(ours.parameters(), lr=1e-5, fused=True), our_forward),
            "hf": train_step(hf, torch.optim.AdamW(hf.parameters(), lr=1e-5, fused=True), hf_forward)}

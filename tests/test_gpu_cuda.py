@@ -10,10 +10,7 @@
 - `litebert pretrain` on CUDA: killed and resumed (losses equal to an uninterrupted run), and with --compile.
 """
 
-import dataclasses
-import signal
 import subprocess
-import time
 
 import pytest
 import torch
@@ -250,19 +247,14 @@ def test_pretrain_on_cuda_killed_and_resumed(tmp_path):
     """bf16 with gradient accumulation (2 micro-batches), SIGKILL, --resume: the same losses as a run never stopped
     (within the run-to-run spread of GPU atomics), and the run completes."""
     from test_train_fixtures import build_tiny_setup
-    from test_train_kill import last_step
+    from test_train_kill import kill_at_step
 
     from litebert.train.metrics import read_metrics
 
     paths = build_tiny_setup(tmp_path / "setup")
     ref_out, out = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_command(paths, ref_out), check=True, capture_output=True, timeout=300)
-    victim = subprocess.Popen(_command(paths, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while last_step(out) < 14 and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    victim.send_signal(signal.SIGKILL)
-    assert victim.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_at_step(_command(paths, out), out, 14, timeout=300)
     resumed = subprocess.run(_command(paths, out, "--resume"), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     a, b = read_metrics(ref_out), read_metrics(out)

@@ -28,16 +28,21 @@ def last_step(out):
         return 0
 
 
+def kill_at_step(cmd: list[str], out, step: int, timeout: float = 120) -> None:
+    """Start the pretraining command ``cmd`` and SIGKILL it once its metrics in ``out`` reach ``step``."""
+    victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while last_step(out) < step and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+
+
 def test_sigkill_then_resume_gives_identical_losses(tmp_path):
     paths = build_tiny_setup(tmp_path / "setup")
     ref_out, out = tmp_path / "ref", tmp_path / "killed"
     ref = subprocess.Popen(command(paths, ref_out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    victim = subprocess.Popen(command(paths, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while last_step(out) < 14 and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    victim.send_signal(signal.SIGKILL)
-    assert victim.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_at_step(command(paths, out), out, 14)
     killed_at = last_step(out)
     assert 14 <= killed_at < 40
     resumed = subprocess.run(command(paths, out, "--resume"), capture_output=True, text=True, timeout=120)
