@@ -124,3 +124,17 @@ def test_exits_clearly_without_gpu():
     assert result.returncode == 1
     assert "no CUDA device found" in result.stderr and "--dry-run" in result.stderr
     assert "training FLOPs per step" in result.stdout
+
+
+def test_profile_script_smoke_on_cpu():
+    """bench/gpu_profile.py's step and report run on the CPU: every group's time adds up to the total."""
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu_profile.py"
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--preset", "tiny", "--batch", "2",
+                           "--seq-len", "32", "--predictions", "4", "--steps", "1", "--top", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    total = float(re.search(r"([\d.]+) ms of CPU kernel time per step", out).group(1))
+    shares = [float(x) for x in re.findall(r"^\s+[a-z /()]+?\s+[\d.]+ ms\s+([\d.]+)%$", out, re.M)]
+    assert total > 0 and abs(sum(shares) - 100) < 0.5
+    assert "matmul" in out and "top 3 kernels" in out
