@@ -270,7 +270,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
                 if cfg.objective == "none":  # MLM only: no sentence-level loss
                     batch.pop("sentence_order_label")
-                batch = prepare_batch(batch, d.device, skipping)
+                batch = prepare_batch(batch, d.device, skipping and not cfg.compile)  # compiled: padded layout
                 with D.no_sync(wrapped, sync=j == accum - 1), \
                         torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                     out_ = wrapped(**batch)
