@@ -179,3 +179,5 @@ def test_sorted_batches_by_tokens_hand_computed():
     assert sorted_batches(lengths, 64, max_tokens=100) == [[1, 5], [2, 3, 0, 6, 4]]
     assert sorted_batches(lengths, 3, max_tokens=100) == [[1, 5], [2, 3, 0], [6, 4]]
     assert sorted_batches([300], 4, max_tokens=100) == [[0]]  # an input longer than the budget runs alone
+    # multiple choice: 4 sequences per feature, so 2 features of 10 tokens make 80 padded tokens
+    assert sorted_batches([10, 10, 10], 64, max_tokens=100, rows=[4, 4, 4]) == [[0, 1], [2]]

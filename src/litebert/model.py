@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
-from litebert.padding import Packing, varlen_available
+from litebert.padding import Packing, varlen_applies
 
 ACT = {  # hidden_act -> activation; "gelu_new" is the official BERT/ALBERT gelu (its tanh approximation)
     "gelu_new": lambda: nn.GELU(approximate="tanh"),
@@ -81,27 +81,26 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, bias: Optional[torch.Tensor], packing: Optional[Packing] = None,
                 rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``x``: [B, L, H], or the real tokens [N, H] with ``packing``. ``bias``: [B, 1, 1, L] (see
-        `attention_bias`). ``rows`` [B, S]: only these rows of ``x`` (indices into its flattened tokens) are wanted;
-        the output is then [B, S, H]. Keys and values still come from every token; queries and all that follows
-        only from those rows."""
+        `attention_bias`), None when nothing is masked or when the packing attends varlen. ``rows`` [B, S]: only
+        these rows of ``x`` (indices into its flattened tokens) are wanted; the output is then [B, S, H]. Keys and
+        values still come from every token; queries and all that follows only from those rows."""
         b, l = (packing.batch, packing.length) if packing is not None else x.shape[:2]
         h = x.shape[-1]
         residual = x if rows is None else x.reshape(-1, h)[rows]  # [B, S, H] with rows
         q, k, v = self.query(residual), self.key(x), self.value(x)
         p = self.attention_dropout if self.training else 0.0
-        if packing is not None and packing.can_attend_varlen(q, p):  # CUDA: flash attention on the packed rows
+        if packing is not None and packing.varlen:  # GPU: flash attention straight on the packed rows
             context = packing.varlen_attention(q, k, v, self.num_heads)
-            return self.LayerNorm(residual + self.output_dropout(self.dense(context)))
-        if packing is not None:  # attention needs the padded layout: [N, H] -> [B, L, H], padding rows zero
-            bias = bias if bias is not None else packing.attention_bias(q.dtype)
-            k, v = packing.unpack(k), packing.unpack(v)
-            q = q if rows is not None else packing.unpack(q)
-        # [B, Lq, H] -> [B, heads, Lq, H/heads]
-        q, k, v = (t.reshape(b, -1, self.num_heads, h // self.num_heads).transpose(1, 2) for t in (q, k, v))
-        context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)  # [B, heads, Lq, H/heads]
-        context = context.transpose(1, 2).reshape(b, -1, h)  # [B, Lq, H]
-        if packing is not None and rows is None:
-            context = packing.pack(context)  # [B, L, H] -> [N, H]
+        else:
+            if packing is not None:  # attention needs the padded layout: [N, H] -> [B, L, H], padding rows zero
+                k, v = packing.unpack(k), packing.unpack(v)
+                q = q if rows is not None else packing.unpack(q)
+            # [B, Lq, H] -> [B, heads, Lq, H/heads]
+            q, k, v = (t.reshape(b, -1, self.num_heads, h // self.num_heads).transpose(1, 2) for t in (q, k, v))
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)  # [B, heads, Lq, d]
+            context = context.transpose(1, 2).reshape(b, -1, h)  # [B, Lq, H]
+            if packing is not None and rows is None:
+                context = packing.pack(context)  # [B, L, H] -> [N, H]
         return self.LayerNorm(residual + self.output_dropout(self.dense(context)))
 
 
@@ -208,18 +207,22 @@ class AlbertModel(nn.Module):
         [CLS] for the pooler): the same values, about one step's work less. ``packing``: the real tokens of
         ``attention_mask``, made by the caller (`Packing.from_mask` of the mask on the CPU, so that a GPU needs no
         host synchronisation); used when padding is skipped, else made here from the mask."""
-        validate = self.validate_inputs and not _tracing()
-        if validate:
-            check_inputs(self.config, input_ids, token_type_ids)
+        validate = self.validate_inputs and not _tracing()  # value checks read the inputs back from the device
+        check_inputs(self.config, input_ids, token_type_ids, values=validate)
         b, l = input_ids.shape
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # [B, L, E]
+        # Skipping padding: the caller's packing, or one made here; none under compile (packed shapes recompile).
         if not self.skip_padding or _tracing():
             packing = None
         elif packing is None and attention_mask is not None and not bool(attention_mask.all()):
-            packing = Packing.from_mask(attention_mask, varlen=x.is_cuda and varlen_available())
-        # With a packing, attention masks through it (`Attention.forward`); else through an additive bias.
-        bias = attention_bias(attention_mask, x.dtype) if packing is None else None
-        if packing is not None:
+            packing = Packing.from_mask(attention_mask, varlen=True)
+        if packing is not None and packing.varlen and not varlen_applies(x, self.config, self.training):
+            packing = packing.padded()  # the varlen kernel does not apply here: attention on the padded layout
+        # The mask reaches attention as an additive bias, or as the packing's sequence offsets (varlen).
+        if packing is None:
+            bias = attention_bias(attention_mask, x.dtype)
+        else:
+            bias = None if packing.varlen else packing.attention_bias(x.dtype)
             x = packing.pack(x)  # [N, E]
         rows = None
         if output_positions is not None and not output_hidden_states:
@@ -264,8 +267,10 @@ def attention_bias(attention_mask: Optional[torch.Tensor], dtype: torch.dtype) -
     return (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
-def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> None:
-    """Clear errors for the input mistakes that otherwise surface as an index error deep inside torch."""
+def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
+                 values: bool = True) -> None:
+    """Clear errors for the input mistakes that otherwise surface as an index error deep inside torch. ``values``:
+    also the id ranges (which read the inputs back from their device)."""
     if _tracing():  # export / compile: value checks would be baked in as constants
         return
     if input_ids.dim() != 2:
@@ -274,6 +279,8 @@ def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: 
         raise ValueError(f"input has {input_ids.shape[1]} tokens but the model takes at most "
                          f"max_position_embeddings = {config.max_position_embeddings}; truncate the text "
                          "(tokenizer max_length) or use a sliding window")
+    if not values:
+        return
     if input_ids.numel() and (int(input_ids.max()) >= config.vocab_size or int(input_ids.min()) < 0):
         raise ValueError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): "
                          f"min {int(input_ids.min())}, max {int(input_ids.max())}; is the tokenizer the model's?")

@@ -18,7 +18,8 @@ batch) costs the GPU no host synchronisation; one made from a mask already on th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Optional
 
 import torch
@@ -33,6 +34,22 @@ def varlen_available() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+@lru_cache(maxsize=None)
+def _flash_capable(device_index: int) -> bool:
+    return varlen_available() and torch.cuda.get_device_capability(device_index) >= (8, 0)  # flash: Ampere or newer
+
+
+def varlen_applies(x: torch.Tensor, config, training: bool) -> bool:
+    """Whether attention on ``x``'s device can run the variable-length flash kernel: a CUDA GPU of compute
+    capability >= 8.0, half precision (autocast or half weights), a head size flash takes (<= 256, a multiple of 8)
+    and no attention dropout while training (the kernel's entry point has none)."""
+    if not x.is_cuda or (training and config.attention_probs_dropout_prob > 0):
+        return False
+    d = config.hidden_size // config.num_attention_heads
+    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
+    return dtype in HALF and d <= 256 and d % 8 == 0 and _flash_capable(x.device.index or 0)
 
 
 def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -94,10 +111,9 @@ class Packing:
         bias[self.index] = 0
         return bias.view(self.batch, 1, 1, self.length)
 
-    def can_attend_varlen(self, q: torch.Tensor, dropout_p: float) -> bool:
-        """The variable-length kernel applies: offsets made, CUDA, half precision, no attention dropout (the
-        kernel's entry point has none)."""
-        return self.varlen and q.is_cuda and q.dtype in HALF and dropout_p == 0.0
+    def padded(self) -> "Packing":
+        """The same packing without the varlen offsets: attention then runs on the padded layout."""
+        return replace(self, cu_seqlens=None, max_len=0)
 
     def varlen_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
         """Attention of the packed queries over the packed keys of their own sequence.
@@ -110,6 +126,8 @@ class Packing:
         d = h // num_heads
         if q.dim() == 3:  # S queries per sequence: their offsets are 0, S, 2S, ...
             s = q.shape[1]
+            if s == 0:
+                return q
             cu_q = torch.arange(0, (self.batch + 1) * s, s, dtype=torch.int32, device=q.device)
             max_q = s
         else:
@@ -123,15 +141,13 @@ def prepare_batch(batch: dict, device: torch.device, skip_padding: bool) -> dict
     """Move a collated batch (tensors on the CPU) to ``device`` without reading anything back from it.
 
     When the model skips padding (``skip_padding``: `litebert.heads.training_skips_padding` said so), the batch gets
-    its `Packing` (key ``packing``), made here from the CPU mask: on a GPU, with the offsets for the varlen kernel.
+    its `Packing` (key ``packing``), made here from the CPU mask, with the offsets for the varlen kernel.
     A mask with nothing masked is dropped: the model would otherwise have to read it back to find that out."""
-    cuda = device.type == "cuda"
-
     mask = batch.get("attention_mask")
     out = {k: _to(v, device) for k, v in batch.items() if k != "attention_mask"}
     if mask is None or bool(mask.all()):
         return out
     if skip_padding:
-        out["packing"] = Packing.from_mask(mask, device, varlen=cuda and varlen_available())
+        out["packing"] = Packing.from_mask(mask, device, varlen=True)  # the model decides whether varlen applies
     out["attention_mask"] = _to(mask, device)
     return out

@@ -166,16 +166,22 @@ def random_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[li
     return [perm[k:k + batch_size] for k in range(0, n, batch_size)]
 
 
-def sorted_batches(lengths: list[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+def sorted_batches(lengths: list[int], batch_size: int, max_tokens: int | None = None,
+                   rows: list[int] | None = None) -> list[list[int]]:
     """For inference: batches of similar length, longest first (order is restored by the caller). ``max_tokens``:
-    a batch also ends before its rows x longest length would pass this (short texts then come many to a batch)."""
+    a batch also ends before its padded size, sequences x longest length, would pass this (short texts then come many
+    to a batch); ``rows``: sequences per feature (the choices of multiple choice; default 1)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     if max_tokens is None:
         return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+    rows = rows or [1] * len(lengths)
     batches: list[list[int]] = []
+    sequences = 0  # in the last batch
     for i in order:
-        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+        if batches and len(batches[-1]) < batch_size and (sequences + rows[i]) * lengths[batches[-1][0]] <= max_tokens:
             batches[-1].append(i)
+            sequences += rows[i]
         else:
             batches.append([i])
+            sequences = rows[i]
     return batches

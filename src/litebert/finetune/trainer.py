@@ -142,6 +142,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     Returns ``{"best_step", "best_metrics", "history", "steps", "stopped_early", "interrupted", "signal"}``."""
     if not features:
         raise ValueError("no training features")
+    _check_ids(features, model)  # here, once: on a GPU the loop skips the model's own value checks
     d = dist or D.Distributed()
     micro, accum = args.accumulation(d.world_size)
     amp = autocast_dtype(args.precision, d.device)
@@ -338,7 +339,9 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     device = next(model.parameters()).device
     results: list[dict | None] = [None] * len(features)
     lengths = [length_of(f) for f in features]
-    batches = sorted_batches(lengths, batch_size, max_tokens)
+    rows = [len(f["input_ids"]) if f["input_ids"] and isinstance(f["input_ids"][0], list) else 1
+            for f in features]  # sequences per feature (the choices of multiple choice)
+    batches = sorted_batches(lengths, batch_size, max_tokens, rows)
     _check_ids(features, model)
     # Every output is trimmed to its input's length below, so the dense layers (and, on a GPU, attention: varlen)
     # run on the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
@@ -353,10 +356,22 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 out = model(**batch)
             names = ("logits", "start_logits", "end_logits", "na_logits")
-            pending.append((idx, {n: getattr(out, n).float() for n in names if getattr(out, n, None) is not None}))
+            pending.append((idx, {n: _to_host(getattr(out, n).float()) for n in names
+                                  if getattr(out, n, None) is not None}))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the copies to the host are complete
     for idx, outs in pending:
         _collect(outs, idx, lengths, results)
     return results
+
+
+def _to_host(t: torch.Tensor) -> torch.Tensor:
+    """A GPU tensor's copy into pinned host memory, queued behind the GPU's work rather than waited for (read it
+    after a synchronize); other tensors as they are."""
+    if not t.is_cuda:
+        return t
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return host.copy_(t, non_blocking=True)
 
 
 def _check_ids(features: list[dict], model: torch.nn.Module) -> None:
