@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from litebert.errors import ConfigError
+from litebert.experiments import paper
 from litebert.files import atomic_write
 
 COLUMNS = ("Model", "Parameters", "MLM", "NSP", "SOP", "Sentiment", "MC", "Avg")
@@ -51,7 +52,9 @@ def markdown(summary: dict) -> str:
         loss = a.get("final_train_loss")
         lines.append(f"| {a['name']} | {a['shape']['embedding_size']} | {a['sharing']} | {a['objective']} | "
                      f"{a['steps']} | {'-' if t is None else f'{t:.0f}'} | {'-' if loss is None else f'{loss:.3f}'} |")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    reference = paper.markdown(summary["experiment"])
+    return text + ("\n" + reference if reference else "")
 
 
 def curves(run: Path) -> dict[str, list[tuple[int, float]]]:

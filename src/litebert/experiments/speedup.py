@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from litebert.errors import ConfigError
+from litebert.experiments import paper
 from litebert.experiments.report import parameters
 from litebert.files import read_json, write_json
 
@@ -183,7 +184,7 @@ def markdown(summary: dict) -> str:
                      f"{r['seconds_per_step']:.3f} | {r['steps_per_s']:.3f} | {r['tokens_per_s']:.0f} | "
                      f"{sp:.2f}x | {r['flops_per_step'] / 1e9:.3g} | {fl:.2f}x | {r['gradient_bytes'] / 1e6:.1f} | "
                      f"{reduced} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + paper.markdown("speedup")
 
 
 def plot(path: Path, summary: dict) -> None:
