@@ -40,7 +40,7 @@ bench-gpu: $(STAMP)
 	$(BIN)/python bench/gpu_bench.py --json $(GPU_JSON)
 	$(BIN)/python bench/gpu_bench.py --report $(GPU_JSON)
 
-# The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3 hours on 2 CPU cores; not run in CI).
+# The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3.5 hours on 2 CPU cores; not run in CI).
 # Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed.
 EXP_OUT ?= runs/experiments
 EXP_STEPS ?= 1000
