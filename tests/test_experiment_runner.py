@@ -176,12 +176,28 @@ def test_bad_flags_usage(tmp_path, capsys, extra, message):
 @pytest.mark.parametrize("extra, message", [
     ([], "give the pretraining budget: --steps N (every arm) or --minutes M (per arm)"),
     (["--steps", "3", "--data", "x"], "--data and --eval-data go together"),
-    (["--steps", "3", "--corpus", "missing.txt"], "--corpus "),
+    (["--steps", "3", "--corpus", "missing.txt"], "missing.txt: no such file; give existing corpus files"),
+    (["--steps", "3", "--tokenizer", "no-such-vocab"], "no-such-vocab: no such file or folder"),
+    (["--steps", "3", "--data", ".", "--eval-data", "."], "--data: "),
 ])
 def test_bad_flags_one_line(tmp_path, capsys, extra, message):
     assert main(["experiment", "sentence-objective", "--out", str(tmp_path / "x"), *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("litebert experiment: error: ") and message in err[0]
+    assert not (tmp_path / "x").exists()  # nothing written: the corrected command is not refused as "other settings"
+
+
+def test_failed_start_does_not_pin_settings(tmp_path, capsys):
+    """A run that failed before any data or arm was made (here: a corpus of one document, which cannot be split)
+    leaves settings that a corrected command replaces instead of refusing."""
+    one, other = tmp_path / "one.txt", tmp_path / "other.txt"
+    one.write_text("A single document.\nOf two lines.\n")
+    other.write_text("Another single document.\n")
+    out = str(tmp_path / "x")
+    for corpus in (one, other):
+        assert main(["experiment", "sentence-objective", "--out", out, "--steps", "3", "--corpus", str(corpus)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()  # a progress line, then the error
+        assert err[-1].startswith("litebert experiment: error: --corpus: 1 document(s) give no held-out document")
 
 
 def test_speedup_flags(tmp_path, capsys):

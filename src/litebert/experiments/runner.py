@@ -140,7 +140,8 @@ def litebert(argv: list, what: str) -> None:
 def open_folder(out: Path, s: Settings) -> Settings:
     """Check ``out`` (new, empty, or this experiment's own folder with the same settings) and record the settings.
     A re-run given --minutes keeps the step count the first run chose."""
-    if check_output_folder(out, KIND) and (out / "experiment.json").is_file():
+    begun = any((out / d).exists() for d in ("data", "timing", "arms"))  # work that the settings decided
+    if check_output_folder(out, KIND) and (out / "experiment.json").is_file() and begun:
         saved = read_json(out / "experiment.json", ConfigError)
         old = dict(saved.get("settings", {}))
         new = s.to_json()
@@ -187,6 +188,29 @@ def split_corpus(files: list[Path], every: int) -> tuple[str, str]:
     return "\n\n".join(train) + "\n", "\n\n".join(held) + "\n"
 
 
+def check_sources(s: Settings) -> None:
+    """The inputs exist: the stores given with --data/--eval-data open, or the corpus files and the tokenizer are
+    there. Checked before anything is written, so a mistyped path leaves no folder behind to refuse the fixed run."""
+    from litebert.data.store import TokenStore
+
+    if s.data:
+        for flag, path in (("--data", s.data), ("--eval-data", s.eval_data)):
+            try:
+                TokenStore(path, verify=False)
+            except LitebertError as e:
+                raise ConfigError(f"{flag}: {e}") from None
+        return
+    for f in [Path(p) for p in (s.corpus or BUNDLED_CORPUS)]:
+        if not f.is_file():
+            hint = ("the bundled corpus ships with the repository (data/corpus/), not with an installed package: run "
+                    "from a clone, or give --corpus FILES (or --data/--eval-data stores)" if not s.corpus else
+                    "give existing corpus files")
+            raise ConfigError(f"--corpus {f}: no such file; {hint}")
+    tokenizer = Path(s.tokenizer or BUNDLED_TOKENIZER)
+    if not tokenizer.exists():
+        raise ConfigError(f"--tokenizer {tokenizer}: no such file or folder; give a tokenizer folder or .model file")
+
+
 def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
     """The training and held-out stores: the user's (--data/--eval-data), or the corpus split by documents and
     prepared once under OUT/data (reused when both stores open)."""
@@ -203,12 +227,6 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
     except LitebertError:
         pass
     files = [Path(p) for p in (s.corpus or BUNDLED_CORPUS)]
-    for f in files:
-        if not f.is_file():
-            hint = ("the bundled corpus ships with the repository (data/corpus/), not with an installed package: run "
-                    "from a clone, or give --corpus FILES (or --data/--eval-data stores)" if not s.corpus else
-                    "give existing corpus files")
-            raise ConfigError(f"--corpus {f}: no such file; {hint}")
     progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
     train_text, held_text = split_corpus(files, s.heldout_every)
     atomic_write(folder / "text" / "train.txt", train_text)
@@ -372,6 +390,7 @@ def run_experiment(out: Path, s: Settings) -> dict:
     if bool(s.data) != bool(s.eval_data):
         raise ConfigError("--data and --eval-data go together: a training store and a held-out store")
     arm_list = arms(s)
+    check_sources(s)
     s = open_folder(out, s)
     started = time.perf_counter()
     train, held = prepare_data(out, s)
