@@ -41,7 +41,8 @@ bench-gpu: $(STAMP)
 	$(BIN)/python bench/gpu_bench.py --report $(GPU_JSON)
 
 # The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3.5 hours on 2 CPU cores; not run in CI).
-# Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed.
+# Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed
+# (bert-large among them: the speedups are relative to it).
 EXP_OUT ?= runs/experiments
 EXP_STEPS ?= 1000
 EXP_FLAGS ?=
