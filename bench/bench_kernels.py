@@ -109,12 +109,16 @@ def step_fn(arm, config: AlbertConfig, rev: str, b: dict):
 def inference_fn(arm, config: AlbertConfig, rev: str, grouped: list):
     torch.manual_seed(0)
     model = encoder(arm, config, rev).eval()
-    model.set_skip_padding(True)
+    from litebert.padding import Packing
+
+    old = hasattr(model, "set_skip_padding")  # an old revision's encoder: padding skipping was a switch there
+    if old:
+        model.set_skip_padding(True)
 
     def run():
         with torch.inference_mode():
             for x, m in grouped:
-                model(x, m)
+                model(x, m) if old else model(x, m, packing=Packing.from_mask(m))
     return run
 
 

@@ -175,7 +175,7 @@ def pipeline_step_fn(impl: str, config: AlbertConfig, batches: list[dict]):
     """Like `step_fn`, each call on the next of ``batches`` (cycling), so that two interleaved implementations see
     the same batch in each back-to-back pair. litebert's pretraining loop skips the padding (its losses never read
     it); HF computes it."""
-    from litebert.heads import training_skips_padding
+    from litebert.padding import Packing
 
     torch.manual_seed(0)
     model = (hf_model(config) if impl == "hf" else our_model(config)).train()
@@ -191,8 +191,8 @@ def pipeline_step_fn(impl: str, config: AlbertConfig, batches: list[dict]):
                          token_type_ids=b["token_type_ids"], labels=b["labels"],
                          sentence_order_label=b["sentence_order_label"]).loss
         else:
-            with training_skips_padding(model):
-                loss = model(**{k: v for k, v in b.items() if k != "labels"}).loss
+            loss = model(**{k: v for k, v in b.items() if k != "labels"},
+                         packing=Packing.from_mask(b["attention_mask"])).loss
         loss.backward()
         opt.step()
     return step
@@ -324,9 +324,7 @@ def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repe
     hf = hf_model(config, "AlbertModel").eval()
     ours = our_model(config, "AlbertModel").eval()
     ours.load_state_dict({k: v for k, v in _our_state_from_hf(hf, config).items()})
-    skip = our_model(config, "AlbertModel").eval()
-    skip.load_state_dict(ours.state_dict())
-    skip.set_skip_padding(True)
+    skip = Packed(ours)  # the same model, called with the packing of each batch's mask
 
     one = torch.randint(5, config.vocab_size, (1, seq))
     ort = onnx_runner(ours) if with_onnx else None
@@ -375,6 +373,19 @@ def inference(config: AlbertConfig, texts: list[str], batch: int, seq: int, repe
                 mean_len=real_tokens / len(ids), grouped_raw=grouped_raw)
 
 
+class Packed:
+    """A litebert model called as ``model(ids, mask)`` with the packing of the mask: the padding skipped, as
+    litebert's loops and ``predict`` run it."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, x: torch.Tensor, m: torch.Tensor):
+        from litebert.padding import Packing
+
+        return self.model(x, m, packing=Packing.from_mask(m))
+
+
 def classifiers(config: AlbertConfig):
     """HF's and litebert's sequence classifiers with the same weights (through HF's save_pretrained), in eval mode;
     litebert's skips padding. Classification reads only the pooled [CLS]: litebert's last layer runs there alone."""
@@ -387,8 +398,7 @@ def classifiers(config: AlbertConfig):
     folder = tempfile.mkdtemp()
     hf.save_pretrained(folder)
     ours = AlbertForSequenceClassification.from_pretrained(folder).eval()
-    ours.albert.set_skip_padding(True)
-    return hf, ours
+    return hf, Packed(ours)
 
 
 def _our_state_from_hf(hf, config):

@@ -138,7 +138,6 @@ def synthetic(config: AlbertConfig, batch: int, seq: int, predictions: int, seed
 def pretraining_steps(config: AlbertConfig, b: dict, compiled) -> dict:
     """``compiled``: False, or a torch.compile mode (\"default\")."""
     ours, hf = both(config, "AlbertForPreTraining")
-    ours.albert.set_validate_inputs(False)  # as the training loop: no host reads of the batch
     fo, fh = (torch.compile(ours, mode=compiled), torch.compile(hf, mode=compiled)) if compiled else (ours, hf)
     return {
         "litebert": train_step(ours, lamb(ours), lambda: fo(
@@ -174,8 +173,7 @@ def section_pretrain(args, peak: float) -> list[dict]:
 
 
 def section_pipeline(args, peak: float) -> list[dict]:
-    from litebert.heads import training_skips_padding
-    from litebert.padding import prepare_batch
+    from litebert.padding import prepare_batch, varlen_available
 
     config = AlbertConfig.from_preset("albert-large-v2")
     batch = 16 if args.quick else 32
@@ -186,7 +184,8 @@ def section_pipeline(args, peak: float) -> list[dict]:
 
     def our_forward():
         # as the training loop: the batch moves to the GPU with its packing made on the CPU, each step
-        batch_ = prepare_batch({k: v for k, v in ours_next().items() if k != "labels"}, CUDA, skip_padding=True)
+        batch_ = prepare_batch({k: v for k, v in ours_next().items() if k != "labels"}, CUDA, pack=True,
+                               varlen=varlen_available())
         return ours(**batch_).loss
 
     def hf_forward():
@@ -195,10 +194,8 @@ def section_pipeline(args, peak: float) -> list[dict]:
                   labels=b["labels"], sentence_order_label=b["sentence_order_label"]).loss
 
     fns = {"litebert": train_step(ours, lamb(ours), our_forward), "hf": train_step(hf, lamb(hf), hf_forward)}
-    with training_skips_padding(ours):
-        ours.albert.set_validate_inputs(False)
-        times = measure(fns, len(cpu_batches), args.pairs, warmup=args.warmup)
-        memory = {k: peak_memory(fn) for k, fn in fns.items()}
+    times = measure(fns, len(cpu_batches), args.pairs, warmup=args.warmup)
+    memory = {k: peak_memory(fn) for k, fn in fns.items()}
     tokens = sum(int(b["attention_mask"].sum()) for b in cpu_batches) / len(cpu_batches)
     padded = sum(b["attention_mask"].numel() for b in cpu_batches) / len(cpu_batches)
     lengths = [int(n) for b in cpu_batches for n in b["attention_mask"].sum(1)]
@@ -226,8 +223,7 @@ def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def section_finetune(args, peak: float) -> list[dict]:
-    from litebert.heads import training_skips_padding
-    from litebert.padding import prepare_batch
+    from litebert.padding import prepare_batch, varlen_available
 
     config = AlbertConfig.from_preset("albert-base-v2", num_labels=2)
     batch, n_batches = 32, 4 if args.quick else 16
@@ -242,17 +238,15 @@ def section_finetune(args, peak: float) -> list[dict]:
     ours_next, hf_next = itertools.cycle(cpu_batches).__next__, itertools.cycle(hf_batches).__next__
 
     def our_forward():
-        return ours(**prepare_batch(ours_next(), CUDA, skip_padding=True)).loss
+        return ours(**prepare_batch(ours_next(), CUDA, pack=True, varlen=varlen_available())).loss
 
     def hf_forward():
         return hf(**hf_next()).loss
 
     fns = {"litebert": train_step(ours, torch.optim.AdamW(ours.parameters(), lr=1e-5, fused=True), our_forward),
            "hf": train_step(hf, torch.optim.AdamW(hf.parameters(), lr=1e-5, fused=True), hf_forward)}
-    with training_skips_padding(ours):
-        ours.albert.set_validate_inputs(False)
-        times = measure(fns, n_batches, args.pairs, warmup=args.warmup)
-        memory = {k: peak_memory(fn) for k, fn in fns.items()}
+    times = measure(fns, n_batches, args.pairs, warmup=args.warmup)
+    memory = {k: peak_memory(fn) for k, fn in fns.items()}
     real = sum(int(b["attention_mask"].sum()) for b in cpu_batches) / sum(b["attention_mask"].numel()
                                                                           for b in cpu_batches)
     row = {"section": "finetune", "preset": "albert-base-v2", "batch": batch, "seq": 512, "real_token_share": real,
@@ -320,7 +314,6 @@ def section_mfu(args, peak: float) -> list[dict]:
         b = synthetic(config, batch, 512, 76)
         torch.manual_seed(0)
         ours = our_model(config, "AlbertForPreTraining").to(CUDA).train()
-        ours.albert.set_validate_inputs(False)
         fo = torch.compile(ours, mode=mode)
         fn = train_step(ours, lamb(ours), lambda: fo(
             b["ids"], None, b["types"], mlm_positions=b["positions"], mlm_ids=b["targets"], mlm_weights=b["weights"],

@@ -66,7 +66,6 @@ def main(argv=None) -> int:
     config = AlbertConfig.from_preset(args.preset)
     torch.manual_seed(0)
     model = AlbertForPreTraining(config).to(device).train()
-    model.albert.set_validate_inputs(False)
     optimizer = build_optimizer(model, "lamb", lr=1e-4)
     forward = torch.compile(model) if args.compile else model
     g = torch.Generator().manual_seed(0)

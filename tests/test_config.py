@@ -36,6 +36,25 @@ def test_base_count_by_hand():
     assert count_parameters(AlbertConfig.from_preset("albert-base-v2"), heads=True) == total + (h * e + e) + 2 * e + v + 2 * h + 2
 
 
+@pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
+@pytest.mark.parametrize("shape", [dict(embedding_size=16, hidden_size=32), dict(embedding_size=32, hidden_size=32),
+                                   dict(embedding_size=32, hidden_size=32, embedding_projection=True),
+                                   dict(embedding_size=8, hidden_size=32, num_hidden_groups=2, inner_group_num=2)])
+def test_counts_equal_the_real_modules(sharing, shape):
+    """The counts come from the config alone; the real modules (built on the meta device) are the oracle."""
+    from litebert.heads import AlbertForPreTraining
+    from litebert.model import AlbertModel
+
+    if sharing == "none" and shape.get("num_hidden_groups", 1) > 1:
+        shape = {**shape, "num_hidden_groups": 1}
+    cfg = AlbertConfig(vocab_size=97, num_hidden_layers=4, num_attention_heads=4, intermediate_size=48,
+                       max_position_embeddings=40, sharing=sharing, **shape)
+    with torch.device("meta"):
+        encoder, full = AlbertModel(cfg), AlbertForPreTraining(cfg)
+    assert count_parameters(cfg) == sum(p.numel() for p in encoder.parameters())
+    assert count_parameters(cfg, heads=True) == sum(p.numel() for p in full.parameters())
+
+
 @pytest.mark.parametrize("sharing,e,paper_millions", [
     ("all", 64, 10), ("all", 256, 16), ("all", 768, 31), ("none", 64, 87), ("none", 256, 93),
     ("attention", 128, 64), ("attention", 768, 83), ("ffn", 128, 38), ("ffn", 768, 57)])

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from litebert import heads
 from litebert.cli import main
 from litebert.finetune import features as F
 from litebert.finetune import readers as R
 from litebert.finetune import squad as S
+from litebert.finetune.squad import ANSWERABILITY_FILE, SquadV2Model
 from litebert.finetune.metrics import normalize_answer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -242,11 +242,11 @@ def test_bad_model_folders_and_lengths_are_clear_errors(base, tmp_path, capsys):
     assert main(["evaluate", "--model", str(folder), "--data", str(DATA / "squad")]) == 2
     assert "no 'task' entry" in capsys.readouterr().err
     # a truncated answerability head
-    heads.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
-    head = folder / heads.ANSWERABILITY_FILE
+    SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model)).save_pretrained(folder)
+    head = folder / ANSWERABILITY_FILE
     head.write_bytes(head.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match=heads.ANSWERABILITY_FILE):
-        heads.SquadV2Model.from_pretrained(folder)
+    with pytest.raises(CheckpointError, match=ANSWERABILITY_FILE):
+        SquadV2Model.from_pretrained(folder)
     assert not list(folder.glob("*.tmp*"))  # atomic_write leaves no temporary behind
 
 
@@ -259,7 +259,7 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(meta["dev_metrics"])
-    assert (out / heads.ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
+    assert (out / ANSWERABILITY_FILE).is_file() and "null_threshold" in meta
     inp = tmp_path / "q.jsonl"
     ctx = "The common allotrope of elemental oxygen on Earth is called dioxygen. " * 8  # several windows
     inp.write_text(json.dumps({"id": "x", "question": "What is it called?", "context": ctx}) + "\n")
@@ -270,11 +270,11 @@ def test_squad2_pipeline_and_answerability_roundtrip(base, tmp_path, capsys):
     if row["answer"]:
         assert ctx[row["answer_start"]:row["answer_start"] + len(row["answer"])] == row["answer"]
     # the answerability head reloads exactly
-    m1 = heads.SquadV2Model.from_pretrained(out).eval()
-    m2 = heads.SquadV2Model.from_pretrained(out).eval()
+    m1 = SquadV2Model.from_pretrained(out).eval()
+    m2 = SquadV2Model.from_pretrained(out).eval()
     x = torch.randint(5, 900, (2, 20))
     assert torch.equal(m1(x).na_logits, m2(x).na_logits)
-    fresh = heads.SquadV2Model.from_pretrained(model).eval()
+    fresh = SquadV2Model.from_pretrained(model).eval()
     assert not torch.equal(m1(x).na_logits, fresh(x).na_logits)
 
 
@@ -324,7 +324,7 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
                             "version": "2.0"}}
     sq = tmp_path / "squad2"
     torch.manual_seed(1)
-    saved = heads.SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model))
+    saved = SquadV2Model(AlbertForQuestionAnswering.from_pretrained(model))
     saved.save_pretrained(sq)
     tok.save_pretrained(sq)
     (sq / "finetune.json").write_text(json.dumps(
@@ -334,7 +334,7 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
     assert preset.kind == K.ExtractiveQAWithNoAnswer(doc_stride=128, max_query_length=64, n_best=20,
                                                      max_answer_length=30)
     assert preset.max_seq_length == 96 and preset.metric == "best_f1"
-    assert isinstance(loaded, heads.SquadV2Model)
+    assert isinstance(loaded, SquadV2Model)
     for a, b in zip(saved.answerability.state_dict().values(), loaded.answerability.state_dict().values()):
         assert torch.equal(a, b)
     inp = tmp_path / "q.jsonl"

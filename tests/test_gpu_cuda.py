@@ -16,8 +16,7 @@ import pytest
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
-                            trusted_inputs)
+from litebert.heads import AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification
 from litebert.optim import build_optimizer
 from litebert.padding import Packing, prepare_batch, varlen_available
 
@@ -161,8 +160,7 @@ def test_varlen_equals_padded_in_bf16(head):
     model = cls(cfg).to(CUDA).train()
     results = []
     for skip in (False, True):
-        model.albert.set_skip_padding(skip)
-        batch = prepare_batch(dict(b), CUDA, skip_padding=skip)
+        batch = prepare_batch(dict(b), CUDA, pack=skip, varlen=skip)
         assert ("packing" in batch) == skip and (not skip or batch["packing"].varlen)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(**batch)
@@ -189,10 +187,10 @@ def test_varlen_inference_equals_padded_on_real_tokens():
     real = b["attention_mask"].bool().to(CUDA)
     outs = []
     for skip in (False, True):
-        model.albert.set_skip_padding(skip)
+        packing = Packing.from_mask(b["attention_mask"], CUDA, varlen=True) if skip else None
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             outs.append(model.albert(b["input_ids"].to(CUDA), b["attention_mask"].to(CUDA),
-                                     b["token_type_ids"].to(CUDA)).last_hidden_state.float())
+                                     b["token_type_ids"].to(CUDA), packing=packing).last_hidden_state.float())
     assert rel(outs[1][real], outs[0][real]) <= 1e-2
     assert outs[1][~real].abs().max().item() == 0  # padded positions are zeros, not computed
 
@@ -212,23 +210,21 @@ def test_training_step_reads_nothing_back_from_the_gpu():
     any host synchronisation into an error."""
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig(**SMALL)).to(CUDA).train()
-    model.albert.set_skip_padding(True)
     optimizer = build_optimizer(model, "lamb", lr=0.01)
     cpu_batches = [padded_batch(6 + i) for i in range(3)]
     for i, cpu_batch in enumerate(cpu_batches):
-        batch = prepare_batch(cpu_batch, CUDA, skip_padding=True)
+        batch = prepare_batch(cpu_batch, CUDA, pack=True, varlen=varlen_available())
         strict = i > 0  # the first step allocates the optimizer state and warms up the kernels
-        with trusted_inputs(model, CUDA):
-            torch.cuda.set_sync_debug_mode("error" if strict else "default")
-            try:
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = model(**batch).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.set_sync_debug_mode("error" if strict else "default")
+        try:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss).item()
 
 

@@ -15,8 +15,9 @@ transformers = pytest.importorskip("transformers")
 from litebert.config import AlbertConfig  # noqa: E402
 from litebert.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,  # noqa: E402
                             AlbertForQuestionAnswering, AlbertForSequenceClassification,
-                            AlbertForTokenClassification, AlbertModel, training_skips_padding)
+                            AlbertForTokenClassification, AlbertModel)
 from litebert.io import keymap  # noqa: E402
+from litebert.padding import Packing  # noqa: E402
 from litebert.errors import CheckpointError  # noqa: E402
 
 TOL = 1e-5
@@ -363,12 +364,12 @@ def test_skip_padding_matches_hf_on_real_tokens(tmp_path):
     torch.manual_seed(16)
     hf = transformers.AlbertForPreTraining(hf_config(num_hidden_groups=2, inner_group_num=2)).train()
     ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
-    ours.albert.set_skip_padding(True)
     ids, mask, types = batch(seed=17)
     labels = torch.where((mask == 1) & (torch.arange(13) % 3 == 1), ids, -100)
     sop = torch.tensor([1, 0, 1])
     ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, sentence_order_label=sop)
-    out = ours(ids, mask, types, labels=labels, sentence_order_label=sop, output_hidden_states=True)
+    out = ours(ids, mask, types, labels=labels, sentence_order_label=sop, output_hidden_states=True,
+               packing=Packing.from_mask(mask))
     real = mask.bool()
     assert max_diff(out.prediction_logits[real], ref.prediction_logits[real]) <= TOL
     assert max_diff(out.sop_logits, ref.sop_logits) <= TOL
@@ -406,7 +407,6 @@ def test_official_mlm_path_loss_and_gradients_match_hf(name, checkpointing, skip
     hf = transformers.AlbertForPreTraining(hf_config(**CONFIGS[name])).train()
     ours = hf_roundtrip(hf, tmp_path, AlbertForPreTraining).train()
     ours.set_gradient_checkpointing(checkpointing)
-    ours.albert.set_skip_padding(skip_padding)
     ids, mask, types = batch(seed=12)
     positions = torch.tensor([[1, 5, 11, 12], [2, 3, 8, 0], [4, 4, 1, 0]])  # row 1 ends at 9, row 2 at 5
     weights = torch.tensor([[1.0, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 0]])  # trailing 0s: padded predictions
@@ -420,7 +420,7 @@ def test_official_mlm_path_loss_and_gradients_match_hf(name, checkpointing, skip
     ref_loss = (weights * nll).sum() / (weights.sum() + 1e-5) + torch.nn.functional.cross_entropy(ref.sop_logits, sop)
     ref_loss.backward()
     out = ours(ids, mask, types, mlm_positions=positions, mlm_ids=targets, mlm_weights=weights,
-               sentence_order_label=sop)
+               sentence_order_label=sop, packing=Packing.from_mask(mask) if skip_padding else None)
     out.loss.backward()
     assert abs(out.loss.item() - ref_loss.item()) <= TOL
     assert out.prediction_logits.shape == (3, 4, 101)
@@ -446,14 +446,13 @@ def test_output_positions_on_the_bare_model(tmp_path):
         ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
         want = torch.gather(ref.last_hidden_state, 1, positions[..., None].expand(-1, -1, 32))
         for skip in (False, True):
-            ours.set_skip_padding(skip)
-            out = ours(ids, mask, types, output_positions=positions)
+            out = ours(ids, mask, types, output_positions=positions, packing=Packing.from_mask(mask) if skip else None)
             assert out.last_hidden_state.shape == (3, 2, 32)
             assert max_diff(out.last_hidden_state, want) <= TOL
             assert max_diff(out.pooler_output, ref.pooler_output) <= TOL
-        with pytest.raises(ValueError, match="padding"):
-            ours(ids, mask, types, output_positions=torch.tensor([[1, 2], [1, 10], [1, 2]]))  # row 1 ends at 9
-        ours.set_skip_padding(False)
+        with pytest.raises(ValueError, match="padding"):  # row 1 ends at 9
+            ours(ids, mask, types, output_positions=torch.tensor([[1, 2], [1, 10], [1, 2]]),
+                 packing=Packing.from_mask(mask))
         with pytest.raises(ValueError, match=r"\[0, 13\)"):
             ours(ids, mask, types, output_positions=torch.tensor([[1, 13], [1, 2], [1, 2]]))
         full = ours(ids, mask, types, output_hidden_states=True, output_positions=positions)  # computes everything
@@ -473,9 +472,8 @@ def test_token_classification_skipping_padding_matches_hf_training(name, checkpo
     labels[mask == 0] = -100  # as `litebert.finetune.features.collate` pads them
     ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
     ref.loss.backward()
-    with training_skips_padding(ours) as skipping:
-        assert skipping
-        out = ours(ids, mask, types, labels=labels)
+    assert not ours.LOSS_READS_PADDING  # the fine-tuning loop packs its batches
+    out = ours(ids, mask, types, labels=labels, packing=Packing.from_mask(mask))
     out.loss.backward()
     assert abs(out.loss.item() - ref.loss.item()) <= TOL
     real = mask.bool()
@@ -498,7 +496,6 @@ def test_pooled_heads_loss_and_gradients_match_hf(task, name, checkpointing, ski
     hf = hf_cls(hf_config(**CONFIGS[name], num_labels=3)).train()
     ours = hf_roundtrip(hf, tmp_path, our_cls).train()
     ours.set_gradient_checkpointing(checkpointing)
-    ours.albert.set_skip_padding(skip_padding)
     ids, mask, types = batch(seed=18, b=4)
     if task == "sequence":
         labels = torch.tensor([0, 2, 1, 2])
@@ -507,7 +504,7 @@ def test_pooled_heads_loss_and_gradients_match_hf(task, name, checkpointing, ski
         labels = torch.tensor([1, 0])
     ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
     ref.loss.backward()
-    out = ours(ids, mask, types, labels=labels)
+    out = ours(ids, mask, types, labels=labels, packing=Packing.from_mask(mask) if skip_padding else None)
     out.loss.backward()
     assert abs(out.loss.item() - ref.loss.item()) <= TOL
     assert max_diff(out.logits, ref.logits.detach()) <= TOL
@@ -541,7 +538,6 @@ def test_inference_path_matches_hf(name, skip_padding, length, tmp_path):
     torch.manual_seed(30)
     hf = transformers.AlbertModel(hf_config(**CONFIGS[name], max_position_embeddings=200)).eval()
     ours = hf_roundtrip(hf, tmp_path, AlbertModel).eval()
-    ours.set_skip_padding(skip_padding)
     g = torch.Generator().manual_seed(31)
     ids = torch.randint(5, 101, (4, length), generator=g)
     mask = torch.ones(4, length, dtype=torch.long)
@@ -549,7 +545,7 @@ def test_inference_path_matches_hf(name, skip_padding, length, tmp_path):
         mask[row, keep:] = 0
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask)
-        out = ours(ids, mask)
+        out = ours(ids, mask, packing=Packing.from_mask(mask) if skip_padding else None)
     positions = mask.bool() if skip_padding else torch.ones_like(mask, dtype=torch.bool)
     assert max_diff(out.last_hidden_state[positions], ref.last_hidden_state[positions]) <= TOL
     assert max_diff(out.pooler_output, ref.pooler_output) <= TOL

@@ -9,6 +9,7 @@ from torch import nn
 
 from litebert.config import AlbertConfig
 from litebert.heads import AlbertForPreTraining, AlbertForSequenceClassification
+from litebert.padding import Packing
 
 CONFIG = AlbertConfig.from_preset("tiny", num_hidden_groups=2, inner_group_num=2, num_labels=3)
 
@@ -27,14 +28,14 @@ def test_forward_hooks_fire_on_every_linear(skip_padding):
     """Every nn.Linear runs as a module: a hook on each fires once per use (shared blocks once per depth step)."""
     torch.manual_seed(0)
     model = AlbertForPreTraining(CONFIG).eval()
-    model.albert.set_skip_padding(skip_padding)
     calls = {}
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear):
             module.register_forward_hook(lambda m, i, o, name=name: calls.__setitem__(name, calls.get(name, 0) + 1))
     ids, mask = inputs()
     with torch.no_grad():
-        model(ids, mask, mlm_positions=torch.tensor([[1, 2], [3, 4], [1, 2]]))
+        model(ids, mask, mlm_positions=torch.tensor([[1, 2], [3, 4], [1, 2]]),
+              packing=Packing.from_mask(mask) if skip_padding else None)
     linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     assert sorted(calls) == sorted(linears)
     attention_ids, ffn_ids = CONFIG.schedule()

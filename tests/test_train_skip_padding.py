@@ -2,7 +2,7 @@
 same weights), the encoder must really see packed rows, and SQuAD's head (whose softmax covers the padding) must not
 skip."""
 
-import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -12,7 +12,7 @@ from litebert.data.pretraining import PretrainingDataset
 from litebert.finetune.trainer import TrainArgs
 from litebert.finetune.trainer import train as finetune
 from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
-                            AlbertForSequenceClassification, AlbertForTokenClassification, training_skips_padding)
+                            AlbertForSequenceClassification, AlbertForTokenClassification)
 from litebert.train import loop
 from litebert.train.config import TrainConfig
 from litebert.train.metrics import flops_per_sequence, read_metrics
@@ -33,7 +33,7 @@ def stores(tmp_path_factory):
     torch.set_num_threads(threads)
 
 
-def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_path, monkeypatch):
+def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_path):
     # short_seq_prob 0.5: about half the sequences are short, so most micro-batches carry padding
     data = PretrainingDataset(stores["store"], max_seq_length=64, max_predictions_per_seq=10, seed=7,
                               short_seq_prob=0.5)
@@ -44,14 +44,13 @@ def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_pa
                       max_predictions=10, eval_every=0, save_every=4, seed=3)
     runs, ranks = {}, {}
     for name in ("skipping", "padded"):
-        if name == "padded":  # the reference: the same loop with the padding computed, as HF does
-            monkeypatch.setattr(loop, "training_skips_padding", lambda m: contextlib.nullcontext(False))
         torch.manual_seed(0)
         model = AlbertForPreTraining(tiny_model_config())
         ranks[name] = watch_encoder_input(model)
-        loop.train(model, data, None, cfg, tmp_path / name, progress=False)
+        # the reference: the same loop with the padding computed, as HF does
+        loop.train(model, data, None, dataclasses.replace(cfg, skip_padding=name == "skipping"), tmp_path / name,
+                   progress=False)
         runs[name] = model
-        assert model.albert.skip_padding is False  # restored on exit
     # packed exactly when there is padding to skip (a full batch has no attention mask to pack by)
     assert ranks["skipping"] == [2 if p else 3 for p in padded_batches] and set(ranks["padded"]) == {3}
     losses = {k: [r["loss"] for r in read_metrics(tmp_path / k)] for k in runs}
@@ -99,7 +98,6 @@ def test_finetuning_skips_padding_and_equals_the_padded_run():
     skipping, seen = finetuned(AlbertForSequenceClassification, feats, skip=True)
     padded, seen_padded = finetuned(AlbertForSequenceClassification, feats, skip=False)
     assert set(seen) == {2} and set(seen_padded) == {3}
-    assert skipping.albert.skip_padding is False
     reference = dict(padded.named_parameters())
     for key, p in skipping.named_parameters():
         assert (p - reference[key]).abs().max().item() <= 1e-5, key
@@ -116,10 +114,8 @@ def test_squad_head_computes_the_padding():
     (AlbertForPreTraining, True), (AlbertForSequenceClassification, True), (AlbertForTokenClassification, True),
     (AlbertForMultipleChoice, True), (AlbertForQuestionAnswering, False)])
 def test_which_heads_skip(cls, skips):
+    """Whether a head's loss can read padded positions is a fact of its class; the model itself has no switch: it
+    packs exactly when it is given a packing."""
     model = cls(tiny_model_config(num_labels=2))
-    model.albert.set_skip_padding(False)
-    with training_skips_padding(model) as on:
-        assert on is skips and model.albert.skip_padding is skips
-    assert model.albert.skip_padding is False
-    with training_skips_padding(model, enabled=False) as on:
-        assert on is False and model.albert.skip_padding is False
+    assert model.LOSS_READS_PADDING is not skips
+    assert not any(hasattr(model.albert, name) for name in ("skip_padding", "validate_inputs"))

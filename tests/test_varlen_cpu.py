@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import litebert.model
 from litebert.config import AlbertConfig
 from litebert.heads import AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification
 from litebert.padding import Packing, prepare_batch
@@ -33,7 +32,6 @@ def cpu_varlen(monkeypatch):
     import torch.nn.attention.varlen as varlen
 
     monkeypatch.setattr(varlen, "varlen_attn", reference_varlen_attn)
-    monkeypatch.setattr(litebert.model, "varlen_applies", lambda x, config, training: True)
 
 
 def ragged(seed: int, b: int = 4, length: int = 20, holes: bool = False):
@@ -47,8 +45,7 @@ def ragged(seed: int, b: int = 4, length: int = 20, holes: bool = False):
 
 
 def run(model, batch: dict, skip: bool):
-    model.albert.set_skip_padding(skip)
-    out = model(**prepare_batch(dict(batch), torch.device("cpu"), skip_padding=skip))
+    out = model(**prepare_batch(dict(batch), torch.device("cpu"), pack=skip, varlen=skip))
     out.loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
@@ -90,9 +87,9 @@ def test_varlen_encoder_outputs_on_real_tokens(cpu_varlen):
     ids, mask, types = ragged(2, holes=True)
     outs = []
     for skip in (False, True):
-        model.albert.set_skip_padding(skip)
         with torch.no_grad():
-            outs.append(model.albert(ids, mask, types, output_hidden_states=True))
+            outs.append(model.albert(ids, mask, types, output_hidden_states=True,
+                                     packing=Packing.from_mask(mask, varlen=True) if skip else None))
     real = mask.bool()
     assert (outs[0].last_hidden_state[real] - outs[1].last_hidden_state[real]).abs().max().item() <= 1e-5
     assert outs[1].last_hidden_state[~real].abs().max().item() == 0

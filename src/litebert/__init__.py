@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "AlbertConfig": "litebert.config",
     "PRESETS": "litebert.config",
-    "AlbertModel": "litebert.heads",
+    "AlbertModel": "litebert.model",
     "AlbertForPreTraining": "litebert.heads",
     "AlbertForMaskedLM": "litebert.heads",
     "AlbertForSequenceClassification": "litebert.heads",

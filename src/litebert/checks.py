@@ -71,33 +71,62 @@ def check_fields(obj: Any, ranges: dict[str, Range] | None = None,
             raise ConfigError(f"{where}: {ranges[f.name]}")
 
 
+def _is_bool(value: Any) -> bool:
+    """A ``bool`` field takes only True/False."""
+    return isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    """An ``int`` field takes integers, never True/False."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_float(value: Any) -> bool:
+    """A ``float`` field takes integers and finite floats, never True/False."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _matches_dict(value: Any, args: tuple) -> bool:
+    """Whether ``value`` is a dict whose keys match ``args[0]`` and values ``args[1]``."""
+    return isinstance(value, dict) and all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+
+
+def _matches_list(value: Any, args: tuple) -> bool:
+    """Whether ``value`` is a list whose items match ``args[0]``."""
+    return isinstance(value, list) and all(matches(v, args[0]) for v in value)
+
+
+def _matches_tuple(value: Any, args: tuple) -> bool:
+    """Whether ``value`` is a tuple matching ``args``: ``(T, ...)`` of any length, else item by item."""
+    if not isinstance(value, tuple):
+        return False
+    if len(args) == 2 and args[1] is Ellipsis:
+        return all(matches(v, args[0]) for v in value)
+    return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
+
+
+# Pairs compared by identity (``is``), not a dict: a dict lookup would need every hint to be hashable.
+_SCALAR_CHECKS = ((bool, _is_bool), (int, _is_int), (float, _is_float))
+_CONTAINER_CHECKS = ((dict, _matches_dict), (list, _matches_list), (tuple, _matches_tuple))
+
+
 def matches(value: Any, hint: Any) -> bool:
     """Whether ``value`` is of the annotated type ``hint`` under the rules of the module docstring."""
     if hint is Any:
         return True
     if hint is type(None) or hint is None:
         return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        if isinstance(value, bool):
-            return False
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    for scalar, check in _SCALAR_CHECKS:
+        if hint is scalar:
+            return check(value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Union or origin is types.UnionType:
         return any(matches(value, a) for a in args)
-    if origin is dict:
-        return isinstance(value, dict) and all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
-    if origin is list:
-        return isinstance(value, list) and all(matches(v, args[0]) for v in value)
-    if origin is tuple:
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(matches(v, args[0]) for v in value)
-        return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
+    for container, check_items in _CONTAINER_CHECKS:
+        if origin is container:
+            return check_items(value, args)
     if origin is typing.ClassVar:
         return True
     return isinstance(value, origin or hint)

@@ -2,11 +2,79 @@
 
 The CLI prints any ``LitebertError`` as a single message without a traceback. Each also derives from the builtin
 exception a Python user would expect to catch (``ValueError``, ``FileNotFoundError``...).
+
+An error about an argument names it the way its reader wrote it. The library does not know whether that was a Python
+call or a command line, so a message names its arguments as fields, ``{name}``, given as keyword arguments::
+
+    ConfigError("{seq_len} exceeds the model's {limit} positions; lower it", seq_len=600, limit=512)
+
+``str(error)`` (what a Python caller sees) renders ``{seq_len}`` as ``seq_len = 600``; the command line renders it as
+its flag, ``--seq-len 600`` (`LitebertError.render` with the command's map of argument names to flags). ``{name:flag}``
+gives the name alone (``seq_len`` / ``--seq-len``), ``{name:value}`` the value alone. A value wrapped in `Field`
+belongs to a config class and renders as ``TrainConfig.lr = 0.001`` in Python. Arguments the message does not
+render as fields (``limit`` above) are plain values. A message without keyword arguments is used as it is.
 """
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """A config field's value in an error: ``Field("TrainConfig", 0.001)`` renders as ``TrainConfig.lr = 0.001``."""
+
+    owner: str
+    value: Any
+
+
+class _Named:
+    """One named argument while a message renders: ``format`` asks it for itself with a spec ('', flag, value)."""
+
+    def __init__(self, name: str, value: Any, flags: Mapping[str, str] | None):
+        self.name, self.value, self.flags = name, value, flags
+
+    def __format__(self, spec: str) -> str:
+        owner, value = (self.value.owner, self.value.value) if isinstance(self.value, Field) else (None, self.value)
+        flag = self.flags.get(self.name) if self.flags else None
+        if spec == "value":
+            return _plain(value)
+        if flag is not None:  # as the command line wrote it
+            if spec == "flag" or value is True or value is None:
+                return flag
+            return f"{flag} {_plain(value)}"
+        name = f"{owner}.{self.name}" if owner else self.name
+        return name if spec == "flag" else f"{name} = {_python(value)}"
+
+
+def _plain(value: Any) -> str:
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+
+
+def _python(value: Any) -> str:
+    return repr(os.fspath(value)) if isinstance(value, os.PathLike) else repr(value)
 
 
 class LitebertError(Exception):
-    """Base class of every error litebert raises on purpose."""
+    """Base class of every error litebert raises on purpose (see the module docstring for named arguments)."""
+
+    def __init__(self, message: str = "", /, **named: Any):
+        self.template, self.named = message, named
+        super().__init__(self.render())
+
+    def render(self, flags: Mapping[str, str] | None = None) -> str:
+        """The message, naming its arguments as ``flags`` ({argument name: command-line flag}) calls them where it
+        has them, and as Python arguments elsewhere."""
+        if not self.named:
+            return self.template
+        return self.template.format_map({k: _Named(k, v, flags) for k, v in self.named.items()})
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 class ConfigError(LitebertError, ValueError):

@@ -8,8 +8,6 @@ training loops live elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -19,114 +17,9 @@ from torch import nn
 
 from litebert import model as _model
 from litebert.config import AlbertConfig
-from litebert.model import ACT, EncoderOutput, init_weights, maybe_dropout
+from litebert.model import ACT, AlbertModel, EncoderOutput, init_weights, maybe_dropout
 from litebert.padding import Packing
-
-
-class PretrainedMixin:
-    """save_pretrained / from_pretrained in the HF folder layout (config.json + model.safetensors)."""
-
-    config: AlbertConfig
-    HF_ARCHITECTURE = ""  # the HF class name written to config.json "architectures"
-    # Whether the loss can read the encoder's outputs at padded positions. When it cannot (the default: MLM and
-    # token losses ignore them through -100 labels, pooled heads read [CLS] only), the training loops run the dense
-    # layers on the real tokens only (`training_skips_padding`): the same loss and gradients, less work.
-    LOSS_READS_PADDING = False
-
-    def save_pretrained(self, path) -> None:
-        from litebert.io.checkpoint import save_pretrained
-
-        save_pretrained(self, path)
-
-    @classmethod
-    def from_pretrained(cls, path, *, strict: bool = False, **config_overrides):
-        """Load from a litebert or HF folder. The encoder loads into any head; head weights the folder lacks are
-        newly initialised and reported (``strict=True`` makes any missing or unexpected key an error).
-        ``config_overrides`` replace config fields first (e.g. ``num_labels=3``, ``hidden_dropout_prob=0.1``)."""
-        from litebert.io.checkpoint import from_pretrained
-
-        return from_pretrained(cls, path, strict=strict, **config_overrides)
-
-    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
-        encoder = self if isinstance(self, _model.AlbertModel) else self.albert
-        encoder.encoder.gradient_checkpointing = enabled
-
-    def num_parameters(self) -> int:
-        """Unique parameters (the tied MLM decoder and shared blocks counted once)."""
-        return sum(p.numel() for p in self.parameters())
-
-
-class AlbertModel(PretrainedMixin, _model.AlbertModel):
-    """The bare encoder (`litebert.model.AlbertModel`) with save/load. HF class: AlbertModel."""
-
-    HF_ARCHITECTURE = "AlbertModel"
-    LOSS_READS_PADDING = True  # no loss of its own: a caller's loss may read any position
-
-
-@contextmanager
-def training_skips_padding(model: nn.Module, enabled: bool = True) -> Iterator[bool]:
-    """While inside, ``model`` (a head, possibly wrapped in DDP) skips padding when its loss cannot read padded
-    positions (``LOSS_READS_PADDING`` False) and ``enabled``; the previous setting is restored on exit. Yields whether
-    it skips.
-
-    Skipping changes only the outputs at padded positions (zeros instead of values nothing uses), so the loss and
-    gradients are those of the padded computation; real pretraining batches are ~5-10% padding (short documents,
-    ``short_seq_prob``), fine-tuning batches often far more. HF computes the padding. Under ``torch.compile`` the
-    model computes it too (the packed shapes would recompile at every batch)."""
-    inner = getattr(model, "module", model)  # DistributedDataParallel keeps the model as .module
-    encoder = getattr(inner, "albert", None)
-    if not enabled or not isinstance(encoder, _model.AlbertModel) or getattr(inner, "LOSS_READS_PADDING", True):
-        yield False
-        return
-    before = encoder.skip_padding
-    encoder.set_skip_padding(True)
-    try:
-        yield True
-    finally:
-        encoder.set_skip_padding(before)
-
-
-def encoder_of(model: nn.Module) -> Optional[_model.AlbertModel]:
-    """The `AlbertModel` inside a head (possibly wrapped in DDP), or None."""
-    inner = getattr(model, "module", model)  # DistributedDataParallel keeps the model as .module
-    if isinstance(inner, _model.AlbertModel):
-        return inner
-    for module in inner.modules():
-        if isinstance(module, _model.AlbertModel):
-            return module
-    return None
-
-
-@contextmanager
-def inference_skips_padding(model: nn.Module) -> Iterator[None]:
-    """While inside, ``model``'s encoder skips padding whatever its head: for inference whose reader drops the
-    outputs at padded positions (`litebert.finetune.trainer.predict_outputs` trims every output to its input)."""
-    encoder = encoder_of(model)
-    if encoder is None:
-        yield
-        return
-    before = encoder.skip_padding
-    encoder.set_skip_padding(True)
-    try:
-        yield
-    finally:
-        encoder.set_skip_padding(before)
-
-
-@contextmanager
-def trusted_inputs(model: nn.Module, device: torch.device) -> Iterator[None]:
-    """While inside, ``model``'s encoder skips its input value checks on a GPU (they read every batch back to the
-    host); for loops whose inputs come from litebert's tokenizer or a verified store."""
-    encoder = encoder_of(model)
-    if encoder is None or device.type == "cpu":
-        yield
-        return
-    before = encoder.validate_inputs
-    encoder.set_validate_inputs(False)
-    try:
-        yield
-    finally:
-        encoder.set_validate_inputs(before)
+from litebert.pretrained import PretrainedMixin
 
 
 # ---------------------------------------------------------------------------------------------------- outputs
@@ -394,95 +287,7 @@ HEADS = {cls.HF_ARCHITECTURE: cls for cls in HEAD_NAMES.values()}
 
 
 def head_name(cls: type) -> str:
-    """The vocabulary's name of a head class (SQuAD v2's model is a question-answering head plus its classifier)."""
+    """The vocabulary's name of a head class (a model built on a head, such as SQuAD v2's, names it as
+    ``BASE_HEAD``)."""
     cls = getattr(cls, "BASE_HEAD", cls)
     return next(name for name, c in HEAD_NAMES.items() if c is cls)
-
-
-# ------------------------------------------------------------------------------------ SQuAD v2.0 answerability
-# The official ALBERT v2.0 head (an XLNet-style answer classifier fed start-weighted features and beam-searched spans)
-# is replaced by a simpler one, documented in docs/finetune.md: a two-layer classifier on the [CLS] vector, trained
-# with binary cross-entropy on "this window holds no answer", beside the usual start/end head. Turning its logits into
-# a question's "no answer" (minimum over windows, threshold from dev) is decoding: `litebert.finetune.squad`.
-ANSWERABILITY_FILE = "answerability.safetensors"
-
-
-@dataclass
-class SquadV2Output:
-    loss: Optional[torch.Tensor] = None  # span loss + answerability BCE
-    start_logits: Optional[torch.Tensor] = None  # [B, L]
-    end_logits: Optional[torch.Tensor] = None  # [B, L]
-    na_logits: Optional[torch.Tensor] = None  # [B]: "this window holds no answer"
-
-
-class AnswerabilityHead(nn.Module):
-    """[B, H] ([CLS] vector) -> [B] no-answer logit: dense + tanh + dropout + linear."""
-
-    def __init__(self, hidden_size: int, dropout: float = 0.1, initializer_range: float = 0.02):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden_size, 1)
-        for m in (self.dense, self.out):
-            nn.init.normal_(m.weight, std=initializer_range)
-            nn.init.zeros_(m.bias)
-
-    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(torch.tanh(self.dense(cls_hidden)))).squeeze(-1)
-
-
-class SquadV2Model(nn.Module):
-    """An `AlbertForQuestionAnswering` (HF-compatible weights) plus the answerability head.
-
-    Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
-    """
-
-    BASE_HEAD = AlbertForQuestionAnswering  # its name in `HEAD_NAMES`
-
-    def __init__(self, qa: AlbertForQuestionAnswering):
-        super().__init__()
-        self.qa = qa
-        self.config = qa.config
-        self.answerability = AnswerabilityHead(qa.config.hidden_size, qa.config.classifier_dropout_prob or 0.0,
-                                               qa.config.initializer_range)
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
-                end_positions=None, is_impossible=None, packing: Optional[Packing] = None) -> SquadV2Output:
-        h = self.qa.albert(input_ids, attention_mask, token_type_ids, packing=packing).last_hidden_state  # [B, L, H]
-        start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
-        na = self.answerability(h[:, 0])  # [B]
-        loss = None
-        if start_positions is not None:
-            span = (F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)) / 2
-            loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
-        return SquadV2Output(loss, start, end, na)
-
-    def save_pretrained(self, path) -> None:
-        from pathlib import Path
-
-        from safetensors.torch import save_file
-
-        from litebert.files import atomic_write
-
-        self.qa.save_pretrained(path)
-        state = {k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}
-        atomic_write(Path(path) / ANSWERABILITY_FILE, lambda tmp: save_file(state, str(tmp)))
-
-    @classmethod
-    def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
-        """The QA model in ``path`` (a fine-tuned folder, or a pretrained encoder: the heads then start fresh)."""
-        from pathlib import Path
-
-        from safetensors.torch import load_file
-
-        from litebert.errors import CheckpointError
-
-        model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
-        file = Path(path) / ANSWERABILITY_FILE
-        if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
-            try:
-                model.answerability.load_state_dict(load_file(str(file)))
-            except Exception as e:  # safetensors' header errors, or torch's missing/unexpected key/shape report
-                raise CheckpointError(f"{file}: not the answerability head of this model ({e}); it may be truncated "
-                                      "or from another model -- fine-tune again") from None
-        return model

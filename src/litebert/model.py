@@ -9,8 +9,8 @@ architectural ideas are both visible here:
   *schedule* (`AlbertConfig.schedule`) saying which of them runs at each step of depth.
 
 Three savings change no output that is read: the last depth step runs only at the rows a head reads (masked
-positions, [CLS]); padding can be skipped (`litebert.padding`); the MLM head runs only at masked positions
-(`litebert.heads`). Parameter names follow HF `modeling_albert.py` inside each block, so the checkpoint key map
+positions, [CLS]); the caller can skip padding by passing a `Packing` of the mask (`litebert.padding`); the MLM head
+runs only at masked positions (`litebert.heads`). Parameter names follow HF `modeling_albert.py` inside each block, so the checkpoint key map
 (`litebert.io.keymap`) is a short list of renames. Every layer is an ordinary module called as one, so forward hooks,
 `torch.ao.quantization.quantize_dynamic` and `torch.compile` see the model as it is.
 """
@@ -26,7 +26,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
-from litebert.padding import Packing, varlen_applies
+from litebert.padding import Packing
+from litebert.pretrained import PretrainedMixin
 
 ACT = {  # hidden_act -> activation; "gelu_new" is the official BERT/ALBERT gelu (its tanh approximation)
     "gelu_new": lambda: nn.GELU(approximate="tanh"),
@@ -172,8 +173,11 @@ class EncoderOutput:
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None  # embeddings (after projection), then each layer
 
 
-class AlbertModel(nn.Module):
-    """The bare encoder with (optionally) the pooler. HF's ``albert.`` prefix is this module."""
+class AlbertModel(PretrainedMixin, nn.Module):
+    """The bare encoder with (optionally) the pooler. HF's ``albert.`` prefix is this module; HF class AlbertModel."""
+
+    HF_ARCHITECTURE = "AlbertModel"
+    LOSS_READS_PADDING = True  # no loss of its own: a caller's loss may read any position
 
     def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
         super().__init__()
@@ -182,21 +186,7 @@ class AlbertModel(nn.Module):
         self.encoder = Encoder(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
         self.pooler_activation = nn.Tanh()
-        # Off by default: skipping padding leaves zeros at padded positions where HF has (unused) values.
-        self.skip_padding = False
-        # Value checks read the inputs back from the device: a host synchronisation per call on a GPU. Loops whose
-        # inputs come from the tokenizer or a verified store turn them off there (`set_validate_inputs`).
-        self.validate_inputs = True
         self.apply(lambda m: init_weights(m, config.initializer_range))
-
-    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
-        self.encoder.gradient_checkpointing = enabled
-
-    def set_skip_padding(self, enabled: bool = True) -> None:
-        self.skip_padding = enabled
-
-    def set_validate_inputs(self, enabled: bool = True) -> None:
-        self.validate_inputs = enabled
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
@@ -204,20 +194,15 @@ class AlbertModel(nn.Module):
                 packing: Optional[Packing] = None) -> EncoderOutput:
         """``output_positions`` [B, P]: only the hidden states at these positions are wanted (e.g. the masked tokens
         in pretraining); ``last_hidden_state`` is then [B, P, H] and the last depth step runs only there (and at
-        [CLS] for the pooler): the same values, about one step's work less. ``packing``: the real tokens of
-        ``attention_mask``, made by the caller (`Packing.from_mask` of the mask on the CPU, so that a GPU needs no
-        host synchronisation); used when padding is skipped, else made here from the mask."""
-        validate = self.validate_inputs and not _tracing()  # value checks read the inputs back from the device
-        check_inputs(self.config, input_ids, token_type_ids, values=validate)
+        [CLS] for the pooler): the same values, about one step's work less.
+
+        ``packing`` (`litebert.padding.Packing.from_mask` of ``attention_mask``): skip the padding. The dense layers
+        run on the real tokens only and the outputs at padded positions are zeros instead of values nothing should
+        read; with the packing's varlen offsets, attention runs flash attention's variable-length kernel (CUDA). The
+        caller decides, once: without a packing the padded layout is computed, as HF does."""
+        check_inputs(self.config, input_ids, token_type_ids)
         b, l = input_ids.shape
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # [B, L, E]
-        # Skipping padding: the caller's packing, or one made here; none under compile (packed shapes recompile).
-        if not self.skip_padding or _tracing():
-            packing = None
-        elif packing is None and attention_mask is not None and not bool(attention_mask.all()):
-            packing = Packing.from_mask(attention_mask, varlen=True)
-        if packing is not None and packing.varlen and not varlen_applies(x, self.config, self.training):
-            packing = packing.padded()  # the varlen kernel does not apply here: attention on the padded layout
         # The mask reaches attention as an additive bias, or as the packing's sequence offsets (varlen).
         if packing is None:
             bias = attention_bias(attention_mask, x.dtype)
@@ -226,7 +211,7 @@ class AlbertModel(nn.Module):
             x = packing.pack(x)  # [N, E]
         rows = None
         if output_positions is not None and not output_hidden_states:
-            rows = output_rows(output_positions, packing, b, l, with_cls=self.pooler is not None, validate=validate)
+            rows = output_rows(output_positions, packing, b, l, with_cls=self.pooler is not None)
         x, hidden_states = self.encoder(x, bias, packing, rows, output_hidden_states)
         if rows is not None:
             cls, x = (x[:, 0], x[:, 1:]) if self.pooler is not None else (None, x)  # row 0 was [CLS]
@@ -241,10 +226,11 @@ class AlbertModel(nn.Module):
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None)
 
 
-def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: int, with_cls: bool,
-                validate: bool = True) -> torch.Tensor:
-    """[B, P] positions -> [B, P(+1)] indices into the encoder's flattened tokens ([CLS] first when ``with_cls``)."""
+def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: int, with_cls: bool) -> torch.Tensor:
+    """[B, P] positions -> [B, P(+1)] indices into the encoder's flattened tokens ([CLS] first when ``with_cls``).
+    The positions' values are checked where that costs nothing: on the host (see `check_inputs`)."""
     positions = positions.long()
+    validate = _host(positions)
     if validate and positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= l):
         raise ValueError(f"output positions must lie in [0, {l}), got min {int(positions.min())}, "
                          f"max {int(positions.max())}")
@@ -267,10 +253,11 @@ def attention_bias(attention_mask: Optional[torch.Tensor], dtype: torch.dtype) -
     return (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
-def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
-                 values: bool = True) -> None:
-    """Clear errors for the input mistakes that otherwise surface as an index error deep inside torch. ``values``:
-    also the id ranges (which read the inputs back from their device)."""
+def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> None:
+    """Clear errors for the input mistakes that otherwise surface as an index error deep inside torch. The shape
+    always; the id ranges only for inputs on the host, where reading them is free: on a GPU it would stall every
+    call until the batch is there, so the ids of a device batch are checked where they are made (the tokenizer, the
+    token store's verification, the fine-tuning features)."""
     if _tracing():  # export / compile: value checks would be baked in as constants
         return
     if input_ids.dim() != 2:
@@ -279,7 +266,7 @@ def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: 
         raise ValueError(f"input has {input_ids.shape[1]} tokens but the model takes at most "
                          f"max_position_embeddings = {config.max_position_embeddings}; truncate the text "
                          "(tokenizer max_length) or use a sliding window")
-    if not values:
+    if not _host(input_ids):
         return
     if input_ids.numel() and (int(input_ids.max()) >= config.vocab_size or int(input_ids.min()) < 0):
         raise ValueError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): "
@@ -287,6 +274,11 @@ def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: 
     if token_type_ids is not None and token_type_ids.numel() and int(token_type_ids.max()) >= config.type_vocab_size:
         raise ValueError(f"token_type_ids contain {int(token_type_ids.max())} but type_vocab_size = "
                          f"{config.type_vocab_size}")
+
+
+def _host(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read without waiting for a device (and are not being traced)."""
+    return t.device.type == "cpu" and not _tracing()
 
 
 def _tracing() -> bool:

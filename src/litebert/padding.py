@@ -9,6 +9,10 @@ attention treats tokens one by one, so it can run on the packed [N, D] rows. Att
   kernel (`torch.nn.attention.varlen`), each sequence's tokens a contiguous run given by ``cu_seqlens``: no padded
   layout at all, in attention either.
 
+Which one runs is the run's ``attention`` setting (``auto``/``sdpa``/``varlen``), resolved once where the run starts
+(`resolve_attention`); whether to skip padding at all is the caller's choice too (`prepare_batch`'s ``pack``): the
+model does what the packing it is given says.
+
 Real positions get the values of the padded computation (within the rounding of the kernel); padded positions get
 zeros instead of values that nothing reads. The work saved is the padding's share of the batch.
 
@@ -41,15 +45,50 @@ def _flash_capable(device_index: int) -> bool:
     return varlen_available() and torch.cuda.get_device_capability(device_index) >= (8, 0)  # flash: Ampere or newer
 
 
-def varlen_applies(x: torch.Tensor, config, training: bool) -> bool:
-    """Whether attention on ``x``'s device can run the variable-length flash kernel: a CUDA GPU of compute
-    capability >= 8.0, half precision (autocast or half weights), a head size flash takes (<= 256, a multiple of 8)
-    and no attention dropout while training (the kernel's entry point has none)."""
-    if not x.is_cuda or (training and config.attention_probs_dropout_prob > 0):
-        return False
+ATTENTION = ("auto", "sdpa", "varlen")
+
+
+def resolve_attention(choice: str, device: torch.device, dtype: Optional[torch.dtype], config,
+                      training: bool) -> str:
+    """The attention a run uses, decided once where it starts and carried from there (never re-decided per call):
+
+    - ``sdpa``: PyTorch's scaled_dot_product_attention on the padded layout, everywhere;
+    - ``varlen``: flash attention's variable-length kernel on the packed real tokens. It needs a CUDA GPU of compute
+      capability >= 8.0, half precision (``dtype``: the autocast dtype, else the weights'), a head size flash takes
+      (<= 256, a multiple of 8) and, when ``training``, no attention dropout (the kernel's entry point has none).
+
+    ``auto`` is varlen where it applies, else sdpa; ``varlen`` where it does not apply is a `ConfigError` saying why.
+    """
+    from litebert.errors import ConfigError
+
+    if choice not in ATTENTION:
+        raise ConfigError("{attention}: choose one of " + ", ".join(ATTENTION), attention=choice)
+    if choice == "sdpa":
+        return "sdpa"
+    why = _varlen_obstacle(device, dtype, config, training)
+    if why is None:
+        return "varlen"
+    if choice == "varlen":
+        raise ConfigError("{attention}: the variable-length flash kernel needs " + why + "; use sdpa (or auto)",
+                          attention=choice)
+    return "sdpa"
+
+
+def _varlen_obstacle(device: torch.device, dtype: Optional[torch.dtype], config, training: bool) -> Optional[str]:
+    """What keeps the varlen kernel from running here (None: nothing)."""
     d = config.hidden_size // config.num_attention_heads
-    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
-    return dtype in HALF and d <= 256 and d % 8 == 0 and _flash_capable(x.device.index or 0)
+    if device.type != "cuda" or not varlen_available():
+        return "a CUDA GPU and a torch with torch.nn.attention.varlen (torch >= 2.9)"
+    if not _flash_capable(device.index or 0):
+        return "a GPU of compute capability 8.0 or newer"
+    if dtype not in HALF:
+        return "half precision (bf16 or fp16)"
+    if d > 256 or d % 8:
+        return f"a head size <= 256 that is a multiple of 8 (this model's is {d})"
+    if training and config.attention_probs_dropout_prob > 0:
+        return "no attention dropout while training (attention_probs_dropout_prob is " \
+               f"{config.attention_probs_dropout_prob})"
+    return None
 
 
 def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -137,17 +176,17 @@ class Packing:
         return context.reshape(q.shape)
 
 
-def prepare_batch(batch: dict, device: torch.device, skip_padding: bool) -> dict:
+def prepare_batch(batch: dict, device: torch.device, pack: bool = False, varlen: bool = False) -> dict:
     """Move a collated batch (tensors on the CPU) to ``device`` without reading anything back from it.
 
-    When the model skips padding (``skip_padding``: `litebert.heads.training_skips_padding` said so), the batch gets
-    its `Packing` (key ``packing``), made here from the CPU mask, with the offsets for the varlen kernel.
+    ``pack``: skip the padding: the batch gets its `Packing` (key ``packing``), made here from the CPU mask; with
+    ``varlen`` (the run's attention, `resolve_attention`) it carries the offsets of the variable-length kernel.
     A mask with nothing masked is dropped: the model would otherwise have to read it back to find that out."""
     mask = batch.get("attention_mask")
     out = {k: _to(v, device) for k, v in batch.items() if k != "attention_mask"}
     if mask is None or bool(mask.all()):
         return out
-    if skip_padding:
-        out["packing"] = Packing.from_mask(mask, device, varlen=True)  # the model decides whether varlen applies
+    if pack:
+        out["packing"] = Packing.from_mask(mask, device, varlen=varlen)
     out["attention_mask"] = _to(mask, device)
     return out

@@ -1,17 +1,16 @@
 """`litebert params`: exact parameter counts of every preset, beside the paper's figures.
 
-Counts are taken from the real modules built on the ``meta`` device (no memory, no init), so they cannot drift from
-the model. "encoder" = embeddings + projection + unique blocks + pooler (the paper's convention); "+ heads" adds the
-MLM head (its decoder is tied to the word embeddings: only the H->E transform, LayerNorm and the V-sized bias are
-new) and the SOP classifier.
+Counts follow from the config alone (no module is built, so a shape too large for memory can be counted before
+anything is allocated); tests/test_config.py checks them against the parameters of the real modules for every
+sharing schedule. "encoder" = embeddings + projection + unique blocks + pooler (the paper's convention); "+ heads"
+adds the MLM head (its decoder is tied to the word embeddings: only the H->E transform, LayerNorm and the V-sized bias
+are new) and the SOP classifier.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-
-import torch
 
 from litebert.config import PRESETS, AlbertConfig
 
@@ -24,12 +23,19 @@ PAPER_GRID = {
 
 
 def count_parameters(config: AlbertConfig, heads: bool = False) -> int:
-    from litebert.heads import AlbertForPreTraining
-    from litebert.model import AlbertModel
-
-    with torch.device("meta"):
-        model = AlbertForPreTraining(config) if heads else AlbertModel(config)
-    return sum(p.numel() for p in model.parameters())
+    """Parameters of `litebert.model.AlbertModel` (with its pooler) for ``config``; with ``heads``, of
+    ``AlbertForPreTraining`` (+ the MLM transform H->E, its LayerNorm and V-sized bias, and the SOP classifier)."""
+    v, e, h, i = config.vocab_size, config.embedding_size, config.hidden_size, config.intermediate_size
+    attention_ids, ffn_ids = config.schedule()
+    embeddings = (v + config.max_position_embeddings + config.type_vocab_size) * e + 2 * e  # + LayerNorm
+    projection = e * h + h if config.has_embedding_projection else 0
+    attention = 4 * (h * h + h) + 2 * h  # query, key, value, dense; LayerNorm
+    ffn = (h * i + i) + (i * h + h) + 2 * h  # in, out; LayerNorm
+    pooler = h * h + h
+    total = (embeddings + projection + (max(attention_ids) + 1) * attention + (max(ffn_ids) + 1) * ffn + pooler)
+    if heads:
+        total += (h * e + e) + 2 * e + v + (2 * h + 2)  # MLM transform, LayerNorm, decoder bias; SOP classifier
+    return total
 
 
 def preset_table() -> list[tuple[str, int, int, str]]:

@@ -27,7 +27,7 @@ from litebert.errors import DataError
 from litebert.finetune import metrics as M
 from litebert.finetune import readers as R
 from litebert.finetune.features import encode_multiple_choice, encode_text, encode_tokens
-from litebert.finetune.squad import decode, encode_squad
+from litebert.finetune.squad import SquadV2Model, decode, encode_squad
 
 
 def json_text(obj: dict, keys: tuple, where: str) -> str:
@@ -390,10 +390,10 @@ class ExtractiveQA(TaskKind):
 @dataclass(frozen=True)
 class ExtractiveQAWithNoAnswer(ExtractiveQA):
     """SQuAD v2.0: a question may have no answer. The model adds a no-answer logit per window
-    (`litebert.heads.SquadV2Model`); predictions add ``no_answer_prob``, and a question answers "" when it exceeds
+    (`litebert.finetune.squad.SquadV2Model`); predictions add ``no_answer_prob``, and a question answers "" when it exceeds
     the threshold that maximised dev F1 (official ``find_best_thresh``)."""
 
-    head: ClassVar[type] = heads.SquadV2Model
+    head: ClassVar[type] = SquadV2Model
 
     def featurize(self, tok, examples, labels, max_length, training=False):
         return self._windows(tok, examples, max_length, training)  # keeps is_impossible: the answerability target

@@ -153,21 +153,47 @@ def glue_task_name(task: str) -> str:
     return name
 
 
+def _glue_layout(name: str, spec: dict, path: Path, rows: list[list[str]]) -> tuple[list[str], list[list[str]], int]:
+    """``(header, body rows, line of the first body row)`` of a GLUE file; a missing text column is a DataError."""
+    if name == "cola" and rows[0][:2] != ["index", "sentence"]:
+        # CoLA train/dev: no header; columns: source, label, original annotation, sentence.
+        header, body, first = ["source", "label", "annotation", "sentence"], rows, 1
+    else:
+        header, body, first = rows[0], rows[1:], 2
+    for key in ("a", "b"):
+        if spec[key] is not None and spec[key] not in header:
+            raise DataError(f"{path}:1: missing column {spec[key]!r} for GLUE {name.upper()}; header is {header}")
+    return header, body, first
+
+
+def _check_glue_row(path: Path, line: int, row: list[str], spec: dict, col: dict[str, int], header: list[str],
+                    has_label: bool) -> None:
+    """Raise when ``row`` is too short to hold a column the task reads."""
+    need = [spec["a"]] + ([spec["b"]] if spec["b"] else []) + ([spec["label"]] if has_label else [])
+    for c in need:
+        if col[c] >= len(row):
+            raise DataError(f"{path}:{line}: missing column {c!r} (row has {len(row)} fields, header has "
+                            f"{len(header)})")
+
+
+def _glue_label(path: Path, line: int, raw: str, spec: dict) -> str | float:
+    """The label of a GLUE row: a float for regression (STS-B), else one of the task's labels."""
+    if spec["labels"] is None:
+        try:
+            return float(raw)
+        except ValueError:
+            raise DataError(f"{path}:{line}: {spec['label']!r} must be a number, got {raw!r}") from None
+    return _check_label(path, line, raw, spec["labels"])
+
+
 def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -> list[TextExample]:
     """Read one GLUE split file. Test files (no label column) give examples with ``label=None``."""
     name, path = glue_task_name(task), Path(path)
     spec = GLUE_TASKS[name]
     # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
     rows = _read_rows(path, encoding_errors, delimiter="\t", quotechar=None)
-    if name == "cola" and rows[0][:2] != ["index", "sentence"]:
-        # CoLA train/dev: no header; columns: source, label, original annotation, sentence.
-        header, body, first = ["source", "label", "annotation", "sentence"], rows, 1
-    else:
-        header, body, first = rows[0], rows[1:], 2
+    header, body, first = _glue_layout(name, spec, path, rows)
     col = {h: i for i, h in enumerate(header)}
-    for key in ("a", "b"):
-        if spec[key] is not None and spec[key] not in col:
-            raise DataError(f"{path}:1: missing column {spec[key]!r} for GLUE {name.upper()}; header is {header}")
     has_label = spec["label"] in col
     guid_col = col.get("index", col.get("id"))
     out: list[TextExample] = []
@@ -175,25 +201,11 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
         line = first + n
         if not any(row):
             continue
-        need = [spec["a"]] + ([spec["b"]] if spec["b"] else []) + ([spec["label"]] if has_label else [])
-        for c in need:
-            if col[c] >= len(row):
-                raise DataError(f"{path}:{line}: missing column {c!r} (row has {len(row)} fields, header has "
-                                f"{len(header)})")
-        label = None
-        if has_label:
-            raw = row[col[spec["label"]]].strip()
-            if spec["labels"] is None:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise DataError(f"{path}:{line}: {spec['label']!r} must be a number, got {raw!r}") from None
-            else:
-                label = _check_label(path, line, raw, spec["labels"])
-        guid = row[guid_col] if guid_col is not None and guid_col < len(row) else str(n)
-        out.append(TextExample(f"{name}-{guid}", row[col[spec["a"]]],
-                               row[col[spec["b"]]] if spec["b"] else None, label,
-                               row[guid_col] if guid_col is not None and guid_col < len(row) else None))
+        _check_glue_row(path, line, row, spec, col, header, has_label)
+        label = _glue_label(path, line, row[col[spec["label"]]].strip(), spec) if has_label else None
+        own_id = row[guid_col] if guid_col is not None and guid_col < len(row) else None
+        out.append(TextExample(f"{name}-{own_id if own_id is not None else n}", row[col[spec["a"]]],
+                               row[col[spec["b"]]] if spec["b"] else None, label, own_id))
     if not out:
         raise DataError(f"{path}: no examples (only a header?)")
     return out
@@ -210,6 +222,71 @@ def _jsonl(path: Path, *, encoding_errors: str = "strict"):
         raise DataError(f"{path}: the file is empty")
 
 
+def _delimited_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple[int, dict]]:
+    """``(line, {column: field})`` of each non-blank row of a CSV/TSV file with a header row."""
+    rows = _read_spans(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
+    header = rows[0][2]
+    records: list[tuple[int, dict]] = []
+    for n, end, row in rows[1:]:
+        if not any(row):
+            continue
+        if len(row) != len(header) and end > n:
+            raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}, in a row that a "
+                            f"quoted field stretches to line {end}: an unbalanced quote on line {n}?")
+        if len(row) > len(header):
+            raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}")
+        records.append((n, dict(zip(header, row))))
+    return records
+
+
+def _table_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple[int, dict]]:
+    """``(line, record)`` of each example of a JSONL, CSV or TSV file; an unknown format or no records is an error."""
+    if fmt == "jsonl":
+        records = list(_jsonl(path, encoding_errors=encoding_errors))
+    elif fmt in ("csv", "tsv"):
+        records = _delimited_records(path, fmt, encoding_errors)
+    else:
+        raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv or .jsonl (or pass fmt)")
+    if not records:
+        raise DataError(f"{path}: no examples (only a header?)")
+    return records
+
+
+def _column(path: Path, line: int, rec: dict, key: str):
+    """``rec[key]``; a missing column is a DataError that says how to map the columns."""
+    if key not in rec:
+        raise DataError(f"{path}:{line}: missing column {key!r} (has: {sorted(rec)}); "
+                        f"set the column mapping, e.g. --columns text_a=review,label=stars")
+    return rec[key]
+
+
+def _table_label(path: Path, line: int, raw, label: str, label_list: list[str] | None,
+                 regression: bool) -> str | float:
+    """A table label: a float for regression, else a class name (JSON values stringified) checked against the list."""
+    if regression:
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise DataError(f"{path}:{line}: column {label!r} must be a number, got {raw!r}") from None
+    raw = raw if isinstance(raw, str) else json.dumps(raw)
+    return _check_label(path, line, raw.strip(), label_list)
+
+
+def _table_example(path: Path, line: int, rec: dict, text_a: str, text_b: str | None, label: str | None,
+                   label_list: list[str] | None, regression: bool) -> TextExample:
+    """One record of a user's table as a `TextExample`; text columns must hold text."""
+    a = _column(path, line, rec, text_a)
+    if not isinstance(a, str):
+        raise DataError(f"{path}:{line}: column {text_a!r} must be text, got {a!r}")
+    b = _column(path, line, rec, text_b) if text_b else None
+    if b is not None and not isinstance(b, str):
+        raise DataError(f"{path}:{line}: column {text_b!r} must be text, got {b!r}")
+    y = None
+    if label is not None:
+        y = _table_label(path, line, _column(path, line, rec, label), label, label_list, regression)
+    return TextExample(str(rec.get("id", line)), a, b, y, rec.get("id"))
+
+
 def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None, label: str | None = "label",
                label_list: list[str] | None = None, regression: bool = False, fmt: str | None = None, *,
                encoding_errors: str = "strict") -> list[TextExample]:
@@ -220,53 +297,8 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
     """
     path = Path(path)
     fmt = fmt or {"json": "jsonl"}.get(_format_of(path), _format_of(path))
-    records: list[tuple[int, dict]] = []
-    if fmt == "jsonl":
-        records = list(_jsonl(path, encoding_errors=encoding_errors))
-    elif fmt in ("csv", "tsv"):
-        rows = _read_spans(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
-        header = rows[0][2]
-        for n, end, row in rows[1:]:
-            if not any(row):
-                continue
-            if len(row) != len(header) and end > n:
-                raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}, in a row that a "
-                                f"quoted field stretches to line {end}: an unbalanced quote on line {n}?")
-            if len(row) > len(header):
-                raise DataError(f"{path}:{n}: {len(row)} fields but the header has {len(header)}")
-            records.append((n, dict(zip(header, row))))
-    else:
-        raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv or .jsonl (or pass fmt)")
-    if not records:
-        raise DataError(f"{path}: no examples (only a header?)")
-    out = []
-    for line, rec in records:
-        def get(key, required=True):
-            if key not in rec:
-                if not required:
-                    return None
-                raise DataError(f"{path}:{line}: missing column {key!r} (has: {sorted(rec)}); "
-                                f"set the column mapping, e.g. --columns text_a=review,label=stars")
-            return rec[key]
-        a = get(text_a)
-        if not isinstance(a, str):
-            raise DataError(f"{path}:{line}: column {text_a!r} must be text, got {a!r}")
-        b = get(text_b) if text_b else None
-        if b is not None and not isinstance(b, str):
-            raise DataError(f"{path}:{line}: column {text_b!r} must be text, got {b!r}")
-        y = None
-        if label is not None:
-            raw = get(label)
-            if regression:
-                try:
-                    y = float(raw)
-                except (TypeError, ValueError):
-                    raise DataError(f"{path}:{line}: column {label!r} must be a number, got {raw!r}") from None
-            else:
-                raw = raw if isinstance(raw, str) else json.dumps(raw)
-                y = _check_label(path, line, raw.strip(), label_list)
-        out.append(TextExample(str(rec.get("id", line)), a, b, y, rec.get("id")))
-    return out
+    records = _table_records(path, fmt, encoding_errors)
+    return [_table_example(path, line, rec, text_a, text_b, label, label_list, regression) for line, rec in records]
 
 
 def _format_of(path: Path) -> str:
@@ -274,51 +306,67 @@ def _format_of(path: Path) -> str:
     return {"ndjson": "jsonl"}.get(ext, ext)
 
 
+def _squad_items(value, where: str, key: str) -> list[dict]:
+    """``value[key]``: a list of JSON objects (absent: empty)."""
+    got = value.get(key, [])
+    if not isinstance(got, list) or not all(isinstance(x, dict) for x in got):
+        raise DataError(f"{where}: {key!r} must be a list of JSON objects")
+    return got
+
+
+def _squad_is_impossible(qa: dict, where: str) -> bool:
+    """Check a question's ``id`` and ``question``; return its ``is_impossible`` flag (absent: False)."""
+    for key, kinds, kind in (("id", (str, int), "string or an integer"), ("question", str, "string")):
+        if not isinstance(qa.get(key), kinds) or isinstance(qa.get(key), bool):
+            raise DataError(f"{where}: {key!r} must be a {kind}")
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise DataError(f"{where} (id {qa['id']}): 'is_impossible' must be true or false")
+    return impossible
+
+
+def _squad_answers(qa: dict, where: str, context: str, bad: list) -> list[dict]:
+    """A question's answers that point at their text in ``context``; the id of each other answer goes to ``bad``."""
+    answers = []
+    for ans in _squad_items(qa, where, "answers"):
+        if not isinstance(ans.get("text"), str) or "answer_start" not in ans:
+            raise DataError(f"{where} (id {qa['id']}): an answer lacks 'text' (a string) or 'answer_start'")
+        s = ans["answer_start"]
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0 or context[s:s + len(ans["text"])] != ans["text"]:
+            bad.append(qa["id"])
+            continue
+        answers.append({"text": ans["text"], "answer_start": s})
+    return answers
+
+
+def _squad_context(para: dict, where: str) -> str:
+    """A paragraph's ``context``, which must be a string."""
+    context = para.get("context")
+    if not isinstance(context, str):
+        raise DataError(f"{where}: 'context' must be a string")
+    return context
+
+
 def read_squad(path: str | Path, *, encoding_errors: str = "strict") -> tuple[list[SquadExample], dict]:
     """Read SQuAD v1.1/v2.0 JSON. Returns (examples, report).
 
     An answer whose ``answer_start`` does not point at its text is skipped with a warning and counted in
-    ``report["bad_answers"]``; a question left with no valid answer (and not marked impossible) is dropped and counted in
-    ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
+    ``report["bad_answers"]``; a question left with no valid answer (and not marked impossible) is dropped and counted
+    in ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
     """
     path = Path(path)
     doc = _read_json(path, encoding_errors)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
     examples, bad, dropped, v2 = [], [], 0, False
-
-    def items(value, where: str, key: str) -> list[dict]:
-        """``value[key]``: a list of JSON objects (absent: empty)."""
-        got = value.get(key, [])
-        if not isinstance(got, list) or not all(isinstance(x, dict) for x in got):
-            raise DataError(f"{where}: {key!r} must be a list of JSON objects")
-        return got
-
-    for a, article in enumerate(items(doc, str(path), "data")):
-        for p, para in enumerate(items(article, f"{path}: data[{a}]", "paragraphs")):
+    for a, article in enumerate(_squad_items(doc, str(path), "data")):
+        for p, para in enumerate(_squad_items(article, f"{path}: data[{a}]", "paragraphs")):
             where = f"{path}: data[{a}].paragraphs[{p}]"
-            context = para.get("context")
-            if not isinstance(context, str):
-                raise DataError(f"{where}: 'context' must be a string")
-            for q, qa in enumerate(items(para, where, "qas")):
-                for key, kinds, kind in (("id", (str, int), "string or an integer"), ("question", str, "string")):
-                    if not isinstance(qa.get(key), kinds) or isinstance(qa.get(key), bool):
-                        raise DataError(f"{where}.qas[{q}]: {key!r} must be a {kind}")
-                impossible = qa.get("is_impossible", False)
-                if not isinstance(impossible, bool):
-                    raise DataError(f"{where}.qas[{q}] (id {qa['id']}): 'is_impossible' must be true or false")
+            context = _squad_context(para, where)
+            for q, qa in enumerate(_squad_items(para, where, "qas")):
+                impossible = _squad_is_impossible(qa, f"{where}.qas[{q}]")
                 v2 |= "is_impossible" in qa
-                answers = []
-                for ans in items(qa, f"{where}.qas[{q}]", "answers"):
-                    if not isinstance(ans.get("text"), str) or "answer_start" not in ans:
-                        raise DataError(f"{where}.qas[{q}] (id {qa['id']}): an answer lacks 'text' (a string) or "
-                                        "'answer_start'")
-                    s = ans["answer_start"]
-                    if not isinstance(s, int) or isinstance(s, bool) or s < 0 \
-                            or context[s:s + len(ans["text"])] != ans["text"]:
-                        bad.append(qa["id"])
-                        continue
-                    answers.append({"text": ans["text"], "answer_start": s})
+                answers = _squad_answers(qa, f"{where}.qas[{q}]", context, bad)
                 if not impossible and not answers:
                     dropped += 1
                     continue
@@ -346,36 +394,49 @@ def _letter_or_index(value, n: int, where: str) -> int:
     return idx
 
 
-def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
-    """RACE: one JSON object per file (``article``, ``questions``, ``options``, ``answers``, ``id``); ``path`` is a
-    file, a folder (searched recursively for ``*.txt``/``*.json``, optionally compressed, sorted), or a JSONL of such
-    objects."""
-    path = Path(path)
+def _race_objects(path: Path, encoding_errors: str) -> list[tuple[str, object]]:
+    """``(where, object)`` of each RACE passage in a folder, a JSONL file or a JSON file (an object or a list)."""
     if path.is_dir():
         files = [p for p in text_input.expand_inputs([path]) if text_input.format_suffix(p) in (".txt", ".json")]
         if not files:
             raise DataError(f"{path}: no RACE .txt/.json files in this folder")
-        objs = [(str(p), _read_json(p, encoding_errors)) for p in files]
-    elif _format_of(path) == "jsonl":
-        objs = [(f"{path}:{n}", o) for n, o in _jsonl(path, encoding_errors=encoding_errors)]
-    else:
-        doc = _read_json(path, encoding_errors)
-        objs = [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
+        return [(str(p), _read_json(p, encoding_errors)) for p in files]
+    if _format_of(path) == "jsonl":
+        return [(f"{path}:{n}", o) for n, o in _jsonl(path, encoding_errors=encoding_errors)]
+    doc = _read_json(path, encoding_errors)
+    return [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
+
+
+def _race_types_ok(o: dict, answers) -> bool:
+    """Whether a RACE object's fields have their types: text article, lists of questions, options and answers."""
+    return (isinstance(o["article"], str) and isinstance(o["questions"], list) and isinstance(answers, list)
+            and all(isinstance(q, str) for q in o["questions"]) and isinstance(o["options"], list)
+            and all(isinstance(x, list) and all(isinstance(c, str) for c in x) for x in o["options"]))
+
+
+def _race_answers(where: str, o) -> list:
+    """Check one RACE object's keys, types and lengths; return its answers (all None when it has none)."""
+    if not isinstance(o, dict):
+        raise DataError(f"{where}: expected a JSON object with 'article', 'questions' and 'options'")
+    for key in ("article", "questions", "options"):
+        if key not in o:
+            raise DataError(f"{where}: missing key {key!r}")
+    answers = o.get("answers") or [None] * len(o["questions"])
+    if not _race_types_ok(o, answers):
+        raise DataError(f"{where}: 'article' must be a string, 'questions' a list of strings, 'options' a list of "
+                        "lists of strings and 'answers' a list")
+    if not len(o["questions"]) == len(o["options"]) == len(answers):
+        raise DataError(f"{where}: 'questions', 'options' and 'answers' have different lengths")
+    return answers
+
+
+def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
+    """RACE: one JSON object per file (``article``, ``questions``, ``options``, ``answers``, ``id``); ``path`` is a
+    file, a folder (searched recursively for ``*.txt``/``*.json``, optionally compressed, sorted), or a JSONL of such
+    objects."""
     out = []
-    for where, o in objs:
-        if not isinstance(o, dict):
-            raise DataError(f"{where}: expected a JSON object with 'article', 'questions' and 'options'")
-        for key in ("article", "questions", "options"):
-            if key not in o:
-                raise DataError(f"{where}: missing key {key!r}")
-        answers = o.get("answers") or [None] * len(o["questions"])
-        if not (isinstance(o["article"], str) and isinstance(o["questions"], list) and isinstance(answers, list)
-                and all(isinstance(q, str) for q in o["questions"]) and isinstance(o["options"], list)
-                and all(isinstance(x, list) and all(isinstance(c, str) for c in x) for x in o["options"])):
-            raise DataError(f"{where}: 'article' must be a string, 'questions' a list of strings, 'options' a list of "
-                            "lists of strings and 'answers' a list")
-        if not len(o["questions"]) == len(o["options"]) == len(answers):
-            raise DataError(f"{where}: 'questions', 'options' and 'answers' have different lengths")
+    for where, o in _race_objects(Path(path), encoding_errors):
+        answers = _race_answers(where, o)
         for i, (q, opts, ans) in enumerate(zip(o["questions"], o["options"], answers)):
             label = None if ans is None else _letter_or_index(ans, len(opts), f"{where} question {i}")
             out.append(MultipleChoiceExample(f"{o.get('id', where)}-{i}", o["article"], q, list(opts), label,

@@ -6,7 +6,7 @@ several windows is scored only in the window where it has the most context on bo
 ``_check_is_max_context``). Every context piece carries its character span in the *original* context (the
 tokenizer's offsets), so a predicted span maps straight back to the user's text.
 
-v2.0 "no answer": the model (`litebert.heads.SquadV2Model`) adds a no-answer logit per window. A question's no-answer
+v2.0 "no answer": the model (`SquadV2Model`, at the end of this file) adds a no-answer logit per window. A question's no-answer
 score is the minimum over its windows (an answer needs only one window); it answers "" when the no-answer
 probability exceeds a threshold picked on the dev set (official ``find_best_thresh``).
 """
@@ -14,12 +14,20 @@ probability exceeds a threshold picked on the dev set (official ``find_best_thre
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from litebert.errors import ConfigError
+from litebert.errors import CheckpointError, ConfigError
+from litebert.files import atomic_write
 from litebert.finetune.readers import SquadExample
+from litebert.heads import AlbertForQuestionAnswering
+from litebert.padding import Packing
 
 
 def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, doc_stride: int = 128,
@@ -131,3 +139,85 @@ def decode(examples: list[SquadExample], features: list[dict], start_logits: lis
             if null_threshold is not None and p > null_threshold:
                 preds[ex.qas_id] = ""
     return preds, nbest_out, na_probs
+
+
+# ----------------------------------------------------------------------------------- the SQuAD v2.0 model
+# The official ALBERT v2.0 head (an XLNet-style answer classifier fed start-weighted features and beam-searched spans)
+# is replaced by a simpler one, documented in docs/finetune.md: a two-layer classifier on the [CLS] vector, trained
+# with binary cross-entropy on "this window holds no answer", beside the usual start/end head. Turning its logits into
+# a question's "no answer" (minimum over windows, threshold from dev) is `decode` above.
+ANSWERABILITY_FILE = "answerability.safetensors"
+
+
+@dataclass
+class SquadV2Output:
+    loss: Optional[torch.Tensor] = None  # span loss + answerability BCE
+    start_logits: Optional[torch.Tensor] = None  # [B, L]
+    end_logits: Optional[torch.Tensor] = None  # [B, L]
+    na_logits: Optional[torch.Tensor] = None  # [B]: "this window holds no answer"
+
+
+class AnswerabilityHead(nn.Module):
+    """[B, H] ([CLS] vector) -> [B] no-answer logit: dense + tanh + dropout + linear."""
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, initializer_range: float = 0.02):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden_size, 1)
+        for m in (self.dense, self.out):
+            nn.init.normal_(m.weight, std=initializer_range)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(torch.tanh(self.dense(cls_hidden)))).squeeze(-1)
+
+
+class SquadV2Model(nn.Module):
+    """An `AlbertForQuestionAnswering` (HF-compatible weights) plus the answerability head.
+
+    Saved as the QA model's HF folder plus ``answerability.safetensors``, so the span head still loads in HF.
+    """
+
+    BASE_HEAD = AlbertForQuestionAnswering  # its name in `litebert.heads.HEAD_NAMES`
+    LOSS_READS_PADDING = True  # the span head's softmax covers every position, as its base head's
+
+    def __init__(self, qa: AlbertForQuestionAnswering):
+        super().__init__()
+        self.qa = qa
+        self.config = qa.config
+        self.answerability = AnswerabilityHead(qa.config.hidden_size, qa.config.classifier_dropout_prob or 0.0,
+                                               qa.config.initializer_range)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, *, start_positions=None,
+                end_positions=None, is_impossible=None, packing: Optional[Packing] = None) -> SquadV2Output:
+        h = self.qa.albert(input_ids, attention_mask, token_type_ids, packing=packing).last_hidden_state  # [B, L, H]
+        start, end = self.qa.qa_outputs(h).unbind(-1)  # [B, L] each
+        na = self.answerability(h[:, 0])  # [B]
+        loss = None
+        if start_positions is not None:
+            span = (F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)) / 2
+            loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
+        return SquadV2Output(loss, start, end, na)
+
+    def save_pretrained(self, path) -> None:
+        from safetensors.torch import save_file
+
+        self.qa.save_pretrained(path)
+        state = {k: v.detach().contiguous() for k, v in self.answerability.state_dict().items()}
+        atomic_write(Path(path) / ANSWERABILITY_FILE, lambda tmp: save_file(state, str(tmp)))
+
+    @classmethod
+    def from_pretrained(cls, path, **overrides) -> "SquadV2Model":
+        """The QA model in ``path`` (a fine-tuned folder, or a pretrained encoder: the heads then start fresh)."""
+        from safetensors.torch import load_file
+
+        model = cls(AlbertForQuestionAnswering.from_pretrained(path, **overrides))
+        file = Path(path) / ANSWERABILITY_FILE
+        if file.is_file():  # else: a fresh head (fine-tuning starts from a pretrained encoder)
+            try:
+                model.answerability.load_state_dict(load_file(str(file)))
+            except Exception as e:  # safetensors' header errors, or torch's missing/unexpected key/shape report
+                raise CheckpointError(f"{file}: not the answerability head of this model ({e}); it may be truncated "
+                                      "or from another model -- fine-tune again") from None
+        return model

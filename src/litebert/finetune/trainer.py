@@ -34,8 +34,7 @@ from tqdm import tqdm
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
 from litebert.errors import CheckpointError, ConfigError
 from litebert.finetune.features import IGNORE, collate, length_grouped_batches, length_of, random_batches, sorted_batches
-from litebert.heads import inference_skips_padding, trusted_inputs, training_skips_padding
-from litebert.padding import prepare_batch
+from litebert.padding import prepare_batch, resolve_attention
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.train import distributed as D
 from litebert.train.checkpoint import check_compatible, checkpoint_path, resume_checkpoint, save_checkpoint
@@ -235,7 +234,9 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     interrupted, steps_this_call = False, 0
     # Heads whose loss never reads padded tokens (all but SQuAD's) skip them: same loss and gradients, less work.
     try:
-        with training_skips_padding(model, args.skip_padding) as skipping, trusted_inputs(model, d.device):
+        skipping = args.skip_padding and not model.LOSS_READS_PADDING
+        varlen = resolve_attention("auto", d.device, amp, model.config, training=True) == "varlen"
+        if True:
             model.train()
             bar = tqdm(total=args.train_steps, initial=step, desc="fine-tuning",
                        disable=not (args.progress and d.is_main), dynamic_ncols=True)
@@ -253,7 +254,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                     # they run one example with weight 0, so that every process takes part in the gradient sync
                     share = sum(weights[i] for i in part) / max(total, 1)
                     batch = prepare_batch(collate([features[i] for i in (part if len(part) else idx[:1])], pad_id,
-                                                  args.pad_to), d.device, skipping)
+                                                  args.pad_to), d.device, pack=skipping, varlen=varlen)
                     with D.no_sync(wrapped, sync=j == accum - 1), \
                             torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                         loss = wrapped(**batch).loss.float()
@@ -347,12 +348,14 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     # run on the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
     # between batches (features come from litebert's tokenizer: no value checks either).
     pending = []
-    with inference_skips_padding(model), trusted_inputs(model, device):
+    varlen = resolve_attention("auto", device, amp or next(model.parameters()).dtype, model.config,
+                               training=False) == "varlen"
+    if True:
         for idx in tqdm(batches, desc="evaluating", disable=not progress, leave=False):
             batch = collate([features[i] for i in idx], pad_id)
             for key in ("labels", "start_positions", "end_positions", "is_impossible"):
                 batch.pop(key, None)
-            batch = prepare_batch(batch, device, skip_padding=True)
+            batch = prepare_batch(batch, device, pack=True, varlen=varlen)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 out = model(**batch)
             names = ("logits", "start_logits", "end_logits", "na_logits")

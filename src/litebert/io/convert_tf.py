@@ -167,19 +167,8 @@ def _expected_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLike | dict,
-                          out: str | os.PathLike | None = None, *, head: str = "auto",
-                          spm: str | os.PathLike | None = None, verify: bool = True,
-                          progress: bool = False) -> Conversion:
-    """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given).
-
-    ``head``: "auto" (from the variables present: classifier > SQuAD > pretraining (MLM+SOP) > MLM > bare encoder)
-    or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
-    CRC32C of every tensor read.
-    """
-    from litebert.heads import HEAD_NAMES, HEADS as HEAD_CLASSES
-
-    ckpt = TFCheckpoint(checkpoint)
+def _sort_variables(ckpt: TFCheckpoint) -> tuple[dict[str, tuple[str, bool]], list[str], list[str]]:
+    """Split the checkpoint's variables into mapped (name -> (HF name, transpose)), optimizer state and unknown."""
     conv_names: dict[str, tuple[str, bool]] = {}
     skipped, unknown = [], []
     for name in ckpt.names():
@@ -192,11 +181,15 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
             unknown.append(name)
     if not conv_names:
         raise CheckpointError(f"checkpoint {ckpt.prefix}: none of its {len(ckpt)} variables has an official ALBERT "
-                              f"name (e.g. bert/embeddings/word_embeddings); first names: {', '.join(ckpt.names()[:5])}")
+                              f"name (e.g. bert/embeddings/word_embeddings); first names: "
+                              f"{', '.join(ckpt.names()[:5])}")
     for name in conv_names:
         ckpt.check_supported(name)
-    hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
-    cfg = official_config(config)
+    return conv_names, skipped, unknown
+
+
+def _fit_projection(cfg: AlbertConfig, hf_names: dict[str, str], ckpt: TFCheckpoint) -> AlbertConfig:
+    """The config with the E -> H projection the checkpoint has; a projection the config needs but lacks is an error."""
     if "albert.encoder.embedding_hidden_mapping_in.weight" in hf_names:
         if not cfg.has_embedding_projection:  # E == H with a projection anyway: keep it
             cfg = dataclasses.replace(cfg, embedding_projection=True)
@@ -205,6 +198,14 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
             f"checkpoint {ckpt.prefix} has no bert/encoder/embedding_hidden_mapping_in, which modeling.py creates "
             f"whenever embedding_size != hidden_size, but the config gives embedding_size = {cfg.embedding_size} and "
             f"hidden_size = {cfg.hidden_size}; the config does not match this checkpoint")
+    return cfg
+
+
+def _choose_head(head: str, hf_names: dict[str, str], ckpt: TFCheckpoint,
+                 cfg: AlbertConfig) -> tuple[str, AlbertConfig]:
+    """The HF architecture for ``head`` and the config, its num_labels taken from a classifier in the checkpoint."""
+    from litebert.heads import HEAD_NAMES
+
     if head != "auto" and head not in HEADS:
         raise ConfigError(f"unknown head {head!r}; choose auto or one of {', '.join(HEADS)}")
     arch = _auto_head(set(hf_names)) if head == "auto" else HEAD_NAMES[head].HF_ARCHITECTURE
@@ -212,9 +213,31 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
         num_labels = ckpt.entry(hf_names["classifier.weight"]).shape[0]
         cfg = dataclasses.replace(cfg, num_labels=num_labels,
                                   problem_type="regression" if num_labels == 1 else cfg.problem_type)
-    model = HEAD_CLASSES[arch](cfg)
-    expected = _expected_shapes(model)
+    return arch, cfg
 
+
+def _read_tensor(ckpt: TFCheckpoint, tf_name: str, hf_name: str, transpose: bool,
+                 want: tuple[int, ...] | None, verify: bool) -> torch.Tensor:
+    """One variable as a float32 torch tensor in torch's layout, its shape checked against the model's ``want``."""
+    entry = ckpt.entry(tf_name)
+    if want is not None:
+        want_tf = tuple(reversed(want)) if transpose else want
+        if tuple(entry.shape) != want_tf:
+            raise CheckpointError(
+                f"{tf_name}: the checkpoint has shape {list(entry.shape)} but the config gives "
+                f"{list(want_tf)} (for {hf_name}); the config does not match this checkpoint -- check "
+                "vocab_size, embedding_size, hidden_size, intermediate_size, max_position_embeddings and "
+                "type_vocab_size in the config")
+    array = ckpt.read(tf_name, verify=verify)
+    if not np.issubdtype(array.dtype, np.floating):
+        raise CheckpointError(f"{tf_name}: expected a float tensor, the checkpoint stores {entry.dtype}")
+    array = array.astype(np.float32)
+    return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array))
+
+
+def _read_tensors(ckpt: TFCheckpoint, conv_names: dict[str, tuple[str, bool]], expected: dict[str, tuple[int, ...]],
+                  verify: bool, progress: bool) -> dict[str, torch.Tensor]:
+    """Every mapped variable as a tensor under its HF name, read in name order (with a progress bar if asked)."""
     tensors: dict[str, torch.Tensor] = {}
     items = sorted(conv_names.items())
     if progress:
@@ -222,21 +245,47 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
 
         items = tqdm(items, desc="reading TF variables", unit="var")
     for tf_name, (hf_name, transpose) in items:
-        entry = ckpt.entry(tf_name)
-        want = expected.get(hf_name)
-        if want is not None:
-            want_tf = tuple(reversed(want)) if transpose else want
-            if tuple(entry.shape) != want_tf:
-                raise CheckpointError(
-                    f"{tf_name}: the checkpoint has shape {list(entry.shape)} but the config gives "
-                    f"{list(want_tf)} (for {hf_name}); the config does not match this checkpoint -- check "
-                    "vocab_size, embedding_size, hidden_size, intermediate_size, max_position_embeddings and "
-                    "type_vocab_size in the config")
-        array = ckpt.read(tf_name, verify=verify)
-        if not np.issubdtype(array.dtype, np.floating):
-            raise CheckpointError(f"{tf_name}: expected a float tensor, the checkpoint stores {entry.dtype}")
-        array = array.astype(np.float32)
-        tensors[hf_name] = torch.from_numpy(np.ascontiguousarray(array.T if transpose else array))
+        tensors[hf_name] = _read_tensor(ckpt, tf_name, hf_name, transpose, expected.get(hf_name), verify)
+    return tensors
+
+
+def _check_layer_structure(ckpt: TFCheckpoint, cfg: AlbertConfig, hf_names: dict[str, str], unused_hf: list[str],
+                           extra: list[str], missing: list[str]) -> None:
+    """Raise when encoder variables have no place in the model or encoder parameters are not in the checkpoint."""
+    bad_encoder = [hf_names[k] for k in unused_hf if k.startswith("albert.") and k not in extra]
+    missing_encoder = [k for k in missing if k.startswith("albert.")]
+    if not (bad_encoder or missing_encoder):
+        return
+    blocks = {tuple(map(int, m.groups())) for m in map(re.compile(_B).search, ckpt.names()) if m}
+    groups = 1 + max((g for g, _ in blocks), default=-1)
+    inner = 1 + max((i for _, i in blocks), default=-1)
+    raise CheckpointError(
+        f"checkpoint {ckpt.prefix} does not match the config's layer structure: the config gives "
+        f"num_hidden_groups = {cfg.num_hidden_groups} and inner_group_num = {cfg.inner_group_num}, the checkpoint "
+        f"holds {groups} group(s) of {inner} inner group(s). Encoder variables without a place in the model: "
+        f"{_short(bad_encoder)}; model parameters not in the checkpoint: {_short(missing_encoder)}")
+
+
+def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLike | dict,
+                          out: str | os.PathLike | None = None, *, head: str = "auto",
+                          spm: str | os.PathLike | None = None, verify: bool = True,
+                          progress: bool = False) -> Conversion:
+    """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given).
+
+    ``head``: "auto" (from the variables present: classifier > SQuAD > pretraining (MLM+SOP) > MLM > bare encoder)
+    or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
+    CRC32C of every tensor read.
+    """
+    from litebert.heads import HEADS as HEAD_CLASSES
+
+    ckpt = TFCheckpoint(checkpoint)
+    conv_names, skipped, unknown = _sort_variables(ckpt)
+    hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
+    cfg = _fit_projection(official_config(config), hf_names, ckpt)
+    arch, cfg = _choose_head(head, hf_names, ckpt, cfg)
+    model = HEAD_CLASSES[arch](cfg)
+    expected = _expected_shapes(model)
+    tensors = _read_tensors(ckpt, conv_names, expected, verify, progress)
 
     from litebert.io.checkpoint import load_hf_state_dict
 
@@ -246,17 +295,7 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     # The pooler of an MLM-only or SQuAD checkpoint: HF keeps it in the folder (e.g. albert-base-v2), so do we.
     extra = [k for k in unused_hf if k.startswith("albert.pooler.") and hasattr(model, "albert")]
     unused = sorted(unknown + [hf_names[k] for k in unused_hf if k not in extra])
-    bad_encoder = [hf_names[k] for k in unused_hf if k.startswith("albert.") and k not in extra]
-    missing_encoder = [k for k in missing if k.startswith("albert.")]
-    if bad_encoder or missing_encoder:
-        blocks = {tuple(map(int, m.groups())) for m in map(re.compile(_B).search, ckpt.names()) if m}
-        groups = 1 + max((g for g, _ in blocks), default=-1)
-        inner = 1 + max((i for _, i in blocks), default=-1)
-        raise CheckpointError(
-            f"checkpoint {ckpt.prefix} does not match the config's layer structure: the config gives "
-            f"num_hidden_groups = {cfg.num_hidden_groups} and inner_group_num = {cfg.inner_group_num}, the checkpoint "
-            f"holds {groups} group(s) of {inner} inner group(s). Encoder variables without a place in the model: "
-            f"{_short(bad_encoder)}; model parameters not in the checkpoint: {_short(missing_encoder)}")
+    _check_layer_structure(ckpt, cfg, hf_names, unused_hf, extra, missing)
     model.eval()
     result = Conversion(model, arch, {tf: hf for tf, (hf, _) in conv_names.items() if hf in expected or hf in extra},
                         skipped, unused, missing, extra, {k: tensors[k] for k in extra})

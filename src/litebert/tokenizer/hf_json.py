@@ -45,11 +45,29 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
     ``keep_accents`` (no ``StripAccents`` step); ``tokenizer_config.json``, when present, has the last word."""
     path = Path(path)
     data = read_json(path, TokenizerError)
+    model = _unigram_model(data, path)
+    vocab, unk_id = _vocab_and_unk_id(model, path)
+    types = _piece_types(data, vocab, unk_id, path)
+    pieces = _serialized_pieces(vocab, types)
+    charsmap, options = _normalizer_settings(data, path)
+    dummy_prefix = _adds_dummy_prefix(data)
+    proto = b"".join(pieces) + bytes_field(2, _trainer_spec(vocab, types, unk_id))
+    proto += bytes_field(3, _normalizer_spec(charsmap, dummy_prefix))
+    return proto, options
+
+
+def _unigram_model(data, path: Path) -> dict:
+    """The ``model`` of a ``tokenizer.json``; an error unless it is a Unigram model."""
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict) or model.get("type") != "Unigram":
         kind = model.get("type") if isinstance(model, dict) else None
         raise TokenizerError(f"{path}: 'model' is {kind!r}, not a SentencePiece 'Unigram' model; an ALBERT tokenizer "
                              "needs a spiece.model or a Unigram tokenizer.json")
+    return model
+
+
+def _vocab_and_unk_id(model: dict, path: Path) -> tuple[list, int]:
+    """The Unigram model's [piece, score] vocabulary and unknown-piece id, checked."""
     vocab = model.get("vocab")
     if not isinstance(vocab, list) or not vocab or not all(
             isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], (int, float))
@@ -60,7 +78,11 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
     unk_id = model.get("unk_id")
     if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
         raise TokenizerError(f"{path}: 'model.unk_id' must be an id of the vocabulary, got {unk_id!r}")
+    return vocab, unk_id
 
+
+def _piece_types(data: dict, vocab: list, unk_id: int, path: Path) -> list[int]:
+    """The SentencePiece type of each vocabulary piece, from the added tokens, the unknown id and the scores."""
     types = [PIECE_NORMAL] * len(vocab)
     for k, token in enumerate(data.get("added_tokens") or []):
         tid, content = token.get("id"), token.get("content")
@@ -70,15 +92,24 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
                 "tokens added on top of a SentencePiece vocabulary cannot be stored in a spiece.model")
         types[tid] = PIECE_CONTROL if token.get("special") else PIECE_USER_DEFINED
     types[unk_id] = PIECE_UNKNOWN
-
-    pieces = []
-    for i, (piece, score) in enumerate(vocab):
-        if types[i] == PIECE_NORMAL and score == 0.0:
+    for i, (_, score) in enumerate(vocab):
+        if types[i] == PIECE_NORMAL and score == 0.0:  # a piece SentencePiece forces (see the module docstring)
             types[i] = PIECE_USER_DEFINED
+    return types
+
+
+def _serialized_pieces(vocab: list, types: list[int]) -> list[bytes]:
+    """The ModelProto ``pieces`` fields, with the digit-comma penalty given back to the scores."""
+    pieces = []
+    for (piece, score), kind in zip(vocab, types):
         if ends_digit_comma(piece) and score <= -DIGIT_COMMA_PENALTY:
             score += DIGIT_COMMA_PENALTY
-        pieces.append(bytes_field(1, bytes_field(1, piece) + float_field(2, score) + varint_field(3, types[i])))
+        pieces.append(bytes_field(1, bytes_field(1, piece) + float_field(2, score) + varint_field(3, kind)))
+    return pieces
 
+
+def _normalizer_settings(data: dict, path: Path) -> tuple[bytes, dict]:
+    """(the Precompiled normalizer's charsmap, or b"", the do_lower_case / keep_accents options) of the normalizer."""
     steps = _normalizer_steps(data.get("normalizer"))
     charsmap = b""
     for step in steps:
@@ -89,20 +120,30 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
                 raise TokenizerError(f"{path}: the Precompiled normalizer's charsmap is not base64 ({e})") from None
     options = {"do_lower_case": any(s.get("type") == "Lowercase" for s in steps),
                "keep_accents": not any(s.get("type") == "StripAccents" for s in steps)}
+    return charsmap, options
+
+
+def _adds_dummy_prefix(data: dict):
+    """Whether the ``Metaspace`` pre-tokenizer (if any) puts a ``▁`` before the text."""
     pre = data.get("pre_tokenizer") or {}
     metaspace = next((s for s in ([pre] + list(pre.get("pretokenizers") or [])) if s.get("type") == "Metaspace"), {})
-    dummy_prefix = metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
+    return metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
 
+
+def _trainer_spec(vocab: list, types: list[int], unk_id: int) -> bytes:
+    """The ModelProto ``trainer_spec`` message: model type, vocabulary size and special ids."""
     pad_id = next((i for i, (p, _) in enumerate(vocab) if p == "<pad>" and types[i] == PIECE_CONTROL), -1)
     # trainer_spec: model_type UNIGRAM (3), vocab_size (4), unk/bos/eos/pad ids (40-43) as the official spm_train flags
-    trainer = (varint_field(3, 1) + varint_field(4, len(vocab)) + varint_field(40, unk_id) + varint_field(41, -1)
-               + varint_field(42, -1) + varint_field(43, pad_id))
+    return (varint_field(3, 1) + varint_field(4, len(vocab)) + varint_field(40, unk_id) + varint_field(41, -1)
+            + varint_field(42, -1) + varint_field(43, pad_id))
+
+
+def _normalizer_spec(charsmap: bytes, dummy_prefix) -> bytes:
+    """The ModelProto ``normalizer_spec`` message for ``charsmap`` (b"": identity) and the dummy prefix."""
     # normalizer_spec: name (1), precompiled_charsmap (2), add_dummy_prefix (3, default true); its other defaults
     # (remove_extra_whitespaces, escape_whitespaces: true) are what ALBERT uses
     normalizer = bytes_field(1, "nmt_nfkc" if charsmap else "identity")
-    normalizer += (bytes_field(2, charsmap) if charsmap else b"") + (b"" if dummy_prefix else varint_field(3, 0))
-    proto = b"".join(pieces) + bytes_field(2, trainer) + bytes_field(3, normalizer)
-    return proto, options
+    return normalizer + (bytes_field(2, charsmap) if charsmap else b"") + (b"" if dummy_prefix else varint_field(3, 0))
 
 
 def tokenizer_json(tok) -> dict:

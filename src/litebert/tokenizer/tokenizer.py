@@ -405,19 +405,9 @@ class AlbertTokenizer:
         return_offsets = return_offsets or return_offsets_mapping
         single = isinstance(text, str)
         texts = [text] if single else list(text)
-        pairs = None if text_pair is None else ([text_pair] if isinstance(text_pair, str) else list(text_pair))
-        if pairs is not None and len(pairs) != len(texts):
-            raise TokenizerError(f"text has {len(texts)} entries but text_pair has {len(pairs)}")
-        strategy = "longest_first" if truncation is True else (truncation or None)
-        if strategy not in (None, "longest_first", "only_first", "only_second"):
-            raise TokenizerError(f"truncation={truncation!r}: use False, True, 'longest_first', 'only_first' "
-                                 "or 'only_second'")
-        if strategy and max_length is None:
-            raise TokenizerError("truncation needs max_length")
-        pad_to = {False: None, None: None, True: "longest", "longest": "longest", "max_length": "max_length"}.get(
-            padding, "invalid")
-        if pad_to == "invalid" or (pad_to == "max_length" and max_length is None):
-            raise TokenizerError(f"padding={padding!r}: use False, True/'longest', or 'max_length' with max_length")
+        pairs = _pair_list(text_pair, len(texts))
+        strategy = _truncation_strategy(truncation, max_length)
+        pad_to = _padding_target(padding, max_length)
 
         split = self._splits_specials(split_special_tokens)
         enc_a = self._encode_texts(texts, return_offsets, split)
@@ -426,31 +416,25 @@ class AlbertTokenizer:
         for (a, sa), b_enc in zip(enc_a, enc_b):
             b, sb = b_enc if b_enc is not None else (None, None)
             if strategy:
-                n_special = (3 if b is not None else 2) if add_special_tokens else 0
-                la, lb = _truncated_lengths(len(a), None if b is None else len(b), max_length - n_special, strategy)
-                a, sa = a[:la], sa and sa[:la]
-                if b is not None:
-                    b, sb = b[:lb], sb and sb[:lb]
+                a, sa, b, sb = _truncate_pair(a, sa, b, sb, max_length, strategy, add_special_tokens)
             rows.append(self._build(a, sa, b, sb, add_special_tokens, return_offsets))
         if pad_to:
-            width = max_length if pad_to == "max_length" else max(len(r["input_ids"]) for r in rows)
-            for r in rows:
-                n = width - len(r["input_ids"])
-                if n > 0:
-                    r["input_ids"] += [self.pad_token_id] * n
-                    r["token_type_ids"] += [0] * n
-                    r["attention_mask"] += [0] * n
-                    if return_offsets:
-                        r["offsets"] += [(0, 0)] * n
-        keys = list(rows[0].keys()) if rows else ["input_ids", "token_type_ids", "attention_mask"]
-        enc = {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
-        if return_offsets_mapping:
-            enc["offset_mapping"] = enc.pop("offsets")
-        if return_token_type_ids is False:
-            del enc["token_type_ids"]
-        if return_attention_mask is False:
-            del enc["attention_mask"]
+            self._pad_rows(rows, max_length if pad_to == "max_length" else None, return_offsets)
+        enc = _collate(rows, single, return_offsets_mapping, return_token_type_ids, return_attention_mask)
         return to_tensors(enc, return_tensors, single)
+
+    def _pad_rows(self, rows: list[dict], width: int | None, return_offsets: bool) -> None:
+        """Pads each row in place to ``width`` tokens (None: to the longest row)."""
+        if width is None:
+            width = max(len(r["input_ids"]) for r in rows)
+        for r in rows:
+            n = width - len(r["input_ids"])
+            if n > 0:
+                r["input_ids"] += [self.pad_token_id] * n
+                r["token_type_ids"] += [0] * n
+                r["attention_mask"] += [0] * n
+                if return_offsets:
+                    r["offsets"] += [(0, 0)] * n
 
     def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, *,
                max_length: int | None = None, truncation=False, padding=False, return_tensors: str | None = None,
@@ -512,6 +496,58 @@ class AlbertTokenizer:
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({str(self.model_file)!r}, vocab_size={self.vocab_size}, "
                 f"do_lower_case={self.do_lower_case}, keep_accents={self.keep_accents})")
+
+
+def _pair_list(text_pair, n_texts: int) -> list[str] | None:
+    """``text_pair`` as a list (None without one), checked to pair off with the ``n_texts`` texts."""
+    pairs = None if text_pair is None else ([text_pair] if isinstance(text_pair, str) else list(text_pair))
+    if pairs is not None and len(pairs) != n_texts:
+        raise TokenizerError(f"text has {n_texts} entries but text_pair has {len(pairs)}")
+    return pairs
+
+
+def _truncation_strategy(truncation, max_length: int | None) -> str | None:
+    """The truncation strategy named by ``truncation`` (None: no truncation), checked against ``max_length``."""
+    strategy = "longest_first" if truncation is True else (truncation or None)
+    if strategy not in (None, "longest_first", "only_first", "only_second"):
+        raise TokenizerError(f"truncation={truncation!r}: use False, True, 'longest_first', 'only_first' "
+                             "or 'only_second'")
+    if strategy and max_length is None:
+        raise TokenizerError("truncation needs max_length")
+    return strategy
+
+
+def _padding_target(padding, max_length: int | None) -> str | None:
+    """What ``padding`` pads to: None, "longest" or "max_length" (checked against ``max_length``)."""
+    pad_to = {False: None, None: None, True: "longest", "longest": "longest", "max_length": "max_length"}.get(
+        padding, "invalid")
+    if pad_to == "invalid" or (pad_to == "max_length" and max_length is None):
+        raise TokenizerError(f"padding={padding!r}: use False, True/'longest', or 'max_length' with max_length")
+    return pad_to
+
+
+def _truncate_pair(a, sa, b, sb, max_length: int, strategy: str, add_special_tokens: bool):
+    """(a, sa, b, sb) cut so that the text (and pair) fit ``max_length`` with their special tokens."""
+    n_special = (3 if b is not None else 2) if add_special_tokens else 0
+    la, lb = _truncated_lengths(len(a), None if b is None else len(b), max_length - n_special, strategy)
+    a, sa = a[:la], sa and sa[:la]
+    if b is not None:
+        b, sb = b[:lb], sb and sb[:lb]
+    return a, sa, b, sb
+
+
+def _collate(rows: list[dict], single: bool, return_offsets_mapping: bool, return_token_type_ids: bool | None,
+             return_attention_mask: bool | None) -> dict:
+    """The rows as one encoding dict (lists of rows, or the one row of a single text), less the keys not asked for."""
+    keys = list(rows[0].keys()) if rows else ["input_ids", "token_type_ids", "attention_mask"]
+    enc = {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
+    if return_offsets_mapping:
+        enc["offset_mapping"] = enc.pop("offsets")
+    if return_token_type_ids is False:
+        del enc["token_type_ids"]
+    if return_attention_mask is False:
+        del enc["attention_mask"]
+    return enc
 
 
 def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> tuple[int, int | None]:

@@ -40,6 +40,7 @@ class TrainConfig:
     seed: int = 12345
     # machinery
     precision: str = "auto"          # auto (fp32 on CPU, bf16 or fp16 on GPU) | fp32 | bf16 | fp16
+    skip_padding: bool = True        # dense layers on the real tokens only (False: the padding computed, as HF)
     gradient_checkpointing: bool = False
     compile: bool = False            # torch.compile the model (inductor; needs a C++ compiler on CPU)
     eval_every: int = 0              # 0: evaluate only at the start and the end

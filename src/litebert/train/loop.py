@@ -31,8 +31,7 @@ import torch
 from tqdm import tqdm
 
 from litebert.errors import CheckpointError, ConfigError, LitebertError
-from litebert.heads import trusted_inputs, training_skips_padding
-from litebert.padding import prepare_batch
+from litebert.padding import prepare_batch, resolve_attention
 from litebert.optim import build_optimizer, lr_at
 from litebert.train import distributed as D
 from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
@@ -117,7 +116,8 @@ def _set_rng_state(state: torch.Tensor, device: torch.device) -> None:
 
 
 @torch.no_grad()
-def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distributed, amp: torch.dtype | None) -> dict:
+def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distributed, amp: torch.dtype | None,
+             varlen: bool = False) -> dict:
     """Official eval metrics (run_pretraining ``metric_fn``) on the first ``eval_examples`` held-out examples:
     MLM loss/accuracy weighted by ``mlm_weights`` (padded predictions count 0), SOP loss/accuracy per sequence."""
     n = min(cfg.eval_examples, _num_examples(dataset))
@@ -128,7 +128,7 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, d: D.Distribut
         if b % d.world_size != d.rank:  # batches round-robin over processes, sums reduced below
             continue
         batch = prepare_batch(collate([dataset.example(0, i) for i in range(start, min(start + cfg.micro_batch, n))]),
-                              d.device, model.albert.skip_padding)
+                              d.device, pack=True, varlen=varlen)
         with torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
             out = model(**batch)
         logits = out.prediction_logits.float()  # [B, P, V]
@@ -247,14 +247,12 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     final_eval, interrupted, time_limited, call_start = None, False, False, time.perf_counter()
     bar = tqdm(total=cfg.max_steps, initial=step, desc="pretrain", disable=not (progress and d.is_main),
                dynamic_ncols=True)
-    padding = contextlib.ExitStack()  # the dense layers skip padded tokens (MLM and SOP losses never read them)
+    # The dense layers skip padded tokens (MLM and SOP losses never read them); compiled: the padded layout
+    skipping = cfg.skip_padding and not model.LOSS_READS_PADDING and not cfg.compile
+    varlen = resolve_attention("auto", d.device, amp, model.config, training=True) == "varlen"
     try:
-        skipping = padding.enter_context(training_skips_padding(model))
-        # The store was verified (token ids < vocab) and the pipeline makes the positions: no value checks, which
-        # on a GPU would read every batch back.
-        padding.enter_context(trusted_inputs(model, d.device))
         if step == 0 and eval_data is not None:
-            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, d, amp)})
+            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, d, amp, varlen)})
         steps_this_call = 0
         while step < cfg.max_steps:
             t0 = time.perf_counter()
@@ -270,7 +268,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
                 if cfg.objective == "none":  # MLM only: no sentence-level loss
                     batch.pop("sentence_order_label")
-                batch = prepare_batch(batch, d.device, skipping and not cfg.compile)  # compiled: padded layout
+                batch = prepare_batch(batch, d.device, pack=skipping, varlen=varlen)
                 with D.no_sync(wrapped, sync=j == accum - 1), \
                         torch.autocast(d.device.type, dtype=amp, enabled=amp is not None):
                     out_ = wrapped(**batch)
@@ -329,7 +327,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
 
             if eval_data is not None and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
-                log.log("eval", {"step": step, **evaluate(model, eval_data, collate, cfg, d, amp)})
+                log.log("eval", {"step": step, **evaluate(model, eval_data, collate, cfg, d, amp, varlen)})
             stopping = stats[4].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
             if stopping or (cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps):
                 try:
@@ -347,12 +345,11 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         if not interrupted:
             checkpoint()
             if eval_data is not None:
-                final_eval = evaluate(model, eval_data, collate, cfg, d, amp)
+                final_eval = evaluate(model, eval_data, collate, cfg, d, amp, varlen)
                 log.log("eval", {"step": step, **final_eval})
             if d.is_main:
                 model.save_pretrained(out / "model")
     finally:
-        padding.close()
         bar.close()
         log.close()
         stop.restore()
