@@ -32,7 +32,7 @@ def tokenizer():
 
 
 def run(model, feats, steps, batch, pad_to, group, skip, seed):
-    from litebert.finetune.trainer import TrainArgs, train
+    from litebert.tasks.trainer import TrainArgs, train
 
     args = TrainArgs(lr=1e-5, batch_size=batch, train_steps=steps, warmup_steps=0, seed=seed, group_by_length=group,
                      pad_to=pad_to, skip_padding=skip, progress=False)
@@ -54,8 +54,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from litebert.config import AlbertConfig
-    from litebert.finetune.features import encode_text, length_grouped_batches, random_batches
-    from litebert.finetune.readers import read_glue
+    from litebert.tasks.features import encode_text, length_grouped_batches, random_batches
+    from litebert.tasks.readers import read_glue
     from litebert.heads import AlbertForSequenceClassification
 
     tok, vocab = tokenizer()

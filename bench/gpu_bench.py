@@ -257,7 +257,8 @@ def section_finetune(args, peak: float) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- inference
 def section_inference(args, peak: float) -> list[dict]:
-    from litebert.finetune.trainer import predict_outputs
+    from litebert.tasks.runner import predict_outputs
+    from litebert.padding import varlen_available
 
     config = AlbertConfig.from_preset("albert-base-v2", num_labels=2)
     n = 512 if args.quick else 4096
@@ -276,10 +277,11 @@ def section_inference(args, peak: float) -> list[dict]:
     hf_batches = [padded(ids[k:k + 64]) for k in range(0, n, 64)]
 
     def run_ours():
-        return predict_outputs(ours, features, batch_size=64, amp=BF16)
+        return predict_outputs(ours, features, batch_size=64, amp=BF16, varlen=varlen_available())
 
     def run_ours_by_tokens():  # `litebert predict --batch-tokens 32768`: short texts many to a batch
-        return predict_outputs(ours, features, batch_size=32768, amp=BF16, max_tokens=32768)
+        return predict_outputs(ours, features, batch_size=32768, amp=BF16, max_tokens=32768,
+                               varlen=varlen_available())
 
     @torch.no_grad()
     def run_hf():

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from litebert.cli import main as litebert
-    from litebert.finetune.readers import read_glue
+    from litebert.tasks.readers import read_glue
 
     dev = read_glue("sst-2", DATA / "dev.tsv.gz")
     counts = Counter(e.label for e in dev)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _test_accuracy(model_dir: Path, majority_label: str) -> tuple[float, float, int]:
     """Accuracy of the fine-tuned folder on the held-out test split, and the dev-majority label's share there."""
-    from litebert.finetune import runner
+    from litebert.tasks import runner
 
     preset, model, tok, meta = runner.load_finetuned(model_dir)
     examples = preset.kind.read(DATA / "test.tsv.gz", meta.get("labels"))

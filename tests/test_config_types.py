@@ -7,8 +7,8 @@ import pytest
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, LitebertError
-from litebert.finetune.tasks import PRESETS, preset_from_json
-from litebert.finetune.trainer import TrainArgs
+from litebert.tasks.presets import PRESETS, preset_from_json
+from litebert.tasks.trainer import TrainArgs
 from litebert.train.config import TrainConfig
 
 

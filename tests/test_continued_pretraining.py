@@ -11,7 +11,7 @@ from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
 from litebert.errors import CheckpointError
-from litebert.files import read_marker
+from litebert.folders import read_marker
 from litebert.io.checkpoint import load_weights
 from litebert.optim import lr_at
 from litebert.train.checkpoint import check_compatible
@@ -61,9 +61,9 @@ def refused(capsys, argv, match):
 
 
 def stop_after(monkeypatch, n):
-    import litebert.train.loop as loop
+    import litebert.train.pretrain as P
 
-    monkeypatch.setattr(loop, "train", functools.partial(loop.train, stop_after=n))
+    monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 
 
 def test_init_from_hf_folder_continues_from_its_weights(setup, tmp_path, capsys):
@@ -120,7 +120,7 @@ def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(set
     out = tmp_path / "run"
     stop_after(monkeypatch, 1)
     assert main(pretrain(setup, out, "--init-from", str(init), "--max-steps", "2")) == 130
-    notes = [line for line in capsys.readouterr().err.splitlines() if "initialised from --seed" in line]
+    notes = [line for line in capsys.readouterr().err.splitlines() if "initialised from the seed" in line]
     assert len(notes) == 1 and f"no {parts} in it ({cls})" in notes[0], notes
     monkeypatch.undo()
     # resuming needs the same initial weights: other weights, or none, are refused

@@ -12,7 +12,7 @@ import pytest
 from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
-from litebert.files import OutputError
+from litebert.folders import OutputError
 
 from helpers import IntTokenizer
 
@@ -95,7 +95,7 @@ def test_bad_inputs_and_existing_output(tmp_path):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     store = prepare_store([bad], tok, tmp_path / "s", encoding_errors="replace", progress=False)
     assert read_all(store) == [[[5, 6], [7, 8]]]
-    with pytest.raises(OutputError, match="already exists"):
+    with pytest.raises(OutputError, match="already holds a litebert token store"):
         prepare_store([bad], tok, tmp_path / "s", progress=False)
     good = write(tmp_path / "g.txt", "9\n")
     assert read_all(prepare_store([good], tok, tmp_path / "s", overwrite=True, progress=False)) == [[[9]]]
@@ -203,7 +203,7 @@ def test_prepare_out_folder_rules(tmp_path, capsys):
     nothing is deleted; the store folder carries the token-store marker."""
     import os
 
-    from litebert.files import OWNER_FILE, read_marker
+    from litebert.folders import OWNER_FILE, read_marker
 
     tok = IntTokenizer()
     corpus = tmp_path / "corpus"
@@ -223,13 +223,13 @@ def test_prepare_out_folder_rules(tmp_path, capsys):
     prepare_store([f], tok, s, progress=False)
     before = sorted(p.name for p in s.iterdir())
     write(s / "notes.txt", "mine")
-    with pytest.raises(OutputError, match=r"holds files a token store does not \(notes.txt\)"):
+    with pytest.raises(OutputError, match=r"holds files a token store does not write \(notes.txt\)"):
         prepare_store([f], tok, s, overwrite=True, progress=False)
     assert sorted(p.name for p in s.iterdir()) == sorted(before + ["notes.txt"])
     (s / "notes.txt").unlink()
     # an input inside --out (the corpus kept inside the store folder) is refused
     inner = write(s / "shard-00009.tokens", "13\n")
-    with pytest.raises(OutputError, match="lies inside --out"):
+    with pytest.raises(OutputError, match="lies inside out"):
         prepare_store([inner], tok, s, overwrite=True, progress=False)
     inner.unlink()
     # a store prepared before folders carried a marker is still recognised as a store
@@ -253,7 +253,7 @@ def test_prepare_out_folder_rules(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "not written by litebert" in err and f.exists()
     code = cli_main(["data", "prepare", "--input", str(f), "--tokenizer", "unused", "--out", str(s), "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "already exists (a token store)" in err and "--overwrite" in err
+    assert code == 2 and "already holds a litebert token store" in err and "--overwrite" in err
 
 
 def test_resume_fingerprint_covers_the_whole_store(tmp_path):
@@ -262,7 +262,7 @@ def test_resume_fingerprint_covers_the_whole_store(tmp_path):
     import shutil
 
     from litebert.data.pretraining import PretrainingDataset
-    from litebert.train.loop import data_fingerprint
+    from litebert.train.checkpoint import data_fingerprint
 
     rng = np.random.default_rng(3)
     lines = "\n\n".join("\n".join(" ".join(map(str, rng.integers(5, 999, 12))) for _ in range(6)) for _ in range(50))

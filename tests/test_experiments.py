@@ -15,7 +15,7 @@ import torch
 from litebert.cli import main
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.errors import CheckpointError, ConfigError
-from litebert.experiments.intrinsic import (accuracy, evaluate_pretraining, load_for_evaluation, parse_objectives,
+from litebert.experiments.intrinsic import (accuracy, intrinsic_accuracy, load_for_evaluation, parse_objectives,
                                             wilson_interval)
 from litebert.experiments.transitions import layer_transitions
 from litebert.heads import AlbertForMaskedLM, AlbertForPreTraining
@@ -56,7 +56,7 @@ def test_sentence_accuracy_counts_the_datasets_labels(setup):
     with torch.no_grad():
         model.sop_classifier.classifier.weight.zero_()
         model.sop_classifier.classifier.bias.copy_(torch.tensor([5.0, -5.0]))
-    scores = evaluate_pretraining(model, setup["eval_store"], ("sop", "nsp"), examples=60, seq_len=64, seed=3)
+    scores = intrinsic_accuracy(model, setup["eval_store"], ("sop", "nsp"), examples=60, seq_len=64, seed=3)
     for objective in ("sop", "nsp"):
         ds = PretrainingDataset(setup["eval_store"], max_seq_length=64, objective=objective, seed=3,
                                 short_seq_prob=0.0)
@@ -68,16 +68,17 @@ def test_sentence_accuracy_counts_the_datasets_labels(setup):
 def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
     from litebert.train.config import TrainConfig
     from litebert.train.distributed import Distributed
+    from litebert.train.engine import Runtime
     from litebert.train.loop import evaluate
 
     model = AlbertForPreTraining.from_pretrained(setup["model"])
     with torch.no_grad():  # a model that predicts something better than chance: tie the bias to frequent ids
         model.predictions.bias.copy_(torch.linspace(3, 0, model.config.vocab_size))
-    scores = evaluate_pretraining(model, setup["eval_store"], ("mlm", "sop"), examples=48, seq_len=64, seed=5,
-                                  batch_size=7)
+    scores = intrinsic_accuracy(model, setup["eval_store"], ("mlm", "sop"), examples=48, seq_len=64, seed=5,
+                                batch_size=7)
     ds = PretrainingDataset(setup["eval_store"], max_seq_length=64, objective="sop", seed=5, short_seq_prob=0.0)
     ref = evaluate(model, ds, collate_pretraining, TrainConfig(eval_examples=48, micro_batch=8, global_batch=8),
-                   Distributed(), None)
+                   Runtime(Distributed(), None, "sdpa"))
     assert scores["mlm"].accuracy == pytest.approx(ref["mlm_accuracy"], abs=1e-12)
     assert scores["sop"].accuracy == pytest.approx(ref["sop_accuracy"], abs=1e-12)
     assert scores["sop"].total == ref["examples"] == 48
@@ -86,7 +87,7 @@ def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
 def test_model_without_sentence_head_and_wrong_vocabulary(setup):
     mlm_only = setup["tmp"] / "mlm_only"
     AlbertForMaskedLM(tiny_model_config(vocab_size=1000)).save_pretrained(mlm_only)
-    with pytest.raises(CheckpointError, match="--objectives mlm"):
+    with pytest.raises(CheckpointError, match="evaluate it with objectives mlm"):
         load_for_evaluation(mlm_only, ("mlm", "sop"), 1000)
     assert load_for_evaluation(mlm_only, ("mlm",), 1000) is not None
     with pytest.raises(ConfigError, match="vocabulary of 1000 pieces"):

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from litebert.cli import main
-from litebert.finetune import features as F
-from litebert.finetune import readers as R
-from litebert.finetune import squad as S
-from litebert.finetune.squad import ANSWERABILITY_FILE, SquadV2Model
-from litebert.finetune.metrics import normalize_answer
+from litebert.tasks import features as F
+from litebert.tasks import readers as R
+from litebert.tasks import squad as S
+from litebert.tasks.squad import ANSWERABILITY_FILE, SquadV2Model
+from litebert.tasks.metrics import normalize_answer
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data" / "finetune"
@@ -311,8 +311,8 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
     """finetune.json as litebert wrote it when kinds were strings ("extra" held SQuAD's version) still loads,
     predicts and evaluates; a kind that contradicts the task is refused."""
     from litebert.errors import CheckpointError
-    from litebert.finetune import kinds as K
-    from litebert.finetune.runner import load_finetuned
+    from litebert.tasks import kinds as K
+    from litebert.tasks.runner import load_finetuned
     from litebert.heads import AlbertForQuestionAnswering, AlbertForSequenceClassification
 
     model, tok = base
@@ -372,7 +372,7 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
 
 
 def test_find_split_by_usual_names_skipping_hidden_temporaries(tmp_path):
-    from litebert.finetune.runner import find_split
+    from litebert.tasks.runner import find_split
 
     for name in (".dev_matched.tsv.tmp-123", "dev_mismatched.tsv", "dev_matched.tsv", "train.tsv", "test.tsv",
                  "pretrain.txt"):

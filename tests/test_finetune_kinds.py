@@ -1,4 +1,4 @@
-"""The task kinds (`litebert.finetune.kinds`) on hand-set model outputs: predictions, scores, predict's rows, labels,
+"""The task kinds (`litebert.tasks.kinds`) on hand-set model outputs: predictions, scores, predict's rows, labels,
 predict's inputs, and the presets' kinds as the tasks define them. No model runs here; `test_finetune.py` runs the
 kinds end to end."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from litebert.errors import DataError
-from litebert.finetune import kinds as K
-from litebert.finetune.readers import MultipleChoiceExample, SquadExample, TextExample, TokenExample
-from litebert.finetune.tasks import PRESETS, preset_from_json
+from litebert.tasks import kinds as K
+from litebert.tasks.readers import MultipleChoiceExample, SquadExample, TextExample, TokenExample
+from litebert.tasks.presets import PRESETS, preset_from_json
 
 WHERE = Path("in.jsonl")
 

@@ -7,7 +7,7 @@ import lzma
 import pytest
 
 from litebert.errors import DataError
-from litebert.finetune import readers as R
+from litebert.tasks import readers as R
 
 # Headers as in the files distributed by the GLUE benchmark.
 GLUE_FILES = {

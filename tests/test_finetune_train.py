@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from litebert.cli import main
-from litebert.files import read_marker
+from litebert.folders import read_marker
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -97,7 +97,7 @@ def test_same_seed_gives_bit_identical_weights(base, tmp_path):
 
 def test_head_initialisation_flows_from_the_seed(base):
     """Building the head twice after the same seed gives the same weights; the CLI seeds right before building."""
-    from litebert.finetune.tasks import get_preset
+    from litebert.tasks.presets import get_preset
 
     kind = get_preset("classify").kind
     torch.manual_seed(7)
@@ -131,7 +131,7 @@ def test_micro_batches_equal_one_batch(base, tmp_path, capsys):
 
 def test_token_losses_are_weighted_by_labelled_tokens():
     """Token classification averages over labelled tokens: micro-batches weigh by those, not by examples."""
-    from litebert.finetune.trainer import _weight
+    from litebert.tasks.trainer import _weight
 
     assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, -100, -100]}) == 1
     assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, 0, -100]}) == 2
@@ -183,21 +183,21 @@ RESUME_RUN = ("--max-steps", "12", "--batch-size", "8", "--eval-every", "4", "--
 
 
 def test_killed_run_resumes_to_the_same_result(base, tmp_path, capsys, monkeypatch):
-    import litebert.finetune.trainer as trainer
+    import litebert.tasks.finetune as F
 
     full = tmp_path / "full"
     assert main(finetune(base, full, *RESUME_RUN)) == 0
     assert not (full / "checkpoints").exists()  # deleted once the run is complete
 
-    real = trainer.train
+    real = F.finetune
     for stop_after in (6, 3):  # 6: a step after the evaluation at 4 (best metrics, patience state restored)
-        monkeypatch.setattr(trainer, "train", functools.partial(real, stop_after=stop_after))
+        monkeypatch.setattr(F, "finetune", functools.partial(real, stop_after=stop_after))
         part = tmp_path / f"part{stop_after}"
         assert main(finetune(base, part, *RESUME_RUN)) == 130
         err = capsys.readouterr().err
         assert f"stopped at step {stop_after}" in err and "--resume" in err
         assert read_marker(part)["complete"] is False and (part / "checkpoints").is_dir()
-        monkeypatch.setattr(trainer, "train", real)
+        monkeypatch.setattr(F, "finetune", real)
         assert main(finetune(base, part, *RESUME_RUN, "--resume")) == 0
         assert f"resuming at step {stop_after}" in capsys.readouterr().out
         assert_bit_identical(weights(part), weights(full))
@@ -216,10 +216,10 @@ def test_killed_run_resumes_to_the_same_result(base, tmp_path, capsys, monkeypat
 
 
 def test_resume_with_other_settings_is_refused(base, tmp_path, capsys, monkeypatch):
-    import litebert.finetune.trainer as trainer
+    import litebert.tasks.finetune as F
 
     out = tmp_path / "run"
-    monkeypatch.setattr(trainer, "train", functools.partial(trainer.train, stop_after=2))
+    monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
     assert main(finetune(base, out, *RESUME_RUN)) == 130
     monkeypatch.undo()
     capsys.readouterr()
@@ -234,12 +234,12 @@ def test_resume_with_other_settings_is_refused(base, tmp_path, capsys, monkeypat
     assert sorted(p.name for p in out.rglob("*")) == listing  # nothing was written
     # without --resume the stopped run is not silently replaced
     assert main(finetune(base, out, *RESUME_RUN)) == 2
-    assert "(not finished); pass --overwrite to replace it, --resume to continue it" in capsys.readouterr().err
+    assert "(not finished); continue it with --resume, start again with --overwrite" in capsys.readouterr().err
 
 
 def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkeypatch):
     """A run killed before its first checkpoint: --resume says so and starts from step 0 (its files replaced)."""
-    import litebert.finetune.trainer as trainer
+    import litebert.tasks.trainer as trainer
 
     def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print, **kw):
         save(model, 2, {"accuracy": 0.5})
@@ -347,11 +347,13 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     are unscaled before clipping and applied."""
     from test_train_fixtures import tiny_model_config
 
-    import litebert.finetune.trainer as trainer
+    import litebert.tasks.trainer as trainer
     from litebert.heads import AlbertForSequenceClassification
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    monkeypatch.setattr(trainer, "autocast_dtype", lambda precision, device: torch.float16)
+    import litebert.train.engine as engine
+
+    monkeypatch.setattr(engine, "autocast_dtype", lambda precision, device: torch.float16)
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(tiny_model_config(num_labels=2))
     feats = [{"input_ids": [2] + [5 + (i * 7 + k) % 90 for k in range(3 + i % 5)] + [3],
@@ -375,10 +377,10 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
 
 def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, capsys, monkeypatch):
     """A full disk at a periodic checkpoint: one warning, the run goes on and completes (as pretraining's)."""
-    import litebert.finetune.trainer as trainer
+    import litebert.train.engine as engine
     from litebert.errors import CheckpointError
 
-    real, failed = trainer.save_checkpoint, []
+    real, failed = engine.save_checkpoint, []
 
     def full_disk(folder, step, state, keep_last=3):
         if not failed:
@@ -386,7 +388,7 @@ def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, ca
             raise CheckpointError(f"could not save checkpoint {folder}/step-{step:08d}.pt: No space left on device")
         return real(folder, step, state, keep_last)
 
-    monkeypatch.setattr(trainer, "save_checkpoint", full_disk)
+    monkeypatch.setattr(engine, "save_checkpoint", full_disk)
     out = tmp_path / "run"
     assert main(finetune(base, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "2",
                          "--keep-checkpoints")) == 0

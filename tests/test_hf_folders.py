@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from litebert.cli import main
-from litebert.finetune import kinds as K
-from litebert.finetune.readers import TextExample, TokenExample
+from litebert.tasks import kinds as K
+from litebert.tasks.readers import TextExample, TokenExample
 
 transformers = pytest.importorskip("transformers")
 
@@ -77,7 +77,7 @@ def test_numeric_labels_sort_as_numbers_text_labels_as_text():
 
 
 def test_evaluation_rows_of_every_kind_on_hand_set_outputs():
-    from litebert.finetune.readers import MultipleChoiceExample, SquadExample
+    from litebert.tasks.readers import MultipleChoiceExample, SquadExample
 
     ln3 = float(np.log(3.0))
     cls = K.Classification()
@@ -353,8 +353,8 @@ def test_evaluate_rows_use_the_datas_ids_and_columns_override_the_folders(pair_c
 
 # ------------------------------------------------------------------------------- --device, --precision, --batch-size
 def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsys, monkeypatch):
-    from litebert.finetune import predict as P
-    from litebert.finetune import runner
+    from litebert.tasks import predict as P
+    from litebert.tasks import runner
 
     inp = _write_jsonl(tmp_path / "in.jsonl", [{"premise": a, "hypothesis": b} for a, b in PAIRS])
     assert main(["predict", "--model", str(pair_classifier), "--input", str(inp), "--output",
@@ -394,7 +394,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
     for a, b in zip(_read_jsonl(tmp_path / "b.jsonl"), _read_jsonl(tmp_path / "fp32.jsonl")):  # nor the results
         np.testing.assert_allclose(list(a["probabilities"].values()), list(b["probabilities"].values()), atol=1e-6)
     sizes = []
-    import litebert.finetune.features as F
+    import litebert.tasks.features as F
 
     def one_at_a_time(lengths, batch_size):
         sizes.append(batch_size)
@@ -408,7 +408,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
 
 def test_predict_outputs_follow_the_model_device_and_return_float32():
     from litebert.config import AlbertConfig
-    from litebert.finetune.trainer import predict_outputs
+    from litebert.tasks.runner import predict_outputs
     from litebert.heads import AlbertForSequenceClassification
 
     torch.manual_seed(0)

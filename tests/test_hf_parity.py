@@ -469,7 +469,7 @@ def test_token_classification_skipping_padding_matches_hf_training(name, checkpo
     ours.set_gradient_checkpointing(checkpointing)
     ids, mask, types = batch(seed=20)
     labels = torch.randint(0, 3, ids.shape, generator=torch.Generator().manual_seed(21))
-    labels[mask == 0] = -100  # as `litebert.finetune.features.collate` pads them
+    labels[mask == 0] = -100  # as `litebert.tasks.features.collate` pads them
     ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
     ref.loss.backward()
     assert not ours.LOSS_READS_PADDING  # the fine-tuning loop packs its batches

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
-from litebert.finetune import metrics as M
+from litebert.tasks import metrics as M
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

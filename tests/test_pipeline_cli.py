@@ -75,6 +75,6 @@ def test_pretrain_on_a_store_without_tokenizer_says_so(tmp_path, capsys):
     assert main(["pretrain", "--data", str(tmp_path / "store"), "--out", str(tmp_path / "run"), *PRETRAIN_TINY]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "has no tokenizer" in line]
     assert notes == [f"note: {tmp_path / 'run' / 'model'} has no tokenizer: the store {tmp_path / 'store'} holds "
-                     f"none; pass --tokenizer to save one beside the model"]
+                     f"none; pass a tokenizer to save one beside the model"]
     assert (tmp_path / "run" / "model" / "config.json").is_file()
     assert not (tmp_path / "run" / "model" / "spiece.model").exists()

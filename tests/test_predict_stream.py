@@ -14,8 +14,8 @@ import torch
 
 from litebert.cli import main
 from litebert.errors import DataError
-from litebert.finetune import predict as P
-from litebert.finetune import runner
+from litebert.tasks import predict as P
+from litebert.tasks import runner
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data" / "finetune"
@@ -170,7 +170,7 @@ def test_peak_memory_of_100k_inputs_within_1_2x_of_1k(models, tmp_path):
 
 
 def test_sorted_batches_by_tokens_hand_computed():
-    from litebert.finetune.features import sorted_batches
+    from litebert.tasks.features import sorted_batches
 
     lengths = [10, 50, 20, 20, 5, 50, 8]
     # longest first: 50, 50, 20, 20, 10, 8, 5 (indices 1, 5, 2, 3, 0, 6, 4)

@@ -15,9 +15,9 @@ import pytest
 from litebert import text_input
 from litebert.cli import main
 from litebert.errors import DataError, LitebertError
-from litebert.finetune import readers as R
-from litebert.finetune.kinds import Classification
-from litebert.finetune.predict import iter_texts
+from litebert.tasks import readers as R
+from litebert.tasks.kinds import Classification
+from litebert.tasks.predict import iter_texts
 
 ROWS = [("a fine film", "pos"), ("dull, and long", "neg"), ('he said "wow"', "pos"), ("café au lait", "neg")]
 
@@ -159,12 +159,13 @@ def test_predict_and_embed_offer_encoding_errors_replace(tmp_path, capsys):
     path = tmp_path / "t.txt"
     path.write_bytes(b"fine\ncaf\xe9\n")
     assert list(iter_texts(path, encoding_errors="replace")) == ["fine", "caf\ufffd"]
-    code = main(["embed", "--model", str(tmp_path), "--input", str(path), "--output", str(tmp_path / "e.npy")])
+    model = tmp_path / "no-model"  # the input is read (and refused) before the model
+    code = main(["embed", "--model", str(model), "--input", str(path), "--output", str(tmp_path / "e.npy")])
     err = capsys.readouterr().err
     assert code == 2 and "t.txt:2: invalid UTF-8 at byte offset 8" in err and "--encoding-errors replace" in err
     jl = tmp_path / "in.jsonl"
     jl.write_bytes(b'{"text": "caf\xe9"}\n')
-    code = main(["predict", "--model", str(tmp_path), "--input", str(jl), "--output", str(tmp_path / "o.jsonl")])
+    code = main(["predict", "--model", str(model), "--input", str(jl), "--output", str(tmp_path / "o.jsonl")])
     assert code == 2  # no fine-tuned folder here: the model is checked first, so only the exit code is asserted
     capsys.readouterr()
 

@@ -13,7 +13,7 @@ import torch
 from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
-from litebert.files import OWNER_FILE, read_marker
+from litebert.folders import OWNER_FILE, read_marker
 from litebert.train.metrics import read_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tf"
@@ -60,9 +60,9 @@ def pretrain(setup, out, *extra, steps=4):
 
 def stop_after(monkeypatch, n):
     """The next pretrain call stops after ``n`` steps, as on SIGTERM (checkpoint, exit 130)."""
-    import litebert.train.loop as loop
+    import litebert.train.pretrain as P
 
-    monkeypatch.setattr(loop, "train", functools.partial(loop.train, stop_after=n))
+    monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 
 
 def test_pretrain_refuses_foreign_and_overlapping_folders(setup, tmp_path, capsys):
@@ -217,7 +217,7 @@ def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
     assert main(finetune(base, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
 
     # a run killed after its first best-so-far save: the folder says it is incomplete, evaluate/predict refuse
-    import litebert.finetune.trainer as trainer
+    import litebert.tasks.trainer as trainer
 
     real = trainer.train
 

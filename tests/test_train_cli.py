@@ -64,4 +64,4 @@ def test_cli_prints_errors_without_traceback(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "litebert pretrain: error:" in err and "nostore" in err and "Traceback" not in err
     code = main(["pretrain", "--recipe", "albert-paper", "--micro-batch", "0", "--data", "x", "--out", "y"])
-    assert code == 2 and "micro_batch = 0" in capsys.readouterr().err
+    assert code == 2 and "--micro-batch 0: must be >= 1" in capsys.readouterr().err  # the flag, not the field

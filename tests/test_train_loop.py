@@ -13,9 +13,10 @@ from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
 from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.optim import lr_at
-from litebert.train.checkpoint import list_checkpoints
+from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
 from litebert.train.config import TrainConfig
-from litebert.train.loop import TrainingError, train
+from litebert.train.engine import Runtime, TrainingError
+from litebert.train.loop import train
 from litebert.train.metrics import read_metrics
 
 
@@ -38,6 +39,14 @@ def model(seed=0, **overrides):
     torch.manual_seed(seed)
     # dropout on (the tiny preset has none) so that the RNG state must be restored for resume to be exact
     return AlbertForPreTraining(tiny_model_config(hidden_dropout_prob=0.1, **overrides))
+
+
+def resumed(m, data, c, out):
+    """Where a resumed run starts (as its plan chooses it): the newest checkpoint that verifies, checked to belong to
+    this run."""
+    found = latest_valid(out / "checkpoints")
+    check_compatible(found[2], run_identity(m, c, data), found[1])
+    return found
 
 
 class SignalAt:
@@ -64,15 +73,16 @@ def test_sigterm_checkpoint_then_resume_is_exact(setup, tmp_path):
     # written, the call returns.
     out = tmp_path / "run"
     first = train(model(), SignalAt(tr, 6 * 8 + 3), ev, cfg(), out, progress=False)
-    assert first["interrupted"] and first["signal"] == signal.SIGTERM and first["step"] == 7
+    assert first.interrupted and first.signal == signal.SIGTERM and first.step == 7
     assert [s for s, _ in list_checkpoints(out / "checkpoints")] == [4, 7]  # keep_last=2
     # resume in a fresh model with different initial weights: everything must come from the checkpoint
-    second = train(model(seed=99), tr, ev, cfg(), out, resume=True, progress=False)
-    assert second["step"] == 12 and not second["interrupted"]
+    m = model(seed=99)
+    second = train(m, tr, ev, cfg(), out, start=resumed(m, tr, cfg(), out), progress=False)
+    assert second.step == 12 and not second.interrupted
     a, b = read_metrics(tmp_path / "ref"), read_metrics(out)
     assert [r["step"] for r in b] == list(range(1, 13))
     assert [r["loss"] for r in b] == [r["loss"] for r in a]  # bit-identical, not merely close
-    assert second["final_eval"] == ref["final_eval"]
+    assert second.final_eval == ref.final_eval
     assert len(read_metrics(out, "eval")) == 2  # step 0 and the end, no duplicates after resume
 
 
@@ -95,7 +105,7 @@ def test_eval_metrics_are_official_weighted_means(setup, tmp_path):
     _, ev = datasets(setup)
     m = model().eval()
     c = cfg(eval_examples=10, micro_batch=4)
-    got = evaluate(m, ev, collate_pretraining, c, D.Distributed(), None)
+    got = evaluate(m, ev, collate_pretraining, c, Runtime(D.Distributed(), None, "sdpa"))
     nll, correct, weight, sop_nll, sop_ok = [], [], [], [], []
     with torch.no_grad():
         for i in range(10):
@@ -141,7 +151,7 @@ def test_nan_steps_are_skipped_and_counted(setup, tmp_path):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         summary = train(m, tr, None, cfg(max_steps=5, save_every=0), tmp_path, progress=False)
-    assert summary["skipped_steps"] == 2 and summary["step"] == 5
+    assert summary.skipped_steps == 2 and summary.step == 5
     assert sum("non-finite" in str(x.message) for x in w) == 2
     assert all(torch.isfinite(v).all() for v in m.state_dict().values())
     assert any(not torch.equal(before[k], v) for k, v in m.state_dict().items())
@@ -163,12 +173,12 @@ def test_resume_with_different_config_or_data_is_refused(setup, tmp_path):
     tr, _ = datasets(setup)
     train(model(), tr, None, cfg(max_steps=4), tmp_path, progress=False)
     with pytest.raises(CheckpointError, match=r"lr: checkpoint 0.005, now 0.001"):
-        train(model(), tr, None, cfg(max_steps=4, lr=1e-3), tmp_path, resume=True, progress=False)
+        resumed(model(), tr, cfg(max_steps=4, lr=1e-3), tmp_path)
     with pytest.raises(CheckpointError, match=r"model config intermediate_size: checkpoint 64, now 96"):
-        train(model(intermediate_size=96), tr, None, cfg(max_steps=4), tmp_path, resume=True, progress=False)
+        resumed(model(intermediate_size=96), tr, cfg(max_steps=4), tmp_path)
     other, _ = datasets(setup, seed=8)  # same store, other masking seed -> other examples
     with pytest.raises(CheckpointError, match=r"training data: checkpoint fingerprint"):
-        train(model(), other, None, cfg(max_steps=4), tmp_path, resume=True, progress=False)
+        resumed(model(), other, cfg(max_steps=4), tmp_path)
 
 
 def test_global_batch_must_split_evenly():
@@ -192,15 +202,15 @@ def test_gradient_checkpointing_and_adamw_paths(setup, tmp_path):
 
 def test_fp16_on_cpu_is_refused(setup, tmp_path):
     tr, _ = datasets(setup)
-    with pytest.raises(TrainingError, match="fp16 needs a GPU"):
+    with pytest.raises(ConfigError, match="fp16'? needs a GPU"):
         train(model(), tr, None, cfg(precision="fp16"), tmp_path, progress=False)
 
 
 def test_time_limit_ends_like_a_finished_run(setup, tmp_path):
     tr, ev = datasets(setup)
     summary = train(model(), tr, ev, cfg(max_steps=50), tmp_path, progress=False, time_limit=0.0)
-    assert summary["time_limited"] and not summary["interrupted"] and summary["step"] == 1
-    assert summary["final_eval"] is not None and (tmp_path / "model" / "model.safetensors").exists()
+    assert summary.time_limited and not summary.interrupted and summary.step == 1
+    assert summary.final_eval is not None and (tmp_path / "model" / "model.safetensors").exists()
     assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [1]
 
 

@@ -9,8 +9,8 @@ import torch
 from test_train_fixtures import build_tiny_setup, tiny_model_config
 
 from litebert.data.pretraining import PretrainingDataset
-from litebert.finetune.trainer import TrainArgs
-from litebert.finetune.trainer import train as finetune
+from litebert.tasks.trainer import TrainArgs
+from litebert.tasks.trainer import train as finetune
 from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
                             AlbertForSequenceClassification, AlbertForTokenClassification)
 from litebert.train import loop

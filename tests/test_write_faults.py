@@ -19,7 +19,8 @@ from test_train_fixtures import PYTHON
 
 from litebert.cli import main
 from litebert.errors import WriteError
-from litebert.files import atomic_write, read_marker
+from litebert.files import atomic_write
+from litebert.folders import read_marker
 from litebert.train.metrics import read_metrics
 
 SRC = Path(__file__).resolve().parents[1] / "src"

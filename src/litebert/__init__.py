@@ -1,7 +1,9 @@
 """litebert: ALBERT (Lan et al., ICLR 2020) done completely, in plain PyTorch.
 
-The heavy modules (torch models, tokenizer, data pipeline) are imported lazily so that ``import litebert`` and the
-CLI's ``--help`` stay fast.
+Every command is a typed function here: `train_tokenizer`, `prepare_store`, `pretrain`, `finetune`, `evaluate`,
+`predict`, `embed`, `evaluate_pretraining`, `analyze_transitions`, `run_experiment` (with `ExperimentSettings`) and
+`speedup_experiment`; ``litebert COMMAND`` maps its flags onto them. The heavy modules (torch models, tokenizer, data
+pipeline) are imported lazily so that ``import litebert`` and the CLI's ``--help`` stay fast.
 """
 
 __version__ = "0.1.0"
@@ -17,15 +19,34 @@ _LAZY = {
     "AlbertForQuestionAnswering": "litebert.heads",
     "AlbertForMultipleChoice": "litebert.heads",
     "AlbertTokenizer": "litebert.tokenizer",
+    "Packing": "litebert.padding",
+    # the commands, as functions, and their typed settings and results
     "train_tokenizer": "litebert.tokenizer",
+    "prepare_store": "litebert.data.store",
+    "TokenStore": "litebert.data.store",
+    "pretrain": "litebert.train.pretrain",
+    "TrainConfig": "litebert.train.config",
+    "PretrainResult": "litebert.train.pretrain",
+    "finetune": "litebert.tasks.finetune",
+    "FinetuneConfig": "litebert.tasks.finetune",
+    "FinetuneResult": "litebert.tasks.finetune",
+    "evaluate": "litebert.tasks.predict",
+    "predict": "litebert.tasks.predict",
+    "embed": "litebert.tasks.predict",
+    "evaluate_pretraining": "litebert.experiments.intrinsic",
+    "analyze_transitions": "litebert.experiments.transitions",
+    "run_experiment": "litebert.experiments.runner",
+    "ExperimentSettings": "litebert.experiments.runner",
+    "speedup_experiment": "litebert.experiments.speedup",
 }
+_RENAMED = {"ExperimentSettings": "Settings"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module(_LAZY[name]), _RENAMED.get(name, name))
     raise AttributeError(f"module 'litebert' has no attribute {name!r}")
 
 

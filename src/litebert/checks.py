@@ -21,7 +21,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Union
 
-from litebert.errors import ConfigError
+from litebert.errors import ConfigError, Field
 
 
 @dataclass(frozen=True)
@@ -62,13 +62,16 @@ def check_fields(obj: Any, ranges: dict[str, Range] | None = None,
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        where = f"{cls.__name__}.{f.name} = {value!r}"
+        problem = None
         if not matches(value, hints[f.name]):
-            raise ConfigError(f"{where}: expected {describe(hints[f.name])}")
-        if choices and f.name in choices and value not in choices[f.name]:
-            raise ConfigError(f"{where}: choose one of {', '.join(repr(c) for c in choices[f.name])}")
-        if ranges and f.name in ranges and value is not None and not ranges[f.name].holds(value):
-            raise ConfigError(f"{where}: {ranges[f.name]}")
+            problem = f"expected {describe(hints[f.name])}"
+        elif choices and f.name in choices and value not in choices[f.name]:
+            problem = f"choose one of {', '.join(repr(c) for c in choices[f.name])}"
+        elif ranges and f.name in ranges and value is not None and not ranges[f.name].holds(value):
+            problem = str(ranges[f.name])
+        if problem is not None:  # "TrainConfig.lr = -1: ..." in Python, "--lr -1: ..." on the command line
+            raise ConfigError("{" + f.name + "}: " + problem.replace("{", "{{").replace("}", "}}"),
+                              **{f.name: Field(cls.__name__, value)})
 
 
 def _is_bool(value: Any) -> bool:

@@ -2,21 +2,31 @@
 
 Each module named below exposes ``configure(parser)`` (adds its arguments, or its own sub-subcommands) and
 ``run(args) -> int | None``; a module serving several commands exposes ``configure_command(name, parser)`` and
-``run_command(name, args)`` instead. Library errors (``litebert.errors.LitebertError``) are printed as one clear
-message, without a traceback, with exit status 2. Modules are imported only when their command runs, so ``litebert --help`` is instant.
+``run_command(name, args)`` instead. ``run`` maps the parsed flags onto a typed library function (`litebert.pretrain`,
+`litebert.finetune`, ...) and prints its result; every decision is the function's. Modules are imported only when
+their command runs, so ``litebert --help`` is instant.
+
+Library errors (``litebert.errors.LitebertError``) are printed as one clear message, without a traceback, with exit
+status 2; the arguments they name are shown as this command's flags (an option's ``dest`` is the name of the
+function argument or config field it sets; a module may add names through ``flag_names(args)``).
 
 Every command's parser (and its sub-commands') is a `Parser`: options must be spelled out (no silent prefix
 abbreviations), ``--help`` shows each option's default, and a mistyped command or choice gets a "did you mean".
+Options for the fields of a config dataclass come from the dataclass itself (`add_config_arguments`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import importlib
 import re
 import sys
+import types
+import typing
 import warnings
+from typing import Any, Iterable, Optional, Union
 
 from litebert.errors import LitebertError
 
@@ -27,10 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
     "pretrain": ("litebert.train.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
-    "finetune": ("litebert.finetune.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
-    "evaluate": ("litebert.finetune.cli", "evaluate a fine-tuned model"),
-    "predict": ("litebert.finetune.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
-    "embed": ("litebert.finetune.cli", "write pooled or mean embeddings to .npy"),
+    "finetune": ("litebert.tasks.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
+    "evaluate": ("litebert.tasks.cli", "evaluate a fine-tuned model"),
+    "predict": ("litebert.tasks.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
+    "embed": ("litebert.tasks.cli", "write pooled or mean embeddings to .npy"),
     "export": ("litebert.io.export", "export a model to ONNX"),
     "evaluate-pretraining": ("litebert.experiments.cli", "held-out MLM, SOP and NSP accuracy of pretrained models"),
     "analyze": ("litebert.experiments.cli", "analyses of pretrained models (transitions: the paper's Figure 2)"),
@@ -68,6 +78,85 @@ class Parser(argparse.ArgumentParser):
             if close:
                 message += f"; did you mean {close[0]!r}?"
         super().error(message)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The help text of each field of a dataclass, from the ``Attributes:`` section of its docstring (``name: text``,
+    continued on deeper-indented lines)."""
+    docs: dict[str, str] = {}
+    lines = (cls.__doc__ or "").splitlines()
+    inside, current, indent = False, None, 0
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "Attributes:":
+            inside, indent = True, len(line) - len(line.lstrip()) + 4
+            continue
+        if not inside:
+            continue
+        if not stripped:
+            break
+        depth = len(line) - len(line.lstrip())
+        m = re.match(r"(\w+): (.*)", stripped)
+        if depth == indent and m:
+            current = m.group(1)
+            docs[current] = m.group(2)
+        elif current is not None and depth > indent:
+            docs[current] += " " + stripped
+    return docs
+
+
+def _scalar(hint: Any) -> Any:
+    """``Optional[X]`` -> X; the argparse type of an annotation."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0] if len(args) == 1 else str
+    return hint
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
+                         title: Optional[str] = None) -> list[str]:
+    """One option for each field of the config dataclass ``cls`` (``--global-batch`` sets ``global_batch``): typed
+    from its annotation, helped by its docstring, default None ("not given": the dataclass, a recipe or a file
+    decides). A bool field that defaults to True gets ``--no-NAME``. Values are checked where the dataclass is built
+    (its ranges and choices), so a flag and a config file give the same one-line error. Returns the field names."""
+    group = parser.add_argument_group(title) if title else parser
+    hints, docs, names = typing.get_type_hints(cls), field_docs(cls), []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        names.append(f.name)
+        flag, kind = "--" + f.name.replace("_", "-"), _scalar(hints[f.name])
+        text = docs.get(f.name, "").replace("%", "%%")  # argparse formats help with %
+        shown = f" (default: {f.default})" if f.default is not None and kind is not bool else ""
+        if kind is bool:
+            if f.default is True:
+                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const", const=False,
+                                   default=None, help=f"do not {text}" if text else None)
+            else:
+                group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=text)
+        else:
+            group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(), help=text + shown)
+    return names
+
+
+def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The options among ``names`` that the command line gave (not None)."""
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{dest: the option's longest spelling} of every option of ``parser`` and its sub-commands: how errors name the
+    arguments they are about."""
+    out: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.update(flags_of(sub))
+        elif action.option_strings and action.dest not in ("help", argparse.SUPPRESS):
+            out.setdefault(action.dest, max(action.option_strings, key=len))
+        elif not action.option_strings:
+            out.setdefault(action.dest, action.metavar or action.dest.upper())
+    return out
 
 
 def at_least_1(text: str) -> int:
@@ -129,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = module.run_command(name, args) if several else module.run(args)
     except LitebertError as e:
-        print(f"litebert {name}: error: {e}", file=sys.stderr)
+        flags = flags_of(parser)
+        flags.update(getattr(module, "flag_names", lambda a: {})(args))
+        print(f"litebert {name}: error: {e.render(flags)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"litebert {name}: interrupted", file=sys.stderr)

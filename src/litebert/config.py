@@ -129,6 +129,28 @@ class AlbertConfig:
         ffn = own if self.sharing == "attention" else grouped
         return attention, ffn
 
+    # ------------------------------------------------------------------ inputs
+    def sequence_length(self, requested: Optional[int], default: int, name: str = "seq_len") -> int:
+        """The one rule for the longest input of a run, in pretraining, fine-tuning and inference: a length the
+        caller asks for (``requested``) is refused when the model's position embeddings cannot take it; without one,
+        the ``default`` (a task's, say) is capped at them. ``name``: the argument the length came from."""
+        if requested is None:
+            return min(default, self.max_position_embeddings)
+        if requested > self.max_position_embeddings:
+            raise ConfigError("{" + name + "} exceeds the model's max_position_embeddings "
+                              f"{self.max_position_embeddings}; " + "lower {" + name + ":flag} or use another model",
+                              **{name: requested})
+        return requested
+
+    def with_shape(self, **shape: Any) -> "AlbertConfig":
+        """This config with its shape changed by the paper's rules (Table 1): a new ``hidden_size`` H brings H/64
+        attention heads and a 4H feed-forward layer unless ``num_attention_heads`` / ``intermediate_size`` are given
+        too. Any other field (``embedding_size``, ``num_hidden_layers``, ``sharing``...) is replaced as given."""
+        if "hidden_size" in shape:
+            shape.setdefault("num_attention_heads", max(1, shape["hidden_size"] // 64))
+            shape.setdefault("intermediate_size", 4 * shape["hidden_size"])
+        return dataclasses.replace(self, **shape)
+
     @property
     def hf_compatible(self) -> bool:
         """Whether HF transformers can express this model (it has no per-sub-block sharing)."""

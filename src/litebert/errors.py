@@ -18,6 +18,7 @@ render as fields (``limit`` above) are plain values. A message without keyword a
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -72,6 +73,17 @@ class LitebertError(Exception):
         if not self.named:
             return self.template
         return self.template.format_map({k: _Named(k, v, flags) for k, v in self.named.items()})
+
+    def render_except(self, keep) -> str:
+        """The template with every named argument but those in ``keep`` rendered (as Python names them): for an
+        error passed on by a caller whose own arguments are only ``keep``."""
+        def one(m: re.Match) -> str:
+            name, spec = m.group(1), m.group(2) or ""
+            if name in keep or name not in self.named:
+                return m.group(0)
+            return format(_Named(name, self.named[name], None), spec).replace("{", "{{").replace("}", "}}")
+
+        return re.sub(r"\{(\w+)(?::(\w+))?\}", one, self.template)
 
     def __str__(self) -> str:
         return self.render()

@@ -155,106 +155,13 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-# ------------------------------------------------------------------------------------------------ output folders
-# Every folder a litebert command creates as its output (a token store, a pretraining run, a fine-tuned model, a
-# converted model, a tokenizer) holds this small file, naming what kind of output it is. A command only ever deletes
-# or replaces files in a folder that carries its own kind's marker, and only the names that kind writes.
-OWNER_FILE = ".litebert.json"
-_TEMPORARY = re.compile(r"^\..+\.(?:tmp|old)-(\d+)$")
+# The temporaries of writes: ``.NAME.tmp-PID`` (atomic_write), ``.NAME.old-PID`` (a folder moved aside while its
+# replacement goes in), and the checkpoint temporaries of earlier versions (``step-00000010.pt.tmp1234``). Those of a
+# process no longer running are leftovers of a killed write, removed when the folder is written again.
+TEMPORARY = re.compile(r"^(?:\..+\.(?:tmp|old)-|step-\d{8,}\.pt(?:\.sha256)?\.tmp)(\d+)$")
 
 
-class OutputError(LitebertError, FileExistsError):
-    """An output folder cannot be used: it holds files litebert did not write, or another kind of output."""
-
-
-def output_kind(folder: str | os.PathLike) -> str | None:
-    """The kind of litebert output ``folder`` holds according to its marker, or None (no marker, unreadable)."""
-    try:
-        data = json.loads((Path(folder) / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else None
-
-
-def check_output_folder(folder: str | os.PathLike, kind: str, *, flag: str = "--out") -> bool:
-    """Whether ``folder`` already holds a litebert output of ``kind`` (True) or is absent or empty (False).
-
-    Raises `OutputError`, writing nothing, when ``folder`` is a file, holds another kind of litebert output, or is
-    not empty and was not written by litebert. Leftover temporaries of killed writes do not count as content.
-    """
-    folder = Path(folder)
-    if not folder.exists():
-        return False
-    if not folder.is_dir():
-        raise OutputError(f"{flag} {folder} is a file; give a folder")
-    entries = sorted(p.name for p in folder.iterdir() if not _TEMPORARY.match(p.name))
-    if not entries:
-        return False
-    found = output_kind(folder)
-    if found is None:
-        shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
-        raise OutputError(f"{flag} {folder} is not empty and was not written by litebert (it holds {shown}); "
-                          f"choose a new or empty folder")
-    if found != kind:
-        raise OutputError(f"{flag} {folder} holds a litebert {found}, not a {kind}; choose another folder")
-    return True
-
-
-def clear_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], *,
-                        flag: str = "--out") -> None:
-    """Delete what a ``kind`` output wrote in ``folder`` (the entries whose names ``owned`` accepts), keeping the
-    marker. Refuses, deleting nothing, when the folder holds any other entry (a file the user put there)."""
-    folder = Path(folder)
-    if not check_output_folder(folder, kind, flag=flag):
-        return
-    names = [p.name for p in folder.iterdir() if p.name != OWNER_FILE and not _TEMPORARY.match(p.name)]
-    foreign = sorted(n for n in names if not owned(n))
-    if foreign:
-        raise OutputError(f"{flag} {folder} holds files a litebert {kind} does not write ({', '.join(foreign[:4])}"
-                          f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes only "
-                          f"what litebert wrote")
-    remove_stale_temporaries(folder)
-    for name in names:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-
-
-def mark_output_folder(folder: str | os.PathLike, kind: str, **info: Any) -> Path:
-    """Create ``folder`` if needed and write its marker: ``{"kind": kind, "litebert_version": ..., **info}``."""
-    from litebert import __version__
-
-    return write_json(Path(folder) / OWNER_FILE, {"kind": kind, "litebert_version": __version__, **info})
-
-
-def read_marker(folder: str | os.PathLike) -> dict:
-    """The marker of an output folder as a dict ({} when there is none or it cannot be read)."""
-    try:
-        data = json.loads((Path(folder) / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def remove_stale_temporaries(folder: str | os.PathLike, recursive: bool = False) -> list[Path]:
-    """Remove the temporaries (``.NAME.tmp-PID``, ``.NAME.old-PID``) that killed litebert processes left in
-    ``folder``; those of a process still running are kept. Returns what was removed."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    removed = []
-    for path in (folder.rglob(".*") if recursive else folder.glob(".*")):
-        m = _TEMPORARY.match(path.name)
-        if m and not _process_alive(int(m.group(1))):
-            try:
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-                removed.append(path)
-            except OSError:
-                pass
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:
@@ -266,54 +173,6 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def check_apart(out: str | os.PathLike, inputs: dict[str, str | os.PathLike | None], *, flag: str = "--out") -> None:
-    """Refuse (`OutputError`) an output path that is one of ``inputs`` ({flag: path}), lies inside one, or holds one:
-    writing there could replace or delete what the command reads."""
-    target = Path(out).resolve()
-    for name, given in inputs.items():
-        if given is None or str(given) == "":
-            continue
-        other = Path(given).resolve()
-        if target == other:
-            raise OutputError(f"{flag} {out} is the same path as {name} {given}; write to another folder")
-        if other in target.parents:
-            raise OutputError(f"{flag} {out} lies inside {name} {given}; write to a folder outside it")
-        if target in other.parents:
-            raise OutputError(f"{flag} {out} holds {name} {given}; write to a folder that does not contain it")
-
-
-def check_replaceable(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], *, overwrite: bool,
-                      flag: str = "--out") -> bool:
-    """Check, writing nothing, that a command may write a ``kind`` output to ``folder``; True when it holds one to
-    replace. Absent or empty: fine (False). Holding a ``kind`` output: fine when that output is unfinished (its
-    marker says ``"complete": false``: a killed command) or ``overwrite`` is given, and only if every entry is one
-    ``owned`` accepts. Anything else raises `OutputError`."""
-    folder = Path(folder)
-    if not check_output_folder(folder, kind, flag=flag):
-        return False
-    if not overwrite and read_marker(folder).get("complete") is not False:
-        raise OutputError(f"{flag} {folder} already holds a litebert {kind}; pass --overwrite to replace it, or "
-                          f"choose another folder")
-    foreign = sorted(p.name for p in folder.iterdir()
-                     if p.name != OWNER_FILE and not _TEMPORARY.match(p.name) and not owned(p.name))
-    if foreign:
-        raise OutputError(f"{flag} {folder} holds files a litebert {kind} does not write ({', '.join(foreign[:4])}"
-                          f"{', ...' if len(foreign) > 4 else ''}); move them out first: --overwrite deletes only "
-                          f"what litebert wrote")
-    return True
-
-
-def start_output_folder(folder: str | os.PathLike, kind: str, owned: Callable[[str], bool], replace: bool, *,
-                        flag: str = "--out", **info: Any) -> None:
-    """After `check_replaceable`: delete the old output (``replace``) or the temporaries of killed writes, and mark
-    the folder as an unfinished ``kind`` output; `mark_output_folder` with ``complete=True`` ends the command."""
-    if replace:
-        clear_output_folder(folder, kind, owned, flag=flag)
-    else:
-        remove_stale_temporaries(folder, recursive=True)
-    mark_output_folder(folder, kind, complete=False, **info)
-
-
 def remove_stale_temporaries_of(path: str | os.PathLike, tag: str = "tmp") -> list[Path]:
     """Remove the temporaries ``.NAME.TAG-PID`` of ``path`` that killed processes left beside it (those of a process
     still running are kept); `atomic_write` calls it for the file it writes. Returns what was removed."""
@@ -321,7 +180,7 @@ def remove_stale_temporaries_of(path: str | os.PathLike, tag: str = "tmp") -> li
     removed = []
     for p in path.parent.glob(f".{glob.escape(path.name)}.{glob.escape(tag)}-*"):
         pid = p.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             _remove_quietly(p)
             removed.append(p)
     return removed

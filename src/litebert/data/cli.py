@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("prepare", help="tokenize a corpus into a sharded, memory-mapped token store",
                        description="Tokenize files/directories/globs into a token store for `litebert pretrain`.")
-    p.add_argument("--input", nargs="+", required=True, metavar="PATH",
+    p.add_argument("--input", dest="inputs", nargs="+", required=True, metavar="PATH",
                    help="files, directories (read recursively) or globs; gzip/xz/bz2 are decompressed transparently")
     p.add_argument("--tokenizer", required=True, metavar="DIR",
                    help="tokenizer folder (spiece.model [+ tokenizer_config.json]) or a .model file")
@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing token store (refused if the folder holds anything else)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
     q = sub.add_parser("inspect", help="summarise a store; sample examples and check their statistics",
                        description="Print a store's manifest summary; with --sample N build N pretraining examples "
@@ -71,14 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(args) -> int:
-    from litebert.data.store import check_store_out, prepare_store
+    from litebert.data.store import prepare_store
 
-    if args.shard_tokens < 1:
-        raise DataError(f"--shard-tokens must be >= 1, got {args.shard_tokens}")
-    check_store_out(args.out, args.overwrite)  # before any work
-    store = prepare_store(args.input, _load_tokenizer(args.tokenizer), args.out, workers=args.workers,
-                          fmt=args.format, encoding_errors=args.encoding_errors, text_field=args.text_field,
-                          shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=not args.no_progress)
+    store = prepare_store(args.inputs, args.tokenizer, args.out, workers=args.workers, fmt=args.format,
+                          encoding_errors=args.encoding_errors, text_field=args.text_field,
+                          shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=args.progress)
     print(store)
     for path in store.manifest["empty_inputs"]:
         print(f"warning: {path} holds no text and was skipped")

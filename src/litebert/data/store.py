@@ -40,28 +40,22 @@ from typing import Iterable, Iterator
 import numpy as np
 from tqdm import tqdm
 
+from litebert import folders
 from litebert.data.readers import RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError
-from litebert.files import (OWNER_FILE, OutputError, _process_alive, check_output_folder, mark_output_folder,
-                            read_json, sha256_file, write_json)
+from litebert.files import read_json, remove_stale_temporaries_of, sha256_file, write_json
+from litebert.folders import OutputError
 from litebert.text_input import compression, expand_inputs
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 TOKENIZER_FOLDER = "tokenizer"
-OUTPUT_KIND = "token-store"  # the kind in the output-folder marker (litebert.files.mark_output_folder)
 TOKEN_DTYPES = ("<u2", "<u4")
-_SHARD_FILE = re.compile(r"^shard-\d{5,}\.(?:tokens|sentences|documents)$")
 _TOKENIZER_FILES = ("spiece.model", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+_COUNTS = ("num_tokens", "num_sentences", "num_documents")  # the counts of a store and of each shard
 _SCAN_ITEMS = 1 << 22  # elements per chunk when scanning token ids and offsets (32 MiB of int64 at most)
-
-
-def store_owns(name: str) -> bool:
-    """Whether ``name`` (an entry of a store folder) is something `prepare_store` writes there."""
-    return name in (MANIFEST, TOKENIZER_FOLDER, "word_start.npy", "normal_ids.npy", OWNER_FILE) or bool(
-        _SHARD_FILE.match(name))
 
 
 @dataclass(frozen=True)
@@ -218,162 +212,169 @@ def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
         yield pending.popleft().get()
 
 
-def prepare_store(inputs: list[str | os.PathLike], tokenizer, out_dir: str | os.PathLike, workers: int = 1, *,
+def prepare_store(inputs: list[str | os.PathLike], tokenizer, out: str | os.PathLike, workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
                   shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
                   progress: bool = True) -> "TokenStore":
-    """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` into a new store at ``out_dir``.
+    """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` (an `AlbertTokenizer`, or its folder or
+    .model file) into a new store at ``out`` (an existing store is replaced only with ``overwrite``).
 
     ``workers`` tokenizing processes run in parallel (1 = in this process); the output does not depend on it.
     A new shard starts once the current one holds ``shard_tokens`` tokens (at a document boundary).
     """
-    out = Path(out_dir)
-    if workers < 1:
-        raise DataError(f"workers must be >= 1, got {workers}")
-    check_store_out(out, overwrite)
-    files = expand_inputs(inputs)
-    if out.exists():
-        inside = [f for f in files if _is_within(f, out)]
-        if inside:
-            raise OutputError(f"--input {inside[0]} lies inside --out {out}, which would be replaced; choose an "
-                              f"--out outside the corpus")
-    facts = TokenizerFacts.from_tokenizer(tokenizer)
+    out = Path(out)
+    if shard_tokens < 1:
+        raise DataError("{shard_tokens}: expected an integer >= 1", shard_tokens=shard_tokens)
+    if isinstance(tokenizer, (str, os.PathLike)):
+        check_store_out(out, overwrite)  # before the tokenizer loads
+        from litebert.tokenizer import AlbertTokenizer
+
+        tokenizer = AlbertTokenizer.from_pretrained(tokenizer)
+    files, facts = _check_before_writing(inputs, tokenizer, out, workers, overwrite)
     dtype = token_dtype(facts.vocab_size)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    empty_files: list[str] = []
-    shards: list[dict] = []
-    dropped_docs = 0
+    tmp = _fresh_temporary(out)
+    empty_files: list[str] = []  # filled by _blocks as it reads the inputs
     try:
-        # np.save is written once, small; the arrays come from the tokenizer, never from untrusted input.
-        np.save(tmp / "word_start.npy", facts.word_start)
-        np.save(tmp / "normal_ids.npy", facts.normal_ids)
-        aux_files = ["word_start.npy", "normal_ids.npy"]
-        keeps_tokenizer = hasattr(tokenizer, "save_pretrained")  # an AlbertTokenizer, not bare TokenizerFacts
-        if keeps_tokenizer:
-            tokenizer.save_pretrained(tmp / TOKENIZER_FOLDER)
-            aux_files += sorted(f"{TOKENIZER_FOLDER}/{p.name}" for p in (tmp / TOKENIZER_FOLDER).iterdir())
+        aux_files, tokenizer_folder = _write_aux_files(tmp, tokenizer, facts)
         blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
-        # The bar counts input bytes; its total is unknown when some input is compressed.
-        total = None if any(compression(f) for f in files) else sum(f.stat().st_size for f in files)
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress)
-        pool = None
-        if workers > 1:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-            pool = ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer,))
-            encoded = _bounded_map(pool, _encode_in_worker, blocks, in_flight=2 * workers)
-        else:
-            encoded = (encode_block(b, tokenizer) for b in blocks)
-        writer = _ShardWriter(tmp, 0, dtype)
-        try:
-            for tokens, lengths, doc_counts, dropped, nbytes in encoded:
-                dropped_docs += dropped
-                if tokens.size and int(tokens.max()) >= facts.vocab_size:
-                    raise DataError(f"tokenizer produced id {int(tokens.max())} >= vocab_size {facts.vocab_size}")
-                writer.add(tokens, lengths, doc_counts)
-                bar.update(nbytes)
-                if writer.num_tokens >= shard_tokens:
-                    shards.append(writer.close())
-                    writer = _ShardWriter(tmp, len(shards), dtype)
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
-            bar.close()
-        if writer.num_documents or not shards:
-            shards.append(writer.close())
-        else:  # the last shard filled exactly: drop the empty one that was opened after it
-            for f in (writer.tokens, writer.sentences, writer.documents):
-                f.close()
-                f.path.unlink()
-        totals = {k: sum(s[k] for s in shards) for k in ("num_tokens", "num_sentences", "num_documents")}
-        if totals["num_documents"] == 0:
-            raise DataError(f"no text found in {len(files)} input file(s): every file is empty or blank")
-        manifest = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "dtype": dtype.str,
-            "tokenizer": facts.to_json(), **totals, "shards": shards,
-            "aux_files": {name: _file_record(tmp, name) for name in aux_files},
-            "tokenizer_folder": TOKENIZER_FOLDER if keeps_tokenizer else None,
-            "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
-            "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
-        }
-        manifest["manifest_sha256"] = manifest_checksum(manifest)
+        shards, dropped_docs = _tokenize_into_shards(files, blocks, tokenizer, facts, tmp, dtype, workers,
+                                                     shard_tokens, progress)
+        manifest = _manifest(tmp, facts, dtype, shards, aux_files, tokenizer_folder, files=files, fmt=fmt,
+                             encoding_errors=encoding_errors, empty_files=empty_files, dropped_docs=dropped_docs)
         write_json(tmp / MANIFEST, manifest, indent=1)
-        mark_output_folder(tmp, OUTPUT_KIND, format=FORMAT)
-        if _existing_store(out):  # overwrite: move the old store aside first so a crash never leaves neither
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        folders.mark(tmp, folders.STORE.kind, format=FORMAT, complete=True)
+        _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore(out, verify=False)
 
 
-def check_store_out(out: str | os.PathLike, overwrite: bool = False) -> None:
-    """Raise `OutputError`, writing nothing, unless a store can be prepared at ``out``: a new or empty folder, or an
-    existing token store with ``overwrite``. Removes what killed preparations of ``out`` left beside it."""
+def _check_before_writing(inputs: list[str | os.PathLike], tokenizer, out: Path, workers: int,
+                          overwrite: bool) -> tuple[list[Path], TokenizerFacts]:
+    """Check the arguments, ``out`` and the tokenizer before anything is written; returns the input files and facts."""
+    if workers < 1:
+        raise DataError("{workers}: expected an integer >= 1", workers=workers)
+    check_store_out(out, overwrite)
+    files = expand_inputs(inputs)
+    if out.exists():
+        inside = [f for f in files if _is_within(f, out)]
+        if inside:
+            raise OutputError("{inputs} lies inside {out}, which would be replaced; choose a folder outside the "
+                              "corpus", inputs=inside[0], out=out)
+    return files, TokenizerFacts.from_tokenizer(tokenizer)
+
+
+def _fresh_temporary(out: Path) -> Path:
+    """Create the empty folder ``.NAME.tmp-PID`` beside ``out`` that the store is built in, and return it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def _write_aux_files(tmp: Path, tokenizer, facts: TokenizerFacts) -> tuple[list[str], str | None]:
+    """Write the aux files into ``tmp``; returns their names and the tokenizer folder (None if none is kept)."""
+    # np.save is written once, small; the arrays come from the tokenizer, never from untrusted input.
+    np.save(tmp / "word_start.npy", facts.word_start)
+    np.save(tmp / "normal_ids.npy", facts.normal_ids)
+    aux_files = ["word_start.npy", "normal_ids.npy"]
+    if not hasattr(tokenizer, "save_pretrained"):  # bare TokenizerFacts, not an AlbertTokenizer
+        return aux_files, None
+    tokenizer.save_pretrained(tmp / TOKENIZER_FOLDER)
+    aux_files += sorted(f"{TOKENIZER_FOLDER}/{p.name}" for p in (tmp / TOKENIZER_FOLDER).iterdir())
+    return aux_files, TOKENIZER_FOLDER
+
+
+def _start_encoding(blocks: Iterator[list[RawDocument]], tokenizer, workers: int) -> tuple[object, Iterator]:
+    """Start encoding ``blocks`` (in a pool if ``workers`` > 1); returns the pool, or None, and the encoded blocks."""
+    if workers > 1:
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer,))
+        return pool, _bounded_map(pool, _encode_in_worker, blocks, in_flight=2 * workers)
+    return None, (encode_block(b, tokenizer) for b in blocks)
+
+
+def _tokenize_into_shards(files: list[Path], blocks: Iterator[list[RawDocument]], tokenizer, facts: TokenizerFacts,
+                          tmp: Path, dtype: np.dtype, workers: int, shard_tokens: int,
+                          progress: bool) -> tuple[list[dict], int]:
+    """Tokenize ``blocks`` into shards in ``tmp``; returns the shard records and the count of dropped documents."""
+    # The bar counts input bytes; its total is unknown when some input is compressed.
+    total = None if any(compression(f) for f in files) else sum(f.stat().st_size for f in files)
+    bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress)
+    pool, encoded = _start_encoding(blocks, tokenizer, workers)
+    shards: list[dict] = []
+    dropped_docs = 0
+    writer = _ShardWriter(tmp, 0, dtype)
+    try:
+        for tokens, lengths, doc_counts, dropped, nbytes in encoded:
+            dropped_docs += dropped
+            if tokens.size and int(tokens.max()) >= facts.vocab_size:
+                raise DataError(f"tokenizer produced id {int(tokens.max())} >= vocab_size {facts.vocab_size}")
+            writer.add(tokens, lengths, doc_counts)
+            bar.update(nbytes)
+            if writer.num_tokens >= shard_tokens:
+                shards.append(writer.close())
+                writer = _ShardWriter(tmp, len(shards), dtype)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        bar.close()
+    _close_last_shard(writer, shards)
+    return shards, dropped_docs
+
+
+def _close_last_shard(writer: _ShardWriter, shards: list[dict]) -> None:
+    """Append the last shard's record to ``shards``, or delete its files if it is an empty one after a full shard."""
+    if writer.num_documents or not shards:
+        shards.append(writer.close())
+    else:  # the last shard filled exactly: drop the empty one that was opened after it
+        for f in (writer.tokens, writer.sentences, writer.documents):
+            f.close()
+            f.path.unlink()
+
+
+def _manifest(tmp: Path, facts: TokenizerFacts, dtype: np.dtype, shards: list[dict], aux_files: list[str],
+              tokenizer_folder: str | None, *, files: list[Path], fmt: str, encoding_errors: str,
+              empty_files: list[str], dropped_docs: int) -> dict:
+    """The manifest of the store built in ``tmp``, with its own checksum; raises if the inputs held no text."""
+    totals = {k: sum(s[k] for s in shards) for k in _COUNTS}
+    if totals["num_documents"] == 0:
+        raise DataError(f"no text found in {len(files)} input file(s): every file is empty or blank")
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "dtype": dtype.str,
+        "tokenizer": facts.to_json(), **totals, "shards": shards,
+        "aux_files": {name: _file_record(tmp, name) for name in aux_files},
+        "tokenizer_folder": tokenizer_folder,
+        "inputs": [str(f) for f in files], "input_format": fmt, "encoding_errors": encoding_errors,
+        "empty_inputs": empty_files, "dropped_empty_documents": dropped_docs,
+    }
+    manifest["manifest_sha256"] = manifest_checksum(manifest)
+    return manifest
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished store ``tmp`` to ``out``, replacing the store already there (overwrite)."""
+    if out.is_dir() and any(out.iterdir()):  # move the old store aside first so a crash never leaves neither
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def check_store_out(out: str | os.PathLike, overwrite: bool = False) -> folders.FolderPlan:
+    """The plan for a store at ``out`` (`litebert.folders.plan`): a new or empty folder, or an existing token store
+    with ``overwrite``; anything else is an `OutputError`, with nothing written. Removes what killed preparations
+    of ``out`` left beside it."""
     out = Path(out)
-    _remove_killed_preparations(out)
-    if _existing_store(out) and not overwrite:
-        raise OutputError(f"--out {out} already exists (a token store); choose another --out or pass --overwrite")
-
-
-def _existing_store(out: Path) -> bool:
-    """Whether ``out`` holds a token store (True) or is absent or empty (False). Raises `OutputError`, deleting
-    nothing, when it is a file, another kind of output, or holds anything a store does not: --overwrite replaces
-    only what `prepare_store` wrote. A store prepared before folders carried a marker is known by its manifest."""
-    try:
-        found = check_output_folder(out, OUTPUT_KIND)
-    except OutputError:
-        if not _unmarked_store(out):
-            raise
-        found = True
-    if found:
-        foreign = sorted(p.name for p in out.iterdir() if not store_owns(p.name) and not _temporary(p.name))
-        tok = out / TOKENIZER_FOLDER
-        if tok.is_dir():
-            foreign += sorted(f"{TOKENIZER_FOLDER}/{p.name}" for p in tok.iterdir() if p.name not in _TOKENIZER_FILES)
-        elif tok.exists():
-            foreign.append(TOKENIZER_FOLDER)
-        if foreign:
-            raise OutputError(f"--out {out} holds files a token store does not ({', '.join(foreign[:4])}"
-                              f"{', ...' if len(foreign) > 4 else ''}); move them out first or choose another "
-                              f"--out: --overwrite replaces only what litebert wrote")
-    return found
-
-
-def _unmarked_store(out: Path) -> bool:
-    try:
-        m = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("format") == FORMAT and not (out / OWNER_FILE).exists()
-
-
-def _temporary(name: str) -> bool:
-    return bool(re.match(r"^\..+\.(?:tmp|old)-\d+$", name))
-
-
-def _remove_killed_preparations(out: Path) -> None:
-    """Remove the temporary folders (``.NAME.tmp-PID``, ``.NAME.old-PID``) that killed preparations of ``out``
-    left beside it; those of a process still running are kept."""
-    if not out.parent.is_dir():
-        return
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(\d+)$")
-    for path in out.parent.glob(f".{out.name}.*"):
-        m = pattern.match(path.name)
-        if m and not _process_alive(int(m.group(1))):
-            try:
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-            except OSError:
-                pass
+    for tag in ("tmp", "old"):
+        remove_stale_temporaries_of(out, tag)
+    return folders.plan(out, folders.STORE, overwrite=overwrite)
 
 
 def _is_within(path: Path, folder: Path) -> bool:
@@ -468,77 +469,105 @@ class TokenStore:
         """Types and ranges of every manifest field the readers use, so that no edit ends in a KeyError,
         IndexError or a wrong read. Field paths in messages look like ``shards[2].files.tokens.bytes``."""
         m = self.manifest
-        bad = self._damaged
-
-        def get(obj: dict, key: str, where: str, kind: type | tuple, optional: bool = False):
-            if key not in obj:
-                if optional:
-                    return None
-                raise bad(f"{MANIFEST} has no field {where}")
-            value = obj[key]
-            if optional and value is None:
-                return None
-            ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is int)
-            if not ok:
-                names = {int: "an integer", str: "a string", dict: "an object", list: "an array"}
-                raise bad(f"{MANIFEST} field {where} is {json.dumps(value)[:40]}, expected "
-                          f"{names.get(kind, kind)}")
-            return value
-
-        def count(obj: dict, key: str, where: str, low: int = 0, high: int = 1 << 62) -> int:
-            value = get(obj, key, where, int)
-            if not low <= value <= high:
-                raise bad(f"{MANIFEST} field {where} is {value}, expected an integer in [{low}, {high}]")
-            return value
-
         if "manifest_sha256" in m and m["manifest_sha256"] != manifest_checksum(m):  # absent in older stores
-            raise bad(f"{MANIFEST} does not match its checksum (manifest_sha256): it was edited or damaged")
-        dtype = get(m, "dtype", "dtype", str)
+            raise self._damaged(f"{MANIFEST} does not match its checksum (manifest_sha256): it was edited or damaged")
+        dtype = self._check_manifest_facts(m)
+        totals = {key: self._count(m, key, key) for key in _COUNTS}
+        names: set[str] = set()  # the files named so far, so that no file is named twice
+        sums = self._check_manifest_shards(m, dtype, names)
+        self._check_manifest_totals(totals, sums)
+        self._check_manifest_aux(m, names)
+        self._check_manifest_inputs(m)
+
+    def _field(self, obj: dict, key: str, where: str, kind: type | tuple, optional: bool = False):
+        """Manifest field ``where`` (``obj[key]``), checked to be a ``kind``; None if ``optional`` and absent/null."""
+        if key not in obj:
+            if optional:
+                return None
+            raise self._damaged(f"{MANIFEST} has no field {where}")
+        value = obj[key]
+        if optional and value is None:
+            return None
+        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is int)
+        if not ok:
+            names = {int: "an integer", str: "a string", dict: "an object", list: "an array"}
+            raise self._damaged(f"{MANIFEST} field {where} is {json.dumps(value)[:40]}, expected "
+                                f"{names.get(kind, kind)}")
+        return value
+
+    def _count(self, obj: dict, key: str, where: str, low: int = 0, high: int = 1 << 62) -> int:
+        """The value of manifest field ``where`` (``obj[key]``), which must be an integer in ``[low, high]``."""
+        value = self._field(obj, key, where, int)
+        if not low <= value <= high:
+            raise self._damaged(f"{MANIFEST} field {where} is {value}, expected an integer in [{low}, {high}]")
+        return value
+
+    def _check_manifest_facts(self, m: dict) -> str:
+        """Check the token dtype and the tokenizer facts (vocabulary size, special ids); returns the dtype."""
+        bad = self._damaged
+        dtype = self._field(m, "dtype", "dtype", str)
         if dtype not in TOKEN_DTYPES:
             raise bad(f"{MANIFEST} field dtype is {dtype!r}, expected one of {', '.join(TOKEN_DTYPES)}")
-        t = get(m, "tokenizer", "tokenizer", dict)
-        vocab = count(t, "vocab_size", "tokenizer.vocab_size", 5, 1 << 32)
+        t = self._field(m, "tokenizer", "tokenizer", dict)
+        vocab = self._count(t, "vocab_size", "tokenizer.vocab_size", 5, 1 << 32)
         if token_dtype(vocab).str != dtype:
             raise bad(f"{MANIFEST} field dtype is {dtype!r}, but tokenizer.vocab_size {vocab} needs "
                       f"{token_dtype(vocab).str!r}")
-        ids = [count(t, key, f"tokenizer.{key}", 0, vocab - 1) for key in ("pad_id", "cls_id", "sep_id", "mask_id")]
+        ids = [self._count(t, key, f"tokenizer.{key}", 0, vocab - 1)
+               for key in ("pad_id", "cls_id", "sep_id", "mask_id")]
         if len(set(ids)) != 4:
             raise bad(f"{MANIFEST} field tokenizer: pad/cls/sep/mask ids {ids} are not distinct")
-        get(t, "fingerprint", "tokenizer.fingerprint", str)
-        totals = {key: count(m, key, key) for key in ("num_tokens", "num_sentences", "num_documents")}
-        shards = get(m, "shards", "shards", list)
+        self._field(t, "fingerprint", "tokenizer.fingerprint", str)
+        return dtype
+
+    def _check_manifest_shards(self, m: dict, dtype: str, names: set[str]) -> dict[str, int]:
+        """Check every entry of ``shards`` and its file records; returns the counts summed over the shards."""
+        shards = self._field(m, "shards", "shards", list)
         if not shards:
-            raise bad(f"{MANIFEST} field shards is empty")
-        names: set[str] = set()
-        sums = dict.fromkeys(totals, 0)
+            raise self._damaged(f"{MANIFEST} field shards is empty")
+        sums = dict.fromkeys(_COUNTS, 0)
         for k, s in enumerate(shards):
-            where = f"shards[{k}]"
-            if not isinstance(s, dict):
-                raise bad(f"{MANIFEST} field {where} is not an object")
-            prefix = f"shard-{k:05d}"
-            if get(s, "prefix", f"{where}.prefix", str) != prefix:
-                raise bad(f"{MANIFEST} field {where}.prefix is {s['prefix']!r}, expected {prefix!r}")
-            n = {key: count(s, key, f"{where}.{key}", 1) for key in sums}
-            if not n["num_documents"] <= n["num_sentences"] <= n["num_tokens"]:
-                raise bad(f"{MANIFEST} field {where}: {n['num_documents']} documents, {n['num_sentences']} "
-                          f"sentences and {n['num_tokens']} tokens are impossible (every document has a sentence, "
-                          f"every sentence a token)")
+            n = self._check_manifest_shard(k, s, dtype, names)
             for key in sums:
                 sums[key] += n[key]
-            files = get(s, "files", f"{where}.files", dict)
-            sizes = {"tokens": n["num_tokens"] * np.dtype(dtype).itemsize,
-                     "sentences": (n["num_sentences"] + 1) * 8, "documents": (n["num_documents"] + 1) * 8}
-            for kind, size in sizes.items():
-                r = self._record(get(files, kind, f"{where}.files.{kind}", dict), f"{where}.files.{kind}",
-                                 f"{prefix}.{kind}", names)
-                if r["bytes"] != size:
-                    raise bad(f"{MANIFEST} field {where}.files.{kind}.bytes is {r['bytes']}, but {where}'s counts "
-                              f"make {size}")
+        return sums
+
+    def _check_manifest_shard(self, k: int, s: dict, dtype: str, names: set[str]) -> dict[str, int]:
+        """Check entry ``shards[k]``: its prefix, its counts and its three file records; returns its counts."""
+        bad = self._damaged
+        where = f"shards[{k}]"
+        if not isinstance(s, dict):
+            raise bad(f"{MANIFEST} field {where} is not an object")
+        prefix = f"shard-{k:05d}"
+        if self._field(s, "prefix", f"{where}.prefix", str) != prefix:
+            raise bad(f"{MANIFEST} field {where}.prefix is {s['prefix']!r}, expected {prefix!r}")
+        n = {key: self._count(s, key, f"{where}.{key}", 1) for key in _COUNTS}
+        if not n["num_documents"] <= n["num_sentences"] <= n["num_tokens"]:
+            raise bad(f"{MANIFEST} field {where}: {n['num_documents']} documents, {n['num_sentences']} "
+                      f"sentences and {n['num_tokens']} tokens are impossible (every document has a sentence, "
+                      f"every sentence a token)")
+        files = self._field(s, "files", f"{where}.files", dict)
+        sizes = {"tokens": n["num_tokens"] * np.dtype(dtype).itemsize,
+                 "sentences": (n["num_sentences"] + 1) * 8, "documents": (n["num_documents"] + 1) * 8}
+        for kind, size in sizes.items():
+            r = self._record(self._field(files, kind, f"{where}.files.{kind}", dict), f"{where}.files.{kind}",
+                             f"{prefix}.{kind}", names)
+            if r["bytes"] != size:
+                raise bad(f"{MANIFEST} field {where}.files.{kind}.bytes is {r['bytes']}, but {where}'s counts "
+                          f"make {size}")
+        return n
+
+    def _check_manifest_totals(self, totals: dict[str, int], sums: dict[str, int]) -> None:
+        """Check that every total count of the manifest is the sum of the shards' counts."""
         for key in totals:
             if totals[key] != sums[key]:
-                raise bad(f"{MANIFEST} field {key} is {totals[key]}, but its shards add up to {sums[key]}")
-        aux = get(m, "aux_files", "aux_files", dict)
-        folder = get(m, "tokenizer_folder", "tokenizer_folder", str, optional=True)
+                raise self._damaged(f"{MANIFEST} field {key} is {totals[key]}, but its shards add up to {sums[key]}")
+
+    def _check_manifest_aux(self, m: dict, names: set[str]) -> None:
+        """Check ``tokenizer_folder`` and ``aux_files``: the needed files are there, and only files of a store."""
+        bad = self._damaged
+        aux = self._field(m, "aux_files", "aux_files", dict)
+        folder = self._field(m, "tokenizer_folder", "tokenizer_folder", str, optional=True)
         if folder is not None and folder != TOKENIZER_FOLDER:
             raise bad(f"{MANIFEST} field tokenizer_folder is {folder!r}, expected {TOKENIZER_FOLDER!r} or null")
         needed = ["word_start.npy", "normal_ids.npy"] + ([f"{TOKENIZER_FOLDER}/spiece.model"] if folder else [])
@@ -551,14 +580,17 @@ class TokenStore:
                 and name.split("/", 1)[1] in _TOKENIZER_FILES)
             if not allowed:
                 raise bad(f"{MANIFEST} field aux_files names {name[:60]!r}, which is no file of a store")
-            self._record(r if isinstance(r, dict) else get(aux, name, f"aux_files.{name}", dict),
+            self._record(r if isinstance(r, dict) else self._field(aux, name, f"aux_files.{name}", dict),
                          f"aux_files.{name}", name, names)
+
+    def _check_manifest_inputs(self, m: dict) -> None:
+        """Check the input bookkeeping: input and empty-input paths, format, encoding errors, dropped documents."""
         for key in ("inputs", "empty_inputs"):
-            if not all(isinstance(x, str) for x in get(m, key, key, list)):
-                raise bad(f"{MANIFEST} field {key} holds something other than strings")
+            if not all(isinstance(x, str) for x in self._field(m, key, key, list)):
+                raise self._damaged(f"{MANIFEST} field {key} holds something other than strings")
         for key in ("input_format", "encoding_errors"):
-            get(m, key, key, str)
-        count(m, "dropped_empty_documents", "dropped_empty_documents")
+            self._field(m, key, key, str)
+        self._count(m, "dropped_empty_documents", "dropped_empty_documents")
 
     def _record(self, r: dict, where: str, name: str, seen: set[str]) -> dict:
         """Check a file record ``{"name", "bytes", "sha256"}`` that must name ``name``."""

@@ -1,8 +1,14 @@
-"""``litebert evaluate-pretraining``, ``litebert analyze transitions`` and ``litebert experiment``.
+"""``litebert evaluate-pretraining``, ``litebert analyze transitions`` and ``litebert experiment``: the flags of
+`litebert.evaluate_pretraining`, `litebert.analyze_transitions` and `litebert.run_experiment`.
 
     litebert evaluate-pretraining MODEL [MODEL ...] --data STORE [--objectives mlm,sop,nsp] [--output results.json]
     litebert analyze transitions MODEL [MODEL ...] --data STORE --out fig.png      # + fig.csv with the numbers
     litebert experiment {sentence-objective,sharing,embedding-size,speedup} --out DIR (--steps N | --minutes M)
+
+Run from a clone of the repository, ``experiment`` uses the bundled data unless told otherwise (the corpus in
+data/corpus, the 30k ALBERT vocabulary in data/albert-30k, the tasks in data/finetune); installed as a package it
+needs them as arguments (--corpus FILES --tokenizer DIR, or --data/--eval-data stores; --sentiment-data,
+--mc-data).
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ import sys
 from pathlib import Path
 
 from litebert.cli import at_least_1
-from litebert.errors import ConfigError
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -33,13 +38,14 @@ def _common(p: argparse.ArgumentParser, examples: int) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL", help="pretrained model folder(s) (litebert or HF ALBERT)")
     p.add_argument("--data", required=True, type=Path, help="held-out token store (`litebert data prepare`) made "
                                                             "with the models' tokenizer")
-    p.add_argument("--examples", type=at_least_1, default=examples, help="held-out examples (epoch 0, in order)")
-    p.add_argument("--seq-len", type=at_least_1, default=128, help="maximum sequence length of the examples")
+    p.add_argument("--examples", type=int, default=examples, help="held-out examples (epoch 0, in order)")
+    p.add_argument("--seq-len", type=int, help="maximum sequence length of the examples (default: 128, capped by "
+                                               "the model's positions)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the examples' pairs and masks")
-    p.add_argument("--batch-size", type=at_least_1, default=32, help="examples per forward pass")
+    p.add_argument("--batch-size", type=int, default=32, help="examples per forward pass")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--threads", type=at_least_1, help="torch CPU threads (default: torch's)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
@@ -58,94 +64,38 @@ def _configure_analyze(p: argparse.ArgumentParser) -> None:
     t.add_argument("--names", help="comma-separated curve names (default: the folders' names)")
 
 
-def _names(args) -> list[str]:
-    if getattr(args, "names", None):
-        names = [n.strip() for n in args.names.split(",")]
-        if len(names) != len(args.models):
-            raise ConfigError(f"--names: {len(names)} name(s) for {len(args.models)} model(s)")
-        return names
-    names = [Path(m).name or str(m) for m in args.models]
-    return [str(m) for m in args.models] if len(set(names)) < len(names) else names
-
-
-def _store(args):
-    from litebert.data.store import TokenStore
-
-    return TokenStore(args.data)
+def _names(args) -> list[str] | None:
+    return [n.strip() for n in args.names.split(",")] if getattr(args, "names", None) else None
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from litebert.experiments import intrinsic
-    from litebert.train.device import resolve_device
+    from litebert.experiments.intrinsic import evaluate_pretraining
 
-    objectives = intrinsic.parse_objectives(args.objectives)
-    device = resolve_device(args.device)
-    store = _store(args)
-    results = {}
-    for name, path in zip(_names(args), args.models):
-        model = intrinsic.load_for_evaluation(path, objectives, store.facts.vocab_size).to(device)
-        seq_len = min(args.seq_len, model.config.max_position_embeddings)
-        scores = intrinsic.evaluate_pretraining(model, store, objectives, examples=args.examples, seq_len=seq_len,
-                                                seed=args.seed, batch_size=args.batch_size,
-                                                progress=not args.no_progress)
-        results[name] = {"model": str(path), **{o: s.to_json() for o, s in scores.items()}}
-        print(f"{name}: " + ", ".join(f"{o.upper()} {100 * s.accuracy:.1f}% [{100 * s.low:.1f}, {100 * s.high:.1f}] "
-                                      f"of {s.total:,}" for o, s in scores.items()), file=sys.stderr)
-    report = {"data": str(args.data), "examples": args.examples, "seq_len": args.seq_len, "seed": args.seed,
-              "interval": "95% Wilson", "models": results}
-    if args.output:
-        from litebert.files import write_json
-
-        write_json(args.output, report)
-    print(json.dumps(report, indent=2))
+    report = evaluate_pretraining(args.models, args.data, objectives=args.objectives, examples=args.examples,
+                                  seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size,
+                                  device=args.device, output=args.output, progress=args.progress)
+    print(json.dumps(report.to_json(), indent=2))
     return 0
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from litebert.experiments import transitions
-    from litebert.heads import AlbertModel
-    from litebert.train.device import resolve_device
+    from litebert.experiments.transitions import analyze_transitions
 
-    device = resolve_device(args.device)
-    store = _store(args)
-    rows = {}
-    for name, path in zip(_names(args), args.models):
-        model = AlbertModel.from_pretrained(path).to(device)
-        if model.config.vocab_size != store.facts.vocab_size:
-            raise ConfigError(f"{path}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "
-                              f"with {store.facts.vocab_size}; use a store made with the model's tokenizer")
-        rows[name] = transitions.layer_transitions(model, store, examples=args.examples,
-                                                   seq_len=min(args.seq_len, model.config.max_position_embeddings),
-                                                   seed=args.seed, batch_size=args.batch_size,
-                                                   progress=not args.no_progress)
-    csv_path = args.out.with_suffix(".csv")
-    transitions.write_csv(csv_path, rows)
-    transitions.plot(args.out, rows)
-    for name, r in rows.items():
+    result = analyze_transitions(args.models, args.data, args.out, names=_names(args), examples=args.examples,
+                                 seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size, device=args.device,
+                                 progress=args.progress)
+    for name, r in result.rows.items():
         print(f"{name}: L2 " + " ".join(f"{x['l2_distance']:.2f}" for x in r) + " | degrees "
               + " ".join(f"{x['angle_degrees']:.1f}" for x in r))
-    print(f"wrote {args.out} and {csv_path}")
+    print(f"wrote {result.plot} and {result.csv}")
     return 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number > 0")
-    return value
 
 
 def _sizes(text: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(int(t) for t in text.split(",") if t.strip())
+        return tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated integers >= 1")
-    return sizes
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated integers") from None
 
 
 def _configure_experiment(p: argparse.ArgumentParser) -> None:
@@ -154,101 +104,115 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
 
     d = Settings("sharing")
     p.description = ("The paper's controlled comparisons (docs/EXPERIMENTS.md): every arm pretrained on the same "
-                     "store, seed, steps and batch, then scored on held-out MLM/NSP/SOP and fine-tuned on the bundled "
-                     "sentiment and multiple-choice tasks; speedup times training steps of the presets.")
+                     "store, seed, steps and batch, then scored on held-out MLM/NSP/SOP and fine-tuned on a "
+                     "sentiment and a multiple-choice task; speedup times training steps of the presets.\n\n"
+                     + __doc__.split("\n\n")[2])
     p.add_argument("experiment", choices=EXPERIMENTS)
     p.add_argument("--out", required=True, type=Path, help="experiment folder (re-running continues it)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=at_least_1, help="pretraining steps of every arm (speedup: timed steps; "
-                                                        "default 3 there)")
-    budget.add_argument("--minutes", type=_positive_float,
+    budget.add_argument("--steps", type=int, help="pretraining steps of every arm (speedup: timed steps; default 3 "
+                                                  "there)")
+    budget.add_argument("--minutes", type=float,
                         help="per-arm pretraining budget: a few steps of the slowest arm are timed and turned into "
                              "one step count for all arms")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of every arm's data order, masks and weights")
     shape = p.add_argument_group("base shape and pretraining")
-    shape.add_argument("--hidden-size", type=at_least_1, default=d.hidden_size, help="H (heads H/64, FFN 4H)")
-    shape.add_argument("--num-layers", type=at_least_1, default=d.num_layers, help="layers")
-    shape.add_argument("--embedding-size", type=at_least_1, default=d.embedding_size,
+    shape.add_argument("--hidden-size", type=int, default=d.hidden_size, help="H (heads H/64, FFN 4H)")
+    shape.add_argument("--num-layers", type=int, default=d.num_layers, help="layers")
+    shape.add_argument("--embedding-size", type=int, default=d.embedding_size,
                        help="E of the sentence-objective arms")
     shape.add_argument("--embedding-sizes", type=_sizes,
                        help="E values: sharing (default H and H/4), embedding-size (default H/8,H/4,H/2,H)")
-    shape.add_argument("--seq-len", type=at_least_1, default=d.seq_len, help="pretraining and fine-tuning length")
-    shape.add_argument("--batch", type=at_least_1, default=d.batch, help="pretraining sequences per step")
-    shape.add_argument("--lr", type=_positive_float, default=d.lr, help="pretraining peak LAMB learning rate")
-    shape.add_argument("--eval-examples", type=at_least_1, default=d.eval_examples,
+    shape.add_argument("--seq-len", type=int, default=d.seq_len, help="pretraining and fine-tuning length")
+    shape.add_argument("--batch", type=int, default=d.batch, help="pretraining sequences per step")
+    shape.add_argument("--lr", type=float, default=d.lr, help="pretraining peak LAMB learning rate")
+    shape.add_argument("--eval-examples", type=int, default=d.eval_examples,
                        help="held-out examples per intrinsic score")
     down = p.add_argument_group("downstream fine-tuning")
-    down.add_argument("--finetune-lr", type=_positive_float, default=d.finetune_lr, help="fine-tuning learning rate")
-    down.add_argument("--sentiment-steps", type=at_least_1, default=d.sentiment_steps, help="sentiment steps")
-    down.add_argument("--mc-steps", type=at_least_1, default=d.mc_steps, help="multiple-choice steps")
-    down.add_argument("--finetune-batch", type=at_least_1, default=d.finetune_batch, help="fine-tuning batch size")
-    down.add_argument("--max-train-examples", type=at_least_1, help="use only the first N training examples")
-    down.add_argument("--max-eval-examples", type=at_least_1, help="use only the first N dev examples")
-    data = p.add_argument_group("data")
-    data.add_argument("--data", type=Path, help="your own training token store (with --eval-data) instead of the "
-                                                "bundled corpus")
-    data.add_argument("--eval-data", type=Path, help="your own held-out token store")
-    data.add_argument("--corpus", type=Path, nargs="+", help="corpus files (official format) to split by documents "
-                                                             "(default: data/corpus/*.xz)")
-    data.add_argument("--tokenizer", type=Path, help="tokenizer for --corpus (default: data/albert-30k)")
-    data.add_argument("--heldout-every", type=at_least_1, default=d.heldout_every,
+    down.add_argument("--finetune-lr", type=float, default=d.finetune_lr, help="fine-tuning learning rate")
+    down.add_argument("--sentiment-steps", type=int, default=d.sentiment_steps, help="sentiment steps")
+    down.add_argument("--mc-steps", type=int, default=d.mc_steps, help="multiple-choice steps")
+    down.add_argument("--finetune-batch", type=int, default=d.finetune_batch, help="fine-tuning batch size")
+    down.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
+    down.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
+    data = p.add_argument_group("data (default, in a clone of the repository: the bundled data)")
+    data.add_argument("--data", type=Path, help="a prepared training token store (with --eval-data) instead of a "
+                                                "corpus")
+    data.add_argument("--eval-data", type=Path, help="a prepared held-out token store")
+    data.add_argument("--corpus", type=Path, nargs="+", help="corpus files (official format, or JSON lines) to split "
+                                                             "by documents (bundled: data/corpus/*.xz)")
+    data.add_argument("--tokenizer", type=Path, help="tokenizer for --corpus (bundled: data/albert-30k)")
+    data.add_argument("--heldout-every", type=int, default=d.heldout_every,
                       help="every N-th document of the corpus is held out")
+    data.add_argument("--sentiment-data", type=Path, help="the sentiment task's data folder (bundled: "
+                                                          "data/finetune/sentiment)")
+    data.add_argument("--mc-data", type=Path, help="the multiple-choice task's data folder (bundled: "
+                                                   "data/finetune/mc)")
     sp = p.add_argument_group("speedup")
     sp.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets to time")
     sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
-    sp.add_argument("--micro-batch", type=at_least_1, default=8, help="sequences per process per step")
-    sp.add_argument("--untimed-steps", type=at_least_1, default=1, help="steps run before the timed ones")
-    sp.add_argument("--processes", default="1,2", help="process counts (more than 1: torchrun)")
+    sp.add_argument("--micro-batch", type=int, default=8, help="sequences per process per step")
+    sp.add_argument("--untimed-steps", type=int, default=1, help="steps run before the timed ones")
+    sp.add_argument("--processes", type=_sizes, default=(1, 2), help="process counts (more than 1: torchrun)")
 
 
-def run_experiment(args: argparse.Namespace) -> int:
-    from litebert.experiments import runner
+def bundled_data() -> dict[str, Path]:
+    """The repository's bundled data, when litebert runs from a clone (the source checkout, or the working
+    directory, holds data/corpus and friends); {} for an installed package elsewhere."""
+    for root in (Path(__file__).resolve().parents[3], Path.cwd()):
+        data = root / "data"
+        found = {"corpus": sorted((data / "corpus").glob("*.txt.xz")), "tokenizer": data / "albert-30k",
+                 "sentiment_data": data / "finetune" / "sentiment", "mc_data": data / "finetune" / "mc"}
+        if found["corpus"] and all(Path(p).exists() for k, p in found.items() if k != "corpus"):
+            return found
+    return {}
 
-    if args.experiment == "speedup":
-        return _run_speedup(args)
-    if args.steps is None and args.minutes is None:
-        raise ConfigError("give the pretraining budget: --steps N (every arm) or --minutes M (per arm)")
-    if (args.data is None) != (args.eval_data is None):
-        raise ConfigError("--data and --eval-data go together: a training store and a held-out store")
-    if args.data is not None and (args.corpus or args.tokenizer):
-        raise ConfigError("--data/--eval-data are prepared stores: --corpus and --tokenizer do not apply")
-    s = runner.Settings(
+
+def settings(args: argparse.Namespace):
+    """The experiment's `Settings` from the flags, the bundled data filling in what is not given."""
+    from litebert.experiments.runner import Settings
+
+    bundled = bundled_data()
+    use_corpus = args.data is None and args.eval_data is None
+    corpus = args.corpus or (bundled.get("corpus") if use_corpus else None) or ()
+    tokenizer = args.tokenizer or (bundled.get("tokenizer") if use_corpus else None)
+
+    def path(p):
+        return str(Path(p).resolve()) if p is not None else None
+
+    return Settings(
         args.experiment, steps=args.steps, minutes=args.minutes, seed=args.seed, device=args.device,
         hidden_size=args.hidden_size, num_layers=args.num_layers, embedding_size=args.embedding_size,
         embedding_sizes=args.embedding_sizes or (), seq_len=args.seq_len, batch=args.batch, lr=args.lr,
         eval_examples=args.eval_examples, finetune_lr=args.finetune_lr, sentiment_steps=args.sentiment_steps,
         mc_steps=args.mc_steps, finetune_batch=args.finetune_batch, max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples,
-        data=str(args.data.resolve()) if args.data else None,
-        eval_data=str(args.eval_data.resolve()) if args.eval_data else None,
-        corpus=tuple(str(c.resolve()) for c in args.corpus or ()),
-        tokenizer=str(args.tokenizer.resolve()) if args.tokenizer else None, heldout_every=args.heldout_every)
-    summary = runner.run_experiment(args.out, s)
+        max_eval_examples=args.max_eval_examples, data=path(args.data), eval_data=path(args.eval_data),
+        corpus=tuple(path(c) for c in corpus), tokenizer=path(tokenizer), heldout_every=args.heldout_every,
+        sentiment_data=path(args.sentiment_data or bundled.get("sentiment_data")),
+        mc_data=path(args.mc_data or bundled.get("mc_data")))
+
+
+def run_experiment(args: argparse.Namespace) -> int:
+    if args.experiment == "speedup":
+        return _run_speedup(args)
+    from litebert.experiments import runner
+
+    runner.run_experiment(args.out, settings(args))
     print((args.out / "results.md").read_text())
-    return 0 if summary else 1
+    return 0
 
 
 def _run_speedup(args: argparse.Namespace) -> int:
+    from litebert.errors import ConfigError
     from litebert.experiments import runner, speedup
-    from litebert.files import atomic_write, check_output_folder, mark_output_folder, write_json
 
     if args.minutes is not None:
-        raise ConfigError("speedup times a fixed number of steps: give --steps N (default 3), not --minutes")
-    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
-    try:
-        processes = tuple(int(n) for n in args.processes.split(","))
-    except ValueError:
-        processes = ()
-    if not processes or min(processes) < 1:
-        raise ConfigError(f"--processes {args.processes!r}: expected comma-separated integers >= 1, e.g. 1,2")
-    if not check_output_folder(args.out, runner.KIND):
-        mark_output_folder(args.out, runner.KIND, experiment="speedup")
-    summary = speedup.run_speedup(args.out, presets, args.micro_batch, args.seq_len, args.steps or 3, args.untimed_steps,
-                                  args.device, processes, progress=runner.progress,
-                                  reference=args.reference)
-    write_json(args.out / "results.json", {"experiment": "speedup", **summary})
-    atomic_write(args.out / "results.md", speedup.markdown(summary))
-    speedup.plot(args.out / "speedup.png", summary)
+        raise ConfigError("speedup times a fixed number of steps: give {steps:flag} N (default 3), not "
+                          "{minutes:flag}", steps=None, minutes=None)
+    speedup.speedup_experiment(args.out, presets=[p.strip() for p in args.presets.split(",") if p.strip()],
+                               reference=args.reference, micro_batch=args.micro_batch, seq_len=args.seq_len,
+                               steps=3 if args.steps is None else args.steps, untimed_steps=args.untimed_steps,
+                               device=args.device, processes=tuple(args.processes), progress=runner.progress)
     print((args.out / "results.md").read_text())
     return 0

@@ -14,8 +14,11 @@ Each accuracy comes with its count and a 95% Wilson interval. The MLM count is o
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import os
+import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Optional, Sequence
 
 import torch
 from tqdm import tqdm
@@ -52,12 +55,85 @@ def accuracy(correct: int, total: int) -> Accuracy:
     return Accuracy(correct / total if total else float("nan"), int(correct), int(total), low, high)
 
 
-def parse_objectives(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(t.strip().lower() for t in text.split(",") if t.strip()))
+def parse_objectives(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``"mlm,sop"`` (or a sequence of names) -> ``("mlm", "sop")``: a subset of `OBJECTIVES`, each once."""
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    names = tuple(dict.fromkeys(str(t).strip().lower() for t in parts if str(t).strip()))
     bad = [n for n in names if n not in OBJECTIVES]
     if bad or not names:
-        raise ConfigError(f"--objectives {text!r}: expected a comma-separated subset of {','.join(OBJECTIVES)}")
+        raise ConfigError("{objectives}: expected a comma-separated subset of " + ",".join(OBJECTIVES),
+                          objectives=text if isinstance(text, str) else ",".join(map(str, text)))
     return names
+
+
+@dataclass
+class PretrainingEvaluation:
+    """`evaluate_pretraining`'s result: per model name, its folder and ``{objective: Accuracy}``."""
+
+    data: Path
+    examples: int
+    seq_len: int
+    seed: int
+    scores: dict = field(default_factory=dict)  # name -> {objective: Accuracy}
+    models: dict = field(default_factory=dict)  # name -> folder
+
+    def to_json(self) -> dict:
+        return {"data": str(self.data), "examples": self.examples, "seq_len": self.seq_len, "seed": self.seed,
+                "interval": "95% Wilson",
+                "models": {n: {"model": str(self.models[n]), **{o: a.to_json() for o, a in sc.items()}}
+                           for n, sc in self.scores.items()}}
+
+
+def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.PathLike, *,
+                         objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000, seq_len: Optional[int] = None,
+                         seed: int = 12345, batch_size: int = 32, device: Optional[str] = None,
+                         names: Optional[Sequence[str]] = None, output: str | os.PathLike | None = None,
+                         progress: bool = True) -> PretrainingEvaluation:
+    """Held-out MLM, SOP and NSP accuracy of the pretrained model folders ``models`` on the token store ``data``
+    (made with their tokenizer), each with its count and 95% Wilson interval. ``names``: one per model (default:
+    the folders' names). ``output``: also write the results as JSON there."""
+    from litebert.data.store import TokenStore
+    from litebert.files import write_json
+    from litebert.folders import check_apart
+    from litebert.train.device import resolve_device
+
+    chosen = parse_objectives(objectives)
+    _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
+    if output is not None:
+        check_apart(output, {"models": list(models), "data": data}, name="output")
+    dev, store = resolve_device(device), TokenStore(data)
+    report = PretrainingEvaluation(Path(data), examples, seq_len or 128, seed)
+    for name, path in zip(model_names(models, names), models):
+        model = load_for_evaluation(path, chosen, store.facts.vocab_size).to(dev)
+        report.scores[name] = intrinsic_accuracy(model, store, chosen, examples=examples,
+                                                 seq_len=model.config.sequence_length(seq_len, 128), seed=seed,
+                                                 batch_size=batch_size, progress=progress)
+        report.models[name] = Path(path)
+        if progress:
+            print(f"{name}: " + ", ".join(f"{o.upper()} {100 * a.accuracy:.1f}% [{100 * a.low:.1f}, "
+                                          f"{100 * a.high:.1f}] of {a.total:,}" for o, a in report.scores[name].items()),
+                  file=sys.stderr)
+    if output is not None:
+        write_json(output, report.to_json())
+    return report
+
+
+def model_names(models: Sequence, names: Optional[Sequence[str]]) -> list[str]:
+    """The curve/row name of each model: ``names`` (one per model), else the folders' names (their paths when two
+    folders share a name)."""
+    if names:
+        if len(names) != len(models):
+            raise ConfigError("{names}: " + f"{len(names)} name(s) for {len(models)} model(s)",
+                              names=",".join(names))
+        return list(names)
+    short = [Path(m).name or str(m) for m in models]
+    return [str(m) for m in models] if len(set(short)) < len(short) else short
+
+
+def _check_counts(**counts: int) -> None:
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
 
 
 def has_sentence_head(model_dir: str | Path) -> bool:
@@ -68,8 +144,8 @@ def has_sentence_head(model_dir: str | Path) -> bool:
 
 
 @torch.no_grad()
-def evaluate_pretraining(model, store, objectives=OBJECTIVES, *, examples: int = 2000, seq_len: int = 128,
-                         seed: int = 12345, batch_size: int = 32, progress: bool = False) -> dict:
+def intrinsic_accuracy(model, store, objectives=OBJECTIVES, *, examples: int = 2000, seq_len: int = 128,
+                       seed: int = 12345, batch_size: int = 32, progress: bool = False) -> dict:
     """``{objective: Accuracy}`` of an ``AlbertForPreTraining`` on the first ``examples`` examples of epoch 0 of
     the held-out ``store`` (a `TokenStore` or its path) at ``seq_len``; the model runs on its own device."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
@@ -108,7 +184,7 @@ def load_for_evaluation(model_dir: str | Path, objectives, vocab_size: int):
 
     if any(o in objectives for o in ("sop", "nsp")) and not has_sentence_head(model_dir):
         raise CheckpointError(f"{model_dir}: no sentence-order/next-sentence head in the weights (an MLM-only or "
-                              f"encoder-only folder); evaluate it with --objectives mlm")
+                              "encoder-only folder); evaluate it with {objectives:flag} mlm", objectives=None)
     model = AlbertForPreTraining.from_pretrained(model_dir)
     if model.config.vocab_size != vocab_size:
         raise ConfigError(f"{model_dir}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "

@@ -1,10 +1,12 @@
-"""``litebert experiment``: the paper's controlled comparisons, one command each (docs/EXPERIMENTS.md).
+"""`run_experiment`: the paper's controlled comparisons, one call each (docs/EXPERIMENTS.md); ``litebert experiment``
+maps its flags onto `Settings`.
 
-Every arm of an experiment is pretrained with ``litebert pretrain`` on the same token store, seed, step count and
-batch, from one base shape that only the arm's own setting (objective, sharing, E) changes; then it is scored on the
-held-out store (`intrinsic.evaluate_pretraining`: MLM, SOP and NSP accuracy) and fine-tuned with ``litebert
-finetune`` on the bundled sentiment and multiple-choice tasks with fixed small budgets. Everything lives under
-``--out``:
+Every arm of an experiment is pretrained (`litebert.pretrain`) on the same token store, seed, step count and batch,
+from one base shape that only the arm's own setting (objective, sharing, E) changes; then it is scored on the
+held-out store (`intrinsic.intrinsic_accuracy`: MLM, SOP and NSP accuracy) and fine-tuned (`litebert.finetune`) on a
+sentiment and a multiple-choice task with fixed small budgets. The data are arguments: a corpus and a tokenizer (or
+prepared stores), and the two tasks' data folders (the repository's bundled ones are what ``litebert experiment``
+passes when it runs from a clone). Everything lives under the output folder:
 
     OUT/experiment.json          the settings (a re-run with other settings is refused)
     OUT/data/                    the corpus split by documents and its two token stores (unless --data is given)
@@ -18,27 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
-import lzma
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from litebert import folders
 from litebert.errors import ConfigError, LitebertError
-from litebert.files import atomic_write, check_output_folder, mark_output_folder, read_json, write_json
+from litebert.files import atomic_write, read_json, write_json
 
-REPO = Path(__file__).resolve().parents[3]
-BUNDLED_CORPUS = (REPO / "data" / "corpus" / "sotu.txt.xz", REPO / "data" / "corpus" / "moby_dick.txt.xz")
-BUNDLED_TOKENIZER = REPO / "data" / "albert-30k"
-FINETUNE_DATA = {"sentiment": REPO / "data" / "finetune" / "sentiment", "mc": REPO / "data" / "finetune" / "mc"}
-KIND = "experiment"
 EXPERIMENTS = ("sentence-objective", "sharing", "embedding-size", "speedup")
 SHARING_NAMES = {"all": "all-shared", "attention": "shared-attention", "ffn": "shared-FFN", "none": "not-shared"}
 
 
 class ExperimentError(LitebertError, RuntimeError):
-    """A step of an experiment (a pretraining or fine-tuning command) failed."""
+    """A step of an experiment (an arm's pretraining or fine-tuning) failed."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +61,27 @@ class Settings:
     finetune_batch: int = 16
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
-    # data
+    # data: a corpus and its tokenizer, or prepared stores; and the downstream tasks' data folders
     data: str | None = None
     eval_data: str | None = None
     corpus: tuple[str, ...] = ()
     tokenizer: str | None = None
     heldout_every: int = 20
+    sentiment_data: str | None = None
+    mc_data: str | None = None
+
+    def __post_init__(self) -> None:
+        from litebert.checks import AT_LEAST_1, POSITIVE, check_fields
+
+        check_fields(self, {**{k: AT_LEAST_1 for k in ("steps", "hidden_size", "num_layers", "embedding_size",
+                                                       "seq_len", "batch", "eval_examples", "sentiment_steps",
+                                                       "mc_steps", "finetune_batch", "max_train_examples",
+                                                       "max_eval_examples", "heldout_every")},
+                            "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE},
+                     {"experiment": EXPERIMENTS})
+        if any(e < 1 for e in self.embedding_sizes):
+            raise ConfigError("{embedding_sizes}: expected integers >= 1",
+                              embedding_sizes=",".join(map(str, self.embedding_sizes)))
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
@@ -111,52 +122,28 @@ def progress(message: str) -> None:
     print(f"[experiment {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def litebert(argv: list, what: str) -> None:
-    """Run a litebert command in this process, as `litebert.cli.main` would, except that its error comes back as
-    one error of ours naming the arm and stage (and its stdout goes to stderr, keeping ours for the summary)."""
-    import importlib
-
-    from litebert.cli import COMMANDS, Parser
-
-    argv = [str(a) for a in argv]
-    module = importlib.import_module(COMMANDS[argv[0]][0])
-    parser = Parser(prog=f"litebert {argv[0]}")
-    several = hasattr(module, "configure_command")
-    module.configure_command(argv[0], parser) if several else module.configure(parser)
-    args = parser.parse_args(argv[1:])
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            code = module.run_command(argv[0], args) if several else module.run(args)
-    except LitebertError as e:
-        raise ExperimentError(f"{what}: {e}") from None
-    if code:
-        raise ExperimentError(f"{what}: `litebert {argv[0]}` stopped (exit status {code}); run the same experiment "
-                              f"command again to continue")
-
-
 # ---------------------------------------------------------------------------------------------------- settings
 
 
-def open_folder(out: Path, s: Settings) -> Settings:
-    """Check ``out`` (new, empty, or this experiment's own folder with the same settings) and record the settings.
-    A re-run given --minutes keeps the step count the first run chose."""
+def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan]:
+    """Plan ``out`` (new, empty, or this experiment's own folder: re-running continues it) and check a folder's
+    recorded settings are these (a re-run given --minutes keeps the step count the first run chose). Writes
+    nothing."""
+    plan = folders.plan(out, folders.EXPERIMENT, resume=True)
     begun = any((out / d).exists() for d in ("data", "timing", "arms"))  # work that the settings decided
-    if check_output_folder(out, KIND) and (out / "experiment.json").is_file() and begun:
-        saved = read_json(out / "experiment.json", ConfigError)
-        old = dict(saved.get("settings", {}))
-        new = s.to_json()
-        if s.minutes is not None and old.get("minutes") == s.minutes:
-            new["steps"] = old.get("steps")
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k != "device")
-        if changed:
-            k = changed[0]
-            raise ConfigError(f"--out {out} holds the {old.get('experiment')} experiment with other settings ({k}: "
-                              f"{old.get(k)!r} there, {new.get(k)!r} now); run it with the same flags to continue "
-                              f"it, or choose another --out")
-        return dataclasses.replace(s, steps=new["steps"])
-    mark_output_folder(out, KIND, experiment=s.experiment)
-    save_settings(out, s)
-    return s
+    if plan.action == "new" or not (out / "experiment.json").is_file() or not begun:
+        return s, plan
+    old = dict(read_json(out / "experiment.json", ConfigError).get("settings", {}))
+    new = s.to_json()
+    if s.minutes is not None and old.get("minutes") == s.minutes:
+        new["steps"] = old.get("steps")
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k != "device")
+    if changed:
+        k = changed[0]
+        raise ConfigError("{out} holds the " + f"{old.get('experiment')} experiment with other settings ({k}: "
+                          f"{old.get(k)!r} there, {new.get(k)!r} now); run it with the same settings to continue it, "
+                          "or choose another folder", out=out)
+    return dataclasses.replace(s, steps=new["steps"]), plan
 
 
 def save_settings(out: Path, s: Settings, **extra) -> None:
@@ -166,49 +153,68 @@ def save_settings(out: Path, s: Settings, **extra) -> None:
 # ---------------------------------------------------------------------------------------------------- data
 
 
-def split_corpus(files: list[Path], every: int) -> tuple[str, str]:
-    """The documents of ``files`` (official format: a blank line between documents), in order; every ``every``-th
-    one (the 20th, 40th, ...) goes to the held-out text, the rest to the training text."""
-    train, held = [], []
-    i = 0
-    for path in files:
-        raw = path.read_bytes()
-        text = (lzma.decompress(raw) if path.suffix == ".xz" else gzip.decompress(raw) if path.suffix == ".gz"
-                else raw).decode("utf-8")
-        for doc in text.split("\n\n"):
-            doc = doc.strip("\n")
-            if not doc.strip():
-                continue
-            i += 1
-            (held if i % every == 0 else train).append(doc)
-    if not train or not held:
-        raise ConfigError(f"--corpus: {i} document(s) give no {'training' if not train else 'held-out'} document "
-                          f"with --heldout-every {every}; give more documents (a blank line between them) or a "
-                          f"smaller --heldout-every")
-    return "\n\n".join(train) + "\n", "\n\n".join(held) + "\n"
+def split_corpus(files: list[Path], every: int, train: Path, held: Path) -> None:
+    """Write the documents of ``files`` (official format: a blank line between documents; JSON lines: a document a
+    line), in order, to the training text ``train``, every ``every``-th one (the 20th, 40th, ...) to the held-out
+    text ``held`` instead. Streams (a pass to count, one per output): memory does not grow with the corpus."""
+    from litebert.data.readers import read_documents
+
+    def documents():
+        return (doc.parts for path in files for doc in read_documents(path))
+
+    total = sum(1 for _ in documents())
+    if total < every or total == every == 1:
+        raise ConfigError("{corpus:flag}: " + f"{total} document(s) give no {'held-out' if total < every else 'training'} "
+                          "document with {heldout_every}; give more documents (a blank line between them) or a "
+                          "smaller {heldout_every:flag}", corpus=" ".join(map(str, files)), heldout_every=every)
+
+    def write(keep_held: bool):
+        def fill(tmp: Path) -> None:
+            with open(tmp, "w", encoding="utf-8") as f:
+                first = True
+                for i, parts in enumerate(documents(), 1):
+                    if (i % every == 0) == keep_held:
+                        f.write(("" if first else "\n") + "\n".join(parts) + "\n")
+                        first = False
+        return fill
+
+    atomic_write(train, write(False))
+    atomic_write(held, write(True))
 
 
 def check_sources(s: Settings) -> None:
     """The inputs exist: the stores given with --data/--eval-data open, or the corpus files and the tokenizer are
-    there. Checked before anything is written, so a mistyped path leaves no folder behind to refuse the fixed run."""
+    there; and the tasks' data folders. Checked before anything is written."""
     from litebert.data.store import TokenStore
+    from litebert.text_input import expand_inputs
 
+    if bool(s.data) != bool(s.eval_data):
+        raise ConfigError("{data:flag} and {eval_data:flag} go together: a training store and a held-out store",
+                          data=s.data, eval_data=s.eval_data)
     if s.data:
-        for flag, path in (("--data", s.data), ("--eval-data", s.eval_data)):
+        if s.corpus or s.tokenizer:
+            raise ConfigError("{data:flag}/{eval_data:flag} are prepared stores: {corpus:flag} and {tokenizer:flag} "
+                              "do not apply", data=None, eval_data=None, corpus=None, tokenizer=None)
+        for name in ("data", "eval_data"):
             try:
-                TokenStore(path, verify=False)
+                TokenStore(getattr(s, name), verify=False)
             except LitebertError as e:
-                raise ConfigError(f"{flag}: {e}") from None
-        return
-    for f in [Path(p) for p in (s.corpus or BUNDLED_CORPUS)]:
-        if not f.is_file():
-            hint = ("the bundled corpus ships with the repository (data/corpus/), not with an installed package: run "
-                    "from a clone, or give --corpus FILES (or --data/--eval-data stores)" if not s.corpus else
-                    "give existing corpus files")
-            raise ConfigError(f"--corpus {f}: no such file; {hint}")
-    tokenizer = Path(s.tokenizer or BUNDLED_TOKENIZER)
-    if not tokenizer.exists():
-        raise ConfigError(f"--tokenizer {tokenizer}: no such file or folder; give a tokenizer folder or .model file")
+                raise ConfigError("{" + name + ":flag}: " + str(e).replace("{", "{{").replace("}", "}}"),
+                                  **{name: getattr(s, name)}) from None
+    else:
+        if not s.corpus or not s.tokenizer:
+            raise ConfigError("give the corpus and its tokenizer ({corpus:flag} FILES {tokenizer:flag} DIR), or "
+                              "prepared stores ({data:flag} and {eval_data:flag})", corpus=None, tokenizer=None,
+                              data=None, eval_data=None)
+        expand_inputs(list(s.corpus))
+        if not Path(s.tokenizer).exists():
+            raise ConfigError("{tokenizer}: no such file or folder; give a tokenizer folder or .model file",
+                              tokenizer=s.tokenizer)
+    for task in ("sentiment", "mc"):
+        folder = getattr(s, f"{task}_data")
+        if folder is None or not Path(folder).is_dir():
+            raise ConfigError("{" + task + "_data}: the " + task + " task's data folder is needed for the downstream "
+                              "scores (the repository's is data/finetune/" + task + ")", **{f"{task}_data": folder})
 
 
 def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
@@ -226,12 +232,12 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
         return train, held
     except LitebertError:
         pass
-    files = [Path(p) for p in (s.corpus or BUNDLED_CORPUS)]
+    from litebert.text_input import expand_inputs
+
+    files = expand_inputs(list(s.corpus))
     progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
-    train_text, held_text = split_corpus(files, s.heldout_every)
-    atomic_write(folder / "text" / "train.txt", train_text)
-    atomic_write(folder / "text" / "heldout.txt", held_text)
-    tok = AlbertTokenizer.from_pretrained(s.tokenizer or BUNDLED_TOKENIZER)
+    split_corpus(files, s.heldout_every, folder / "text" / "train.txt", folder / "text" / "heldout.txt")
+    tok = AlbertTokenizer.from_pretrained(s.tokenizer)
     for name, store in (("train", train), ("heldout", held)):
         progress(f"data: preparing the {name} store {store}")
         prepare_store([folder / "text" / f"{name}.txt"], tok, store, overwrite=True, progress=False)
@@ -241,24 +247,54 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------------------------------------- one arm
 
 
-def pretrain_argv(arm: Arm, s: Settings, train: Path, held: Path, run: Path, steps: int) -> list:
-    argv = ["pretrain", "--preset", "albert-base-v2", "--hidden-size", s.hidden_size, "--num-layers", s.num_layers,
-            "--embedding-size", arm.embedding_size, "--sharing", arm.sharing, "--objective", arm.objective,
-            "--data", train, "--eval-data", held, "--out", run, "--max-steps", steps, "--global-batch", s.batch,
-            "--micro-batch", s.batch, "--seq-len", s.seq_len, "--lr", s.lr, "--warmup-steps", steps // 10,
-            "--seed", s.seed, "--eval-every", 0, "--eval-examples", min(256, s.eval_examples),
-            "--save-every", max(1, min(200, steps)), "--keep-last", 1, "--no-progress", "--resume"]
-    return argv + (["--device", s.device] if s.device else [])
+def arm_model(arm: Arm, s: Settings):
+    """The arm's shape: ALBERT-base's rules (H/64 heads, 4H FFN) at the experiment's size, with the arm's E and
+    sharing."""
+    from litebert.config import AlbertConfig
+
+    return AlbertConfig.from_preset("albert-base-v2").with_shape(
+        hidden_size=s.hidden_size, num_hidden_layers=s.num_layers, embedding_size=arm.embedding_size,
+        sharing=arm.sharing)
+
+
+def arm_training(arm: Arm, s: Settings, steps: int):
+    """The arm's pretraining settings: the experiment's batch, length, rate and seed; warmup a tenth of the run."""
+    from litebert.train.config import TrainConfig
+
+    return TrainConfig(max_steps=steps, global_batch=s.batch, micro_batch=s.batch, seq_len=s.seq_len, lr=s.lr,
+                       warmup_steps=steps // 10, seed=s.seed, objective=arm.objective, eval_every=0,
+                       eval_examples=min(256, s.eval_examples), save_every=max(1, min(200, steps)), keep_last=1)
 
 
 def pretrain(arm: Arm, s: Settings, train: Path, held: Path, run: Path, steps: int) -> None:
-    from litebert.files import read_marker
+    """Pretrain the arm into ``run`` (continuing an unfinished run; a finished one is reused)."""
+    from litebert.train.pretrain import pretrain as pretrain_run
 
-    if run.is_dir() and read_marker(run).get("complete") and read_marker(run).get("step") == steps:
+    marker = folders.read_marker(run)
+    if marker.get("complete") and marker.get("step") == steps:
         progress(f"{arm.name}: pretraining finished earlier (step {steps}), reused")
         return
     progress(f"{arm.name}: pretraining {steps} steps ({'resuming' if run.exists() else 'new'}) in {run}")
-    litebert(pretrain_argv(arm, s, train, held, run, steps), f"{arm.name}: pretraining")
+    with _stage(f"{arm.name}: pretraining"):
+        result = pretrain_run(train, run, model=arm_model(arm, s), train=arm_training(arm, s, steps),
+                              eval_data=held, resume=True, device=s.device, progress=False)
+    if result.interrupted:
+        raise ExperimentError(f"{arm.name}: pretraining stopped at step {result.step} (signal {result.signal}); run "
+                              f"the same experiment again to continue")
+
+
+@contextlib.contextmanager
+def _stage(what: str):
+    """A stage's output goes to stderr (stdout is the summary's); its errors name the arm and stage, and keep
+    naming as arguments only the experiment's own settings (an arm's ``seq_len`` is the experiment's)."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    except LitebertError as e:
+        own = {f.name for f in dataclasses.fields(Settings)} - {"data", "eval_data", "steps"}
+        named = {k: v for k, v in e.named.items() if k in own}
+        template = e.render_except(named) if e.named else str(e).replace("{", "{{").replace("}", "}}")
+        raise ExperimentError(what.replace("{", "{{").replace("}", "}}") + ": " + template, **named) from None
 
 
 def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
@@ -272,46 +308,46 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
     objectives = intrinsic.OBJECTIVES if intrinsic.has_sentence_head(run / "model") else ("mlm",)
     model = intrinsic.load_for_evaluation(run / "model", objectives, store.facts.vocab_size)
     model.to(resolve_device(s.device))
-    scores = intrinsic.evaluate_pretraining(model, store, objectives, examples=s.eval_examples, seq_len=s.seq_len,
-                                            seed=s.seed)
+    scores = intrinsic.intrinsic_accuracy(model, store, objectives, examples=s.eval_examples, seq_len=s.seq_len,
+                                          seed=s.seed)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     return {o: scores[o].to_json() if o in scores else None for o in intrinsic.OBJECTIVES}
 
 
-def dev_size(task: str) -> int:
-    """Examples in the bundled task's dev file (sentiment: a TSV with a header; mc: JSONL)."""
-    folder = FINETUNE_DATA[task]
-    name = "dev.tsv.gz" if task == "sentiment" else "social_iqa_dev.jsonl.gz"
-    lines = [ln for ln in gzip.decompress((folder / name).read_bytes()).decode("utf-8").splitlines() if ln.strip()]
-    return len(lines) - (1 if task == "sentiment" else 0)
+def dev_size(task: str, folder: Path) -> int:
+    """Examples in the task's dev split (what the dev accuracy was counted over)."""
+    from litebert.tasks.presets import get_preset
+    from litebert.tasks.runner import find_split
+
+    return len(get_preset(task).kind.read(find_split(folder, "dev")))
 
 
 def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
-    """Fine-tune the arm's model on a bundled task (reusing a finished folder); dev accuracy with its count and
-    95% Wilson interval (the count is the dev examples evaluated; correct = accuracy x count, exact)."""
+    """Fine-tune the arm's model on a task (reusing a finished folder); dev accuracy with its count and 95% Wilson
+    interval (the count is the dev examples evaluated; correct = accuracy x count, exact)."""
     from litebert.experiments.intrinsic import accuracy
-    from litebert.files import read_marker
+    from litebert.tasks.finetune import FinetuneConfig
+    from litebert.tasks.finetune import finetune as finetune_run
 
     steps = s.sentiment_steps if task == "sentiment" else s.mc_steps
-    if not FINETUNE_DATA[task].is_dir():
-        raise ConfigError(f"{FINETUNE_DATA[task]}: the bundled {task} task is missing; it ships with the repository "
-                          f"(data/finetune/), not with an installed package: run from a clone")
+    data = Path(getattr(s, f"{task}_data"))
     meta_path = out / "finetune.json"
     if not (meta_path.is_file() and read_json(meta_path, ConfigError).get("complete")):
         progress(f"{arm.name}: fine-tuning on {task} ({steps} steps) in {out}")
-        argv = ["finetune", task, "--model", run / "model", "--data", FINETUNE_DATA[task], "--out", out,
-                "--seed", s.seed, "--max-steps", steps, "--eval-every", steps, "--batch-size", s.finetune_batch,
-                "--lr", s.finetune_lr, "--seq-len", s.seq_len, "--warmup-proportion", 0.1, "--no-progress"]
-        argv += ["--resume"] if out.exists() and read_marker(out) else []
-        argv += ["--max-train-examples", s.max_train_examples] if s.max_train_examples else []
-        argv += ["--max-eval-examples", s.max_eval_examples] if s.max_eval_examples else []
-        argv += ["--device", s.device] if s.device else []
-        litebert(argv, f"{arm.name}: fine-tuning on {task}")
+        config = FinetuneConfig(seed=s.seed, max_steps=steps, eval_every=steps, batch_size=s.finetune_batch,
+                                lr=s.finetune_lr, seq_len=s.seq_len, warmup_proportion=0.1,
+                                max_train_examples=s.max_train_examples, max_eval_examples=s.max_eval_examples)
+        with _stage(f"{arm.name}: fine-tuning on {task}"):
+            result = finetune_run(task, run / "model", data, out, config=config,
+                                  resume=bool(folders.read_marker(out)), device=s.device, progress=False)
+        if result.interrupted:
+            raise ExperimentError(f"{arm.name}: fine-tuning on {task} stopped at step {result.steps}; run the same "
+                                  f"experiment again to continue")
     else:
         progress(f"{arm.name}: fine-tuning on {task} finished earlier, reused")
     acc = float(read_json(meta_path, ConfigError)["dev_metrics"]["accuracy"])
-    n = dev_size(task) if s.max_eval_examples is None else min(s.max_eval_examples, dev_size(task))
+    n = dev_size(task, data) if s.max_eval_examples is None else min(s.max_eval_examples, dev_size(task, data))
     return {**accuracy(round(acc * n), n).to_json(), "steps": steps}
 
 
@@ -361,48 +397,53 @@ def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps:
 def steps_from_minutes(out: Path, s: Settings, train: Path, held: Path, arm_list: list[Arm]) -> dict:
     """One step count for every arm from a per-arm budget: time a few steps of the slowest arm (most training
     FLOPs per sequence) and fit the budget's pretraining into it."""
-    from litebert.config import AlbertConfig
     from litebert.train.metrics import flops_per_sequence, read_metrics
 
-    def flops(arm):
-        cfg = dataclasses.replace(AlbertConfig.from_preset("albert-base-v2"), hidden_size=s.hidden_size,
-                                  num_hidden_layers=s.num_layers, num_attention_heads=max(1, s.hidden_size // 64),
-                                  intermediate_size=4 * s.hidden_size, embedding_size=arm.embedding_size,
-                                  sharing=arm.sharing)
-        return flops_per_sequence(cfg, s.seq_len, 20)
-
-    slowest = max(arm_list, key=flops)
+    slowest = max(arm_list, key=lambda arm: flops_per_sequence(arm_model(arm, s), s.seq_len, 20))
     timed = 6
     run = out / "timing" / slowest.name
-    progress(f"--minutes {s.minutes:g}: timing {timed} steps of the slowest arm ({slowest.name}) in {run}")
-    litebert(pretrain_argv(slowest, s, train, held, run, timed), "timing")
+    progress(f"per-arm budget of {s.minutes:g} min: timing {timed} steps of the slowest arm ({slowest.name}) in {run}")
+    pretrain(slowest, s, train, held, run, timed)
     rec = read_metrics(run)
     later = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rec[1:], rec[2:])]  # the first steps warm up
     per_step = sum(later) / len(later) if later else rec[-1]["elapsed_s"] / max(1, rec[-1]["step"])
     steps = max(1, int(s.minutes * 60 / per_step))
-    progress(f"--minutes {s.minutes:g}: {per_step:.3f} s/step for {slowest.name}: every arm trains {steps} steps")
+    progress(f"per-arm budget of {s.minutes:g} min: {per_step:.3f} s/step for {slowest.name}: every arm trains "
+             f"{steps} steps")
     return {"timed_arm": slowest.name, "seconds_per_step": per_step, "steps": steps}
 
 
-def run_experiment(out: Path, s: Settings) -> dict:
+def run_experiment(out: str | Path, s: Settings) -> dict:
+    """Run (or continue) the experiment ``s.experiment`` (sentence-objective, sharing, embedding-size) in ``out``:
+    every arm pretrained, scored and fine-tuned; returns the summary also written to results.json (with
+    results.md and curves.png). Everything is checked (the settings, the data, the folder) before the first write."""
+    out = Path(out)
     if (s.steps is None) == (s.minutes is None):
-        raise ConfigError("give one of --steps N (pretraining steps of every arm) or --minutes M (a per-arm budget)")
-    if bool(s.data) != bool(s.eval_data):
-        raise ConfigError("--data and --eval-data go together: a training store and a held-out store")
+        raise ConfigError("give the pretraining budget: {steps:flag} N (every arm) or {minutes:flag} M (per arm)",
+                          steps=None, minutes=None)
     arm_list = arms(s)
     check_sources(s)
-    s = open_folder(out, s)
+    s, plan = open_folder(out, s)
     started = time.perf_counter()
-    train, held = prepare_data(out, s)
-    saved = read_json(out / "experiment.json", ConfigError) if (out / "experiment.json").is_file() else {}
-    timing = saved.get("timing")
-    if s.steps is None:
-        timing = steps_from_minutes(out, s, train, held, arm_list)
-        s = dataclasses.replace(s, steps=timing["steps"])
-    save_settings(out, s, **({"timing": timing} if timing else {}))
-    results = []
-    for arm in arm_list:
-        results.append(run_arm(arm, s, train, held, out / "arms" / arm.name, s.steps))
+    with folders.begin(plan, experiment=s.experiment) as writer:
+        saved = read_json(out / "experiment.json", ConfigError) if (out / "experiment.json").is_file() else {}
+        timing = saved.get("timing")
+        save_settings(out, s, **({"timing": timing} if timing else {}))  # before the work they decide
+        train, held = prepare_data(out, s)
+        if s.steps is None:
+            timing = steps_from_minutes(out, s, train, held, arm_list)
+            s = dataclasses.replace(s, steps=timing["steps"])
+        save_settings(out, s, **({"timing": timing} if timing else {}))
+        results = [run_arm(arm, s, train, held, out / "arms" / arm.name, s.steps) for arm in arm_list]
+        summary = _report(out, s, train, held, timing, results)
+        writer.finish(experiment=s.experiment)
+    progress(f"done in {time.perf_counter() - started:.0f} s: {out / 'results.md'}, {out / 'results.json'}, "
+             f"{out / 'curves.png'}")
+    return summary
+
+
+def _report(out: Path, s: Settings, train: Path, held: Path, timing, results: list[dict]) -> dict:
+    """results.json, results.md (laid out as the paper's table) and curves.png."""
     from litebert.experiments import report
 
     summary = {"experiment": s.experiment, "settings": s.to_json(), "data": str(train), "eval_data": str(held),
@@ -411,6 +452,4 @@ def run_experiment(out: Path, s: Settings) -> dict:
     write_json(out / "results.json", summary)
     atomic_write(out / "results.md", report.markdown(summary))
     report.plot_curves(out / "curves.png", {a["name"]: Path(a["run"]) for a in results})
-    progress(f"done in {time.perf_counter() - started:.0f} s: {out / 'results.md'}, {out / 'results.json'}, "
-             f"{out / 'curves.png'}")
     return summary

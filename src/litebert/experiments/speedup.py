@@ -35,59 +35,50 @@ PREDICTIONS = 20
 def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: int, device: str | None,
                seed: int = 12345) -> dict:
     """Time ``steps`` training steps (after ``warmup`` untimed ones) of ``preset`` in this process or, under
-    torchrun, in every process of the group; the result as rank 0 sees it (None on the other ranks)."""
+    torchrun, in every process of the group; the result as rank 0 sees it (None on the other ranks). A step is the
+    engine's (`litebert.train.engine.train_step`, the one pretraining runs): forward and backward, the gradient
+    all-reduce, clipping and the LAMB update."""
     import torch
 
     from litebert.config import AlbertConfig
     from litebert.heads import AlbertForPreTraining
     from litebert.optim.param_groups import build_optimizer
     from litebert.train import distributed as D
+    from litebert.train.engine import Runtime, TrainState, train_step
     from litebert.train.metrics import flops_per_sequence
 
     config = AlbertConfig.from_preset(preset)
-    if seq_len > config.max_position_embeddings:
-        raise ConfigError(f"--seq-len {seq_len} exceeds {preset}'s max_position_embeddings "
-                          f"{config.max_position_embeddings}")
+    config.sequence_length(seq_len, seq_len)
     dist = D.from_environment(device=device)
     try:
+        rt = Runtime.resolve(dist, "auto", "auto", config, training=True)
         torch.manual_seed(seed)
         model = AlbertForPreTraining(config).to(dist.device)
+        state = TrainState(model, build_optimizer(model, "lamb", lr=1e-4),
+                           torch.amp.GradScaler(dist.device.type, enabled=rt.amp is torch.float16))
         wrapped = D.wrap(model, dist)
-        optimizer = build_optimizer(model, "lamb", lr=1e-4)
         g = torch.Generator().manual_seed(seed + dist.rank)
-
-        def batch():
-            ids = torch.randint(5, config.vocab_size, (micro_batch, seq_len), generator=g)
-            positions = torch.stack([torch.randperm(seq_len - 1, generator=g)[:PREDICTIONS] + 1
-                                     for _ in range(micro_batch)])
-            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-                    "mlm_positions": positions, "mlm_ids": torch.gather(ids, 1, positions),
-                    "mlm_weights": torch.ones(micro_batch, PREDICTIONS),
-                    "sentence_order_label": torch.randint(0, 2, (micro_batch,), generator=g)}
-
-        grad_bytes = 0
-        times = []
+        grad_bytes, times = 0, []
         for step in range(warmup + steps):
-            b = {k: v.to(dist.device) for k, v in batch().items()}
+            batch = {k: v.to(dist.device) for k, v in _random_batch(config, micro_batch, seq_len, g).items()}
             if dist.device.type == "cuda":
                 torch.cuda.synchronize(dist.device)
             D.barrier(dist)
             t0 = time.perf_counter()
-            out = wrapped(b.pop("input_ids"), b.pop("attention_mask"), b.pop("token_type_ids"), **b)
-            out.loss.backward()
-            grad_bytes = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            train_step(state, wrapped, [(batch, 1 / dist.world_size)], runtime=rt, lr=1e-4, clip_norm=1.0,
+                       max_bad_steps=steps + warmup + 1)
             if dist.device.type == "cuda":
                 torch.cuda.synchronize(dist.device)
             if step >= warmup:
                 times.append(time.perf_counter() - t0)
+        # what DDP all-reduces each step: every trainable parameter's gradient
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
         slowest = torch.tensor([sum(times)], dtype=torch.float64)
         D.all_reduce_max(slowest, dist)  # a data-parallel step lasts as long as its slowest process
         # every rank waits here before the group is torn down: gloo aborts a peer whose connection closes early
         D.barrier(dist)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        del wrapped, model, optimizer  # DDP holds the process group: release it before the group is destroyed
+        del wrapped, model, state  # DDP holds the process group: release it before the group is destroyed
         gc.collect()
         if not dist.is_main:
             return None
@@ -103,6 +94,31 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
         D.shutdown(dist)
 
 
+def _random_batch(config, micro_batch: int, seq_len: int, g) -> dict:
+    """A pretraining batch of random token ids: full-length sequences, PREDICTIONS masked positions each, SOP
+    labels."""
+    import torch
+
+    ids = torch.randint(5, config.vocab_size, (micro_batch, seq_len), generator=g)
+    positions = torch.stack([torch.randperm(seq_len - 1, generator=g)[:PREDICTIONS] + 1 for _ in range(micro_batch)])
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "mlm_positions": positions,
+            "mlm_ids": torch.gather(ids, 1, positions), "mlm_weights": torch.ones(micro_batch, PREDICTIONS),
+            "sentence_order_label": torch.randint(0, 2, (micro_batch,), generator=g)}
+
+
+def check_presets(presets: list[str], reference: str) -> None:
+    """Every preset exists, and the reference is among them."""
+    from litebert.config import PRESETS
+
+    for p in presets:
+        if p not in PRESETS:
+            raise ConfigError("{presets}: unknown preset " + f"{p!r}; see `litebert params` for the names",
+                              presets=",".join(presets))
+    if reference not in presets:
+        raise ConfigError("{reference}: not among {presets}; the speedups are relative to it, so time it too",
+                          reference=reference, presets=",".join(presets))
+
+
 def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, steps: int, warmup: int,
                 device: str | None, processes: tuple[int, ...] = (1, 2), progress=print,
                 reference: str = "bert-large") -> dict:
@@ -112,10 +128,11 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
 
     for p in presets:
         if p not in PRESETS:
-            raise ConfigError(f"--presets: unknown preset {p!r}; see `litebert params` for the names")
+            raise ConfigError("{presets}: unknown preset " + f"{p!r}; see `litebert params` for the names",
+                              presets=",".join(presets))
     if reference not in presets:
-        raise ConfigError(f"--reference {reference}: not among --presets {','.join(presets)}; the speedups are "
-                          f"relative to it, so time it too")
+        raise ConfigError("{reference}: not among {presets}; the speedups are relative to it, so time it too",
+                          reference=reference, presets=",".join(presets))
     rows = []
     for n in processes:
         for preset in presets:
@@ -139,8 +156,37 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
                 r["speedup"] = base["seconds_per_step"] / r["seconds_per_step"]
                 r["flops_ratio"] = r["flops_per_step"] / base["flops_per_step"]
     return {"reference": reference, "micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup,
-            "allreduce_bytes": "measured: the summed size of the gradients after backward (what DDP all-reduces)",
+            "allreduce_bytes": "the summed size of every trainable parameter's gradient (what DDP all-reduces, once "
+                               "per step)",
             "rows": rows}
+
+
+def speedup_experiment(out: str | Path, *, presets=DEFAULT_PRESETS, reference: str = "bert-large",
+                       micro_batch: int = 8, seq_len: int = 128, steps: int = 3, untimed_steps: int = 1,
+                       device: str | None = None, processes: tuple[int, ...] = (1, 2), progress=print) -> dict:
+    """The speedup experiment in ``out`` (re-running reuses the timings already there): training steps of every
+    preset on each number of processes, relative to ``reference``; writes results.json, results.md and
+    speedup.png and returns the summary. Everything is checked before the first write."""
+    from litebert import folders
+    from litebert.experiments.intrinsic import _check_counts
+    from litebert.files import atomic_write
+
+    presets = list(presets)
+    _check_counts(micro_batch=micro_batch, seq_len=seq_len, steps=steps, untimed_steps=untimed_steps)
+    if not processes or min(processes) < 1:
+        raise ConfigError("{processes}: expected process counts >= 1, e.g. 1,2",
+                          processes=",".join(map(str, processes)))
+    check_presets(presets, reference)
+    plan = folders.plan(out, folders.EXPERIMENT, resume=True)
+    out = Path(out)
+    with folders.begin(plan, experiment="speedup") as writer:
+        summary = run_speedup(out, presets, micro_batch, seq_len, steps, untimed_steps, device, processes, progress,
+                              reference)
+        write_json(out / "results.json", {"experiment": "speedup", **summary})
+        atomic_write(out / "results.md", markdown(summary))
+        plot(out / "speedup.png", summary)
+        writer.finish(experiment="speedup")
+    return summary
 
 
 def _child(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, warmup: int, device, cache: Path):

@@ -8,7 +8,10 @@ oscillate instead of converging to 0.
 from __future__ import annotations
 
 import csv
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional, Sequence
 
 import torch
 from tqdm import tqdm
@@ -17,6 +20,47 @@ from litebert.errors import ConfigError
 from litebert.files import atomic_write
 
 COLUMNS = ("model", "layer", "l2_distance", "cosine_similarity", "angle_degrees", "tokens")
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+@dataclass
+class TransitionsResult:
+    rows: dict  # model name -> per-layer rows (`layer_transitions`)
+    plot: Path
+    csv: Path
+
+
+def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.PathLike, out: str | os.PathLike, *,
+                        names: Optional[Sequence[str]] = None, examples: int = 256, seq_len: Optional[int] = None,
+                        seed: int = 12345, batch_size: int = 16, device: Optional[str] = None,
+                        progress: bool = True) -> TransitionsResult:
+    """Figure 2 for the encoders of ``models`` on the held-out token store ``data``: the plot ``out`` (.png, .pdf or
+    .svg) and the numbers beside it (the same name with .csv). ``names``: one curve name per model."""
+    from litebert.data.store import TokenStore
+    from litebert.experiments.intrinsic import _check_counts, model_names
+    from litebert.folders import check_apart
+    from litebert.model import AlbertModel
+    from litebert.train.device import resolve_device
+
+    out = Path(out)
+    if out.suffix.lower() not in PLOT_FORMATS:
+        raise ConfigError("{out}: the plot is written as " + ", ".join(PLOT_FORMATS) + " (the numbers go beside it, "
+                          "as .csv); give one of these names", out=out)
+    _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
+    for path in (out, out.with_suffix(".csv")):
+        check_apart(path, {"models": list(models), "data": data})
+    dev, store = resolve_device(device), TokenStore(data)
+    rows = {}
+    for name, path in zip(model_names(models, names), models):
+        model = AlbertModel.from_pretrained(path).to(dev)
+        if model.config.vocab_size != store.facts.vocab_size:
+            raise ConfigError(f"{path}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "
+                              f"with {store.facts.vocab_size}; use a store made with the model's tokenizer")
+        rows[name] = layer_transitions(model, store, examples=examples, seed=seed, batch_size=batch_size,
+                                       seq_len=model.config.sequence_length(seq_len, 128), progress=progress)
+    write_csv(out.with_suffix(".csv"), rows)
+    plot(out, rows)
+    return TransitionsResult(rows, out, out.with_suffix(".csv"))
 
 
 @torch.no_grad()

@@ -12,16 +12,6 @@ import argparse
 
 from litebert.errors import ConfigError
 
-MODEL_KIND = "model"
-# What `convert tf --out` writes (besides the marker): all that --overwrite deletes.
-MODEL_FILES = {"config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
-               "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"}
-
-
-def _owned(name: str) -> bool:
-    return name in MODEL_FILES
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE", required=True)
     tf = sub.add_parser("tf", help="an official TensorFlow ALBERT checkpoint or TF-Hub module (no TensorFlow needed)",
@@ -42,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tf.add_argument("--head", default="auto", choices=["auto", *HEADS],
                     help="model class to write; auto picks it from the variables present (fine-tuned classifier > "
                          "SQuAD > pretraining MLM+SOP > MLM > bare encoder)")
-    tf.add_argument("--no-verify", action="store_true", help="skip the CRC32C check of each tensor")
+    tf.add_argument("--no-verify", dest="verify", action="store_false", help="skip the CRC32C check of each tensor")
     tf.add_argument("--list", action="store_true", help="list the checkpoint's variables (name, dtype, shape) and exit")
 
 
@@ -61,20 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.config or not args.out:
         raise ConfigError("convert tf needs --config (the official albert_config.json) and --out (the folder to "
                           "write), or --list")
-    from litebert.files import check_apart, check_replaceable, mark_output_folder, start_output_folder
     from litebert.io.convert_tf import convert_tf_checkpoint
 
-    check_apart(args.out, {"--checkpoint": args.checkpoint, "--config": args.config, "--spm": args.spm})
-    replace = check_replaceable(args.out, MODEL_KIND, _owned, overwrite=args.overwrite)
-    result = convert_tf_checkpoint(args.checkpoint, args.config, None, head=args.head, spm=args.spm,
-                                   verify=not args.no_verify, progress=True)
-    from litebert.io.convert_tf import spm_tokenizer, write_folder
-
-    spm_tokenizer(result, args.spm)
-    start_output_folder(args.out, MODEL_KIND, _owned, replace)  # every check passed: the folder is written now
-
-    write_folder(result, args.out, result.extra_tensors, spm=args.spm)
-    mark_output_folder(args.out, MODEL_KIND, complete=True)
+    result = convert_tf_checkpoint(args.checkpoint, args.config, args.out, head=args.head, spm=args.spm,
+                                   verify=args.verify, overwrite=args.overwrite, progress=True)
     print(result.summary())
     print(f"wrote {args.out}" + (" (with tokenizer)" if args.spm else ""))
     return 0

@@ -28,6 +28,7 @@ import torch
 
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
+from litebert import folders
 from litebert.files import atomic_write, read_json
 from litebert.io.tf_checkpoint import TFCheckpoint
 
@@ -268,9 +269,10 @@ def _check_layer_structure(ckpt: TFCheckpoint, cfg: AlbertConfig, hf_names: dict
 
 def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLike | dict,
                           out: str | os.PathLike | None = None, *, head: str = "auto",
-                          spm: str | os.PathLike | None = None, verify: bool = True,
+                          spm: str | os.PathLike | None = None, verify: bool = True, overwrite: bool = False,
                           progress: bool = False) -> Conversion:
-    """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given).
+    """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given; a folder
+    already holding a converted model is replaced only with ``overwrite``).
 
     ``head``: "auto" (from the variables present: classifier > SQuAD > pretraining (MLM+SOP) > MLM > bare encoder)
     or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
@@ -278,6 +280,11 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     """
     from litebert.heads import HEADS as HEAD_CLASSES
 
+    plan = None
+    if out is not None:  # checked before anything is read or written
+        plan = folders.plan(out, folders.MODEL, overwrite=overwrite,
+                            inputs={"checkpoint": checkpoint, "config": None if isinstance(config, dict) else config,
+                                    "spm": spm})
     ckpt = TFCheckpoint(checkpoint)
     conv_names, skipped, unknown = _sort_variables(ckpt)
     hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
@@ -299,8 +306,11 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     model.eval()
     result = Conversion(model, arch, {tf: hf for tf, (hf, _) in conv_names.items() if hf in expected or hf in extra},
                         skipped, unused, missing, extra, {k: tensors[k] for k in extra})
-    if out is not None:
-        write_folder(result, out, result.extra_tensors, spm=spm)
+    if plan is not None:
+        spm_tokenizer(result, spm)  # checked before anything is written
+        with folders.begin(plan) as writer:
+            write_folder(result, out, result.extra_tensors, spm=spm)
+            writer.finish()
     return result
 
 

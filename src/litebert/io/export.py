@@ -30,7 +30,8 @@ from torch import nn
 from litebert import heads
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
-from litebert.files import OutputError, atomic_write, read_json
+from litebert.files import atomic_write, read_json
+from litebert.folders import OutputError, check_apart
 
 
 class ExportError(LitebertError, RuntimeError):
@@ -284,13 +285,15 @@ def check_export_target(out: str | os.PathLike, model_dir: str | os.PathLike, ov
     model's own files, say), or an existing ``.onnx`` file without ``overwrite``."""
     out = Path(out)
     if out.is_dir():
-        raise OutputError(f"--out {out} is a folder; give the ONNX file to write, e.g. {out / 'model.onnx'}")
+        raise OutputError("{out} is a folder; give the ONNX file to write, e.g. " + str(out / "model.onnx"), out=out)
     if out.exists() or out.is_symlink():
         if out.suffix != ".onnx":
-            raise OutputError(f"--out {out} exists and is not an .onnx file; litebert export replaces only an ONNX "
-                              f"file it may have written: choose another name")
+            raise OutputError("{out} exists and is not an .onnx file; litebert export replaces only an ONNX file it "
+                              "may have written: choose another name", out=out)
         if not overwrite:
-            raise OutputError(f"--out {out} exists; pass --overwrite to replace it, or choose another name")
+            raise OutputError("{out} exists; pass {overwrite:flag} to replace it, or choose another name", out=out,
+                              overwrite=True)
+    check_apart(out, {"model": model_dir})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t = sub.add_parser("train", help="train a SentencePiece vocabulary with the official ALBERT settings",
                        description="Train an ALBERT SentencePiece unigram vocabulary; writes spiece.model, "
                                    "tokenizer_config.json and tokenizer.json (HF layout) to --out.")
-    t.add_argument("--input", nargs="+", required=True, metavar="PATH",
+    t.add_argument("--input", dest="inputs", nargs="+", required=True, metavar="PATH",
                    help="files, directories (read recursively) or globs: plain text (a sentence a line) or JSON "
                         "lines (*.jsonl/*.json); gzip/xz/bz2 are decompressed transparently")
     t.add_argument("--out", required=True, help="output folder (created; one already holding a tokenizer needs "
@@ -54,7 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     if args.action == "train":
-        train_tokenizer(args.input, args.out, args.vocab_size, do_lower_case=not args.cased,
+        train_tokenizer(args.inputs, args.out, args.vocab_size, do_lower_case=not args.cased,
                         keep_accents=args.keep_accents, character_coverage=args.character_coverage,
                         input_sentence_size=args.input_sentence_size, num_threads=args.threads, seed=args.seed,
                         text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet,

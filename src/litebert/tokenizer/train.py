@@ -28,17 +28,12 @@ from tqdm import tqdm
 
 from litebert import text_input
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
-from litebert.files import (atomic_write, check_apart, check_replaceable, mark_output_folder,
-                            remove_stale_temporaries_of, start_output_folder)
+from litebert import folders
+from litebert.files import atomic_write, remove_stale_temporaries_of
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
-
-
-KIND = "tokenizer"  # the output-folder marker's kind
-# What a tokenizer folder holds (besides the marker): all that --overwrite deletes.
-FILES = {"spiece.model", "spiece.vocab", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"}
 
 
 def corpus_lines(inputs: Iterable[str | os.PathLike], *, text_field: str = "text",
@@ -55,38 +50,35 @@ def corpus_lines(inputs: Iterable[str | os.PathLike], *, text_field: str = "text
                 yield line
 
 
-def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: bool = True,
+def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool = True,
                     keep_accents: bool = False, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
-    """Train an ALBERT unigram vocabulary on ``files`` (files, directories, globs; see `corpus_lines`) and save it to
-    ``out_dir`` in the HF layout.
+    """Train an ALBERT unigram vocabulary on ``inputs`` (files, directories, globs; see `corpus_lines`) and save it
+    to ``out`` in the HF layout.
 
     Uses the official settings (see the module docstring); SentencePiece samples ``input_sentence_size`` sentences
     when the corpus is larger (its sampling is seeded with ``seed``), on ``num_threads`` threads (default: all cores).
     Invalid UTF-8 stops with the file, line and byte offset, unless ``encoding_errors="replace"`` reads each bad byte
     as U+FFFD.
 
-    ``out_dir`` must be absent, empty, or hold a tokenizer written by this function: an unfinished one (a killed
+    ``out`` must be absent, empty, or hold a tokenizer written by this function: an unfinished one (a killed
     run) is replaced, a finished one only with ``overwrite``; anything else is refused before anything is written.
     """
-    if isinstance(files, (str, os.PathLike)):
-        files = [files]
-    given_inputs = [f for f in files if "*" not in str(f) and "?" not in str(f)]
-    files = text_input.expand_inputs(files)  # a missing input is reported before anything is written
-    if vocab_size < 1:
-        raise TokenizerError(f"vocab_size must be positive, got {vocab_size}")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    given_inputs = [f for f in inputs if "*" not in str(f) and "?" not in str(f)]
+    files = text_input.expand_inputs(inputs)  # a missing input is reported before anything is written
     n_reserved = len(("<pad>", "<unk>")) + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
     if vocab_size <= n_reserved:
-        raise TokenizerError(f"vocab_size={vocab_size} leaves no room: the ALBERT special and user-defined pieces "
-                             f"alone take {n_reserved}")
+        raise TokenizerError("{vocab_size} leaves no room: the ALBERT special and user-defined pieces alone take "
+                             f"{n_reserved}", vocab_size=vocab_size)
     stats: dict = {"lines": 0}
-    out = Path(out_dir)
-    for given in [*given_inputs, *files]:  # the output must not be, hold or lie inside what is read
-        check_apart(out, {"--input": given})
+    out = Path(out)
     _remove_old_leftovers(out)
-    replace = check_replaceable(out, KIND, lambda name: name in FILES, overwrite=overwrite)
+    # the output must not be, hold or lie inside what is read
+    plan = folders.plan(out, folders.TOKENIZER, overwrite=overwrite, inputs={"inputs": [*given_inputs, *files]})
     # Scratch space beside --out, removed at the end (or, if killed, at the next start): --out itself is written
     # only once the vocabulary is trained, so bad input leaves it as it was.
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -96,18 +88,19 @@ def train_tokenizer(files, out_dir, vocab_size: int = 30000, *, do_lower_case: b
         tmp.mkdir()
         tok = _train(tmp, files, stats, vocab_size, do_lower_case, keep_accents, character_coverage,
                      input_sentence_size, max_sentence_length, num_threads, seed, text_field, encoding_errors, progress)
-        start_output_folder(out, KIND, lambda name: name in FILES, replace)
-        tok.save_pretrained(out)
-        # The human-readable piece list spm_train writes beside the model (piece<TAB>score).
-        pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
-        atomic_write(out / "spiece.vocab", "".join(f"{p}\t{tok.sp.get_score(i):g}\n" for i, p in enumerate(pieces)))
+        with folders.begin(plan) as writer:
+            tok.save_pretrained(out)
+            # The human-readable piece list spm_train writes beside the model (piece<TAB>score).
+            pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
+            atomic_write(out / "spiece.vocab", "".join(f"{p}\t{tok.sp.get_score(i):g}\n"
+                                                       for i, p in enumerate(pieces)))
+            writer.finish()
     except OSError as e:
         if isinstance(e, LitebertError):
             raise
         raise WriteError(f"{out}: cannot write the tokenizer ({e.strerror or e})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    mark_output_folder(out, KIND, complete=True)
     tok = AlbertTokenizer.from_pretrained(out)
     tok.train_stats = dict(stats)
     if progress:

@@ -19,11 +19,13 @@ resuming training.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
@@ -126,6 +128,40 @@ def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | N
     return None
 
 
+def run_identity(model: torch.nn.Module, cfg, train_data, init: dict | None = None) -> dict:
+    """What a checkpoint records of its run, compared on resume (`check_compatible`): model config, the training
+    settings that shape the trajectory, the data fingerprint, the weights the run started from (``init``:
+    ``{"path", "sha256"}`` of an ``--init-from`` model, None for a random start) and the ``max_steps`` in force."""
+    return {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data),
+            "init": init, "max_steps": cfg.max_steps}
+
+
+def data_fingerprint(dataset) -> str:
+    """sha256 identifying the training data. For a dataset on a token store (``dataset.store.manifest``): the
+    checksums the store recorded for every file, its counts and tokenizer, and every setting that shapes examples
+    (seq_len, objective, seed, masking, dupe_factor...), so any change of the corpus is seen. For other datasets: the
+    size and the first examples."""
+    store = getattr(dataset, "store", None)
+    manifest = getattr(store, "manifest", None)
+    if isinstance(manifest, dict):
+        settings = {key: getattr(dataset, key, None) for key in (
+            "max_seq_length", "objective", "seed", "masked_lm_prob", "max_predictions_per_seq", "max_ngram",
+            "short_seq_prob", "dupe_factor", "shuffle", "num_examples")}
+        files = {r["name"]: r["sha256"] for s in manifest["shards"] for r in s["files"].values()}
+        files.update({name: r["sha256"] for name, r in manifest["aux_files"].items()})
+        data = {"tokenizer": manifest["tokenizer"], "dtype": manifest["dtype"], "files": files, "settings": settings,
+                **{key: manifest[key] for key in ("num_tokens", "num_sentences", "num_documents")}}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    n = getattr(dataset, "num_examples", None)
+    n = int(n if n is not None else len(dataset))
+    h = hashlib.sha256(str(n).encode())
+    for i in range(min(4, n)):
+        for key, value in sorted(dataset.example(0, i).items()):
+            h.update(key.encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()
+
+
 def check_compatible(saved: dict, current: dict, where: Path) -> None:
     """Refuse to resume when anything that shapes the training trajectory differs from the saved run.
 
@@ -159,33 +195,3 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
     if isinstance(step, int) and max_steps is not None and max_steps < step:
         raise CheckpointError(f"cannot resume from {where}: max_steps {max_steps} is below the step the run has "
                               f"reached ({step}); give --max-steps {step} or more (a larger value extends the run)")
-
-
-def saved_max_steps(state: dict) -> int | None:
-    """The ``max_steps`` a checkpoint was written under (older checkpoints kept it with the trajectory settings)."""
-    value = state.get("max_steps", state.get("train", {}).get("max_steps"))
-    return int(value) if isinstance(value, int) else None
-
-
-def resume_checkpoint(ckpt_dir: Path, check, dist) -> tuple | None:
-    """The checkpoint a ``--resume`` continues from, chosen before anything is written: rank 0 takes the newest one
-    that verifies (`latest_valid`) and calls ``check(found)`` on it (a `LitebertError` if it does not belong to
-    this run); a refusal on rank 0 is raised on every rank. None: no checkpoint yet (a new run)."""
-    from litebert.errors import LitebertError
-    from litebert.train import distributed as D
-
-    found, error = None, None
-    if dist.is_main:
-        try:
-            found = latest_valid(ckpt_dir)
-            if found is not None:
-                check(found)
-            elif list_checkpoints(ckpt_dir):
-                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
-                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
-                                      f"--overwrite")
-        except LitebertError as e:
-            error = e
-    if D.broadcast_int(1 if error is not None else 0, dist):
-        raise error if error is not None else CheckpointError("--resume refused on rank 0 (see its message)")
-    return found

@@ -1,8 +1,9 @@
 """`TrainConfig`: every pretraining hyper-parameter in one typed dataclass, and the named recipes.
 
-Field names are the CLI flags (``--global-batch`` -> ``global_batch``). Defaults are the official ALBERT values where
-there is one (LAMB, β 0.9/0.999, ε 1e-6, weight decay 0.01, clip 1.0, polynomial power 1, 15% masking, 3-gram masking,
-20 predictions per sequence, 10% short sequences, SOP).
+The command line has a flag for every field (``--global-batch`` for ``global_batch``), with the help text of the
+field's entry in the class docstring. Defaults are the official ALBERT values where there is one (LAMB, β 0.9/0.999,
+ε 1e-6, weight decay 0.01, clip 1.0, polynomial power 1, 15% masking, 3-gram masking, 20 predictions per sequence, 10%
+short sequences, SOP).
 """
 
 from __future__ import annotations
@@ -19,8 +20,43 @@ from litebert.files import read_json
 
 @dataclass
 class TrainConfig:
+    """Pretraining hyper-parameters.
+
+    Attributes:
+        max_steps: optimizer steps in the whole run (the schedule decays to 0 there); None: 1000 for a new run, the
+            run's own when resumed
+        global_batch: sequences per optimizer step (paper: 4096)
+        micro_batch: sequences per forward/backward on one process
+        lr: peak learning rate (paper: 0.00176 with LAMB)
+        warmup_steps: linear warmup steps (official: 3125)
+        poly_power: power of the polynomial decay (official: 1.0)
+        optimizer: lamb | adamw
+        weight_decay: decoupled weight decay (official: 0.01)
+        bias_correction: Adam bias correction in LAMB/AdamW (the official optimizers have none)
+        clip_norm: global gradient-norm clipping (official: 1.0)
+        seq_len: maximum sequence length (paper: 512)
+        objective: sop (ALBERT) | nsp (BERT) | none (MLM only)
+        masked_lm_prob: fraction of tokens masked (0.15)
+        max_predictions: masked positions per sequence (official: 20)
+        max_ngram: longest masked n-gram (paper: 3)
+        short_seq_prob: fraction of shorter sequences (0.1)
+        seed: seed of data order, masking and initialisation
+        precision: auto | fp32 | bf16 | fp16 (auto: fp32 on CPU, bf16/fp16 autocast on GPU)
+        skip_padding: run the dense layers on the real tokens only (off: the padding is computed too, as HF does)
+        gradient_checkpointing: recompute activations in the backward pass (less memory, ~30% more compute)
+        compile: torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster steps where it
+            fuses the elementwise work (measured in docs/BENCHMARKS.md)
+        eval_every: evaluate every N steps (0: at start and end only)
+        eval_examples: held-out examples per evaluation
+        save_every: checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
+        keep_last: checkpoints to keep (0: all)
+        log_every: write train metrics every N steps
+        max_bad_steps: stop after this many non-finite steps in a row
+        peak_tflops: peak TFLOP/s of one device, for the MFU estimate (guessed for known GPUs)
+    """
+
     # optimisation (official optimization.create_optimizer)
-    max_steps: int = 1000
+    max_steps: Optional[int] = 1000
     global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
     micro_batch: int = 32            # sequences per forward/backward on one process
     lr: float = 0.00176
@@ -58,9 +94,9 @@ class TrainConfig:
         """Micro-batches per optimizer step on each process; the global batch must split evenly."""
         per_step = self.micro_batch * world_size
         if self.global_batch % per_step:
-            raise ConfigError(
-                f"global batch {self.global_batch} is not a multiple of micro batch {self.micro_batch} x "
-                f"{world_size} process(es) = {per_step}; change --global-batch or --micro-batch")
+            raise ConfigError("global batch {global_batch:value} is not a multiple of micro batch {micro_batch:value} "
+                              f"x {world_size} process(es) = {per_step}; change " + "{global_batch:flag} or "
+                              "{micro_batch:flag}", global_batch=self.global_batch, micro_batch=self.micro_batch)
         return self.global_batch // per_step
 
     # Fields that shape the training trajectory: resuming with any of them changed is refused. ``max_steps`` is not
@@ -77,14 +113,19 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any], source: Optional[str] = "train config") -> "TrainConfig":
+        """The config of ``data``; ``source``: the file it came from, named in errors (None: the values are the
+        caller's own arguments, and errors name them as such)."""
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            raise ConfigError(f"{source or 'TrainConfig'}: unknown field(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(known)}")
         try:
             return cls(**data)
         except ConfigError as e:
+            if source is None:
+                raise
             raise ConfigError(f"{source}: {e}") from None
 
     @classmethod

@@ -14,40 +14,43 @@ from litebert.errors import ConfigError
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
-def resolve_device(name: str | None, flag: str = "--device") -> torch.device:
-    """The torch device ``name`` names (``cpu``, ``cuda``, ``cuda:N``, ``mps``); None: CUDA when available, else CPU.
-    A device this machine does not have is refused here, before anything is read or written."""
+def resolve_device(name: str | None) -> torch.device:
+    """The torch device ``name`` (the ``device`` argument) names: ``cpu``, ``cuda``, ``cuda:N``, ``mps``; None: CUDA
+    when available, else CPU. A device this machine does not have is refused here, before anything is read or
+    written."""
     if name is None or name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError):
-        raise ConfigError(f"{flag} {name!r}: not a device; expected cpu, cuda, cuda:N or mps") from None
+        raise ConfigError("{device}: not a device; expected cpu, cuda, cuda:N or mps", device=name) from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             why = "this torch build has no CUDA" if torch.version.cuda is None else "no GPU is visible"
-            raise ConfigError(f"{flag} {name}: CUDA is not available ({why}); use --device cpu")
+            raise ConfigError("{device}: CUDA is not available (" + why + "); use cpu", device=name)
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ConfigError(f"{flag} {name}: there are {torch.cuda.device_count()} GPU(s) (cuda:0 .. "
-                              f"cuda:{torch.cuda.device_count() - 1})")
+            raise ConfigError("{device}: " + f"there are {torch.cuda.device_count()} GPU(s) (cuda:0 .. "
+                              f"cuda:{torch.cuda.device_count() - 1})", device=name)
     elif dev.type == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-            raise ConfigError(f"{flag} {name}: MPS (Apple GPU) is not available on this machine; use --device cpu")
+            raise ConfigError("{device}: MPS (Apple GPU) is not available on this machine; use cpu", device=name)
     elif dev.type != "cpu":
-        raise ConfigError(f"{flag} {name!r}: unsupported device type {dev.type!r}; expected cpu, cuda or mps")
+        raise ConfigError("{device}: " + f"unsupported device type {dev.type!r}; expected cpu, cuda or mps",
+                          device=name)
     return dev
 
 
-def autocast_dtype(precision: str, device: torch.device, flag: str = "--precision") -> torch.dtype | None:
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs
-    that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``)."""
+    that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``). The one place a precision
+    is resolved: a run does it once, where it starts (`litebert.train.engine.Runtime`)."""
     if precision not in PRECISIONS:
-        raise ConfigError(f"{flag} {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        raise ConfigError("{precision}: expected one of " + ", ".join(PRECISIONS), precision=precision)
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
         return None
     if precision == "fp16" and device.type != "cuda":
-        raise ConfigError(f"{flag} fp16 needs a GPU (loss-scaled float16 autocast is CUDA-only); use fp32 or bf16 "
-                          f"on {device.type}")
+        raise ConfigError("{precision} needs a GPU (loss-scaled float16 autocast is CUDA-only); use fp32 or bf16 on "
+                          f"{device.type}", precision=precision)
     if precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if precision == "bf16" else torch.float16

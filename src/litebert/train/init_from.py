@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.errors import CheckpointError, ConfigError, LitebertError
-from litebert.files import OWNER_FILE, read_marker
+from litebert.errors import CheckpointError, ConfigError
+from litebert.folders import output_kind
 
 # Configuration fields that belong to task heads, not to the encoder a pretraining run continues.
 _HEAD_FIELDS = {"num_labels", "id2label", "problem_type"}
@@ -59,23 +60,30 @@ def weights_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def read_init_model(path: Path, flag: str = "--init-from") -> InitModel:
-    """Config, weights, hash and tokenizer of the model folder ``path`` (or of a pretraining run folder's model)."""
-    from litebert.io.checkpoint import _check_shapes, load_config, load_weights
-
+def model_folder(path: Path) -> Path:
+    """The model folder ``path`` names (``init_from``): the folder itself, or a pretraining run folder's model/."""
     folder = Path(path)
     if not folder.exists():
-        raise CheckpointError(f"{flag} {folder}: no such model folder")
+        raise CheckpointError("{init_from}: no such model folder", init_from=folder)
     if not folder.is_dir():
-        raise CheckpointError(f"{flag} {folder} is a file; give the model folder (config.json + weights)")
-    if (folder / OWNER_FILE).is_file() and _kind(folder) == "pretraining-run":
+        raise CheckpointError("{init_from} is a file; give the model folder (config.json + weights)", init_from=folder)
+    if output_kind(folder) == "pretraining-run":
         if not (folder / "model" / "config.json").is_file():
-            raise CheckpointError(f"{flag} {folder} is a pretraining run without a final model yet; finish it "
-                                  f"(--resume) or give a model folder")
+            raise CheckpointError("{init_from} is a pretraining run without a final model yet; finish it (resume "
+                                  "it) or give a model folder", init_from=folder)
         folder = folder / "model"
     if not (folder / "config.json").is_file():
-        raise CheckpointError(f"{flag} {folder}: no config.json; give a model folder (a pretraining run's model/, "
-                              f"a save_pretrained folder, or one written by `litebert convert`)")
+        raise CheckpointError("{init_from}: no config.json; give a model folder (a pretraining run's model/, a "
+                              "save_pretrained folder, or one written by `litebert convert`)", init_from=folder)
+    return folder
+
+
+def read_init_model(path: Path) -> InitModel:
+    """Config, weights, hash and tokenizer of the model folder ``path`` (``init_from``; or of a pretraining run
+    folder's model)."""
+    from litebert.io.checkpoint import _check_shapes, load_config, load_weights
+
+    folder = model_folder(path)
     config = load_config(folder)
     tensors = load_weights(folder)
     _check_shapes(config, tensors, folder)
@@ -83,18 +91,11 @@ def read_init_model(path: Path, flag: str = "--init-from") -> InitModel:
         architecture = str((json.loads((folder / "config.json").read_text()).get("architectures") or ["?"])[0])
     except (ValueError, OSError, TypeError, IndexError):
         architecture = "?"
-    tokenizer, pieces = _vocabulary(folder, flag)
+    tokenizer, pieces = _vocabulary(folder)
     return InitModel(folder, config, tensors, weights_sha256(tensors), architecture, tokenizer, pieces)
 
 
-def _kind(folder: Path) -> str | None:
-    try:
-        return read_marker(folder).get("kind")
-    except (LitebertError, OSError, ValueError):
-        return None
-
-
-def _vocabulary(folder: Path, flag: str) -> tuple[object | None, list[str] | None]:
+def _vocabulary(folder: Path) -> tuple[object | None, list[str] | None]:
     """The folder's tokenizer (when it has a spiece.model) and its pieces by id (from spiece.model, else from the
     Unigram vocabulary of a tokenizer.json, as transformers 5.x saves it), or (None, None)."""
     if (folder / "spiece.model").is_file():
@@ -109,13 +110,14 @@ def _vocabulary(folder: Path, flag: str) -> tuple[object | None, list[str] | Non
             if model.get("type") == "Unigram" and isinstance(model.get("vocab"), list):
                 return None, [str(entry[0]) for entry in model["vocab"]]
         except (ValueError, OSError, TypeError, IndexError, AttributeError) as e:
-            raise ConfigError(f"{flag} {file}: not a readable tokenizer.json ({e})") from None
+            raise ConfigError("{init_from}: " + f"{file.name} is not a readable tokenizer.json ({e})",
+                              init_from=folder) from None
     return None, None
 
 
-def check_model_flags(init: InitModel, given: AlbertConfig | None, given_by: str) -> None:
-    """``--preset``/``--model-config`` next to ``--init-from`` must describe the same encoder (the vocabulary size is
-    the store's to decide, and is checked against it separately)."""
+def check_model_agrees(init: InitModel, given: AlbertConfig | None, spec=None) -> None:
+    """A model given next to ``init_from`` (``spec``: as the caller named it, a preset or a config file) must
+    describe the same encoder (the vocabulary size is the store's to decide, and is checked against it separately)."""
     if given is None:
         return
     skip = _HEAD_FIELDS | {"vocab_size"}
@@ -124,41 +126,43 @@ def check_model_flags(init: InitModel, given: AlbertConfig | None, given_by: str
     if wrong:
         k = wrong[0]
         more = f" (and {', '.join(wrong[1:])})" if len(wrong) > 1 else ""
-        raise ConfigError(f"{given_by} contradicts --init-from {init.folder}: {k} is {mine[k]!r} there, "
-                          f"{theirs.get(k)!r} in the model{more}; leave {given_by.split()[0]} out: the model's own "
-                          f"config is used")
+        raise ConfigError("{model} contradicts {init_from}: " + f"{k} is {mine[k]!r} there, {theirs.get(k)!r} in "
+                          f"the model{more}; " + "leave {model:flag} out: the model's own config is used",
+                          model=spec if isinstance(spec, (str, os.PathLike)) else "the given config",
+                          init_from=init.folder)
 
 
-def check_vocabulary(init: InitModel, store, data_flag: str):
-    """Refuse a token store whose vocabulary is not the model's; return the tokenizer to save beside the final model
-    (the folder's own, else the store's; None if neither has one)."""
+def check_vocabulary(init: InitModel, store):
+    """Refuse a token store (``data``) whose vocabulary is not the model's; return the tokenizer to save beside the
+    final model (the folder's own, else the store's; None if neither has one)."""
     facts = store.facts
-    where = f"--init-from {init.folder}"
+    names = {"init_from": init.folder, "data": store.path}
     if init.config.vocab_size != facts.vocab_size:
-        raise ConfigError(f"{where} has a vocabulary of {init.config.vocab_size} pieces, {data_flag} was prepared with "
-                          f"{facts.vocab_size}: token ids would mean different things; prepare the corpus with the "
-                          f"model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)")
+        raise ConfigError("{init_from} has a vocabulary of " + f"{init.config.vocab_size} pieces, " + "{data} was "
+                          f"prepared with {facts.vocab_size}: token ids would mean different things; prepare the "
+                          f"corpus with the model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)",
+                          **names)
     if init.tokenizer is not None and init.tokenizer.fingerprint() == facts.fingerprint:
         return init.tokenizer  # the very spiece.model the store was prepared with
     store_tok = store.tokenizer()
     if init.pieces is None:
         return store_tok  # nothing to compare beyond the size; the store's tokenizer goes with the model
     if store_tok is None:
-        raise ConfigError(f"{where}: its tokenizer is not the one {data_flag} was prepared with (another spiece.model), "
-                          f"and the store holds no tokenizer to compare pieces with; prepare the corpus with the "
-                          f"model's tokenizer")
+        raise ConfigError("{init_from}: its tokenizer is not the one {data} was prepared with (another "
+                          "spiece.model), and the store holds no tokenizer to compare pieces with; prepare the corpus "
+                          "with the model's tokenizer", **names)
     theirs = [store_tok.sp.id_to_piece(i) for i in range(store_tok.vocab_size)]
     if len(init.pieces) != len(theirs):
-        raise ConfigError(f"{where}: its tokenizer has {len(init.pieces)} pieces, the one {data_flag} was prepared "
-                          f"with has {len(theirs)}: token ids would mean different things; prepare the corpus with "
-                          f"the model's tokenizer")
+        raise ConfigError("{init_from}: its tokenizer has " + f"{len(init.pieces)} pieces, the one " + "{data} was "
+                          f"prepared with has {len(theirs)}: token ids would mean different things; prepare the "
+                          f"corpus with the model's tokenizer", **names)
     differ = [i for i, (a, b) in enumerate(zip(init.pieces, theirs)) if a != b]
     if differ:
         i = differ[0]
-        raise ConfigError(f"{where}: its tokenizer differs from the one {data_flag} was prepared with at "
+        raise ConfigError("{init_from}: its tokenizer differs from the one {data} was prepared with at "
                           f"{len(differ)} of {len(theirs)} ids (id {i} is {init.pieces[i]!r} for the model, "
                           f"{theirs[i]!r} in the store): token ids would mean different things; prepare the corpus "
-                          f"with the model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)")
+                          f"with the model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)", **names)
     return init.tokenizer or store_tok
 
 
@@ -170,12 +174,12 @@ def load_init_weights(model: torch.nn.Module, init: InitModel) -> str | None:
     missing, unexpected = load_hf_state_dict(model, init.tensors)
     absent = [k for k in missing if not k.startswith(tuple(_OPTIONAL))]
     if absent:
-        raise CheckpointError(f"--init-from {init.folder}: encoder weights are missing from the folder "
-                              f"({_short(absent, 4)}); it is not a complete ALBERT model")
+        raise CheckpointError("{init_from}: encoder weights are missing from the folder " + f"({_short(absent, 4)}); "
+                              "it is not a complete ALBERT model", init_from=init.folder)
     parts = [name for prefix, name in _OPTIONAL.items() if any(k.startswith(prefix) for k in missing)]
     notes = []
     if parts:
-        notes.append(f"no {' / '.join(parts)} in it ({init.architecture}): initialised from --seed")
+        notes.append(f"no {' / '.join(parts)} in it ({init.architecture}): initialised from the seed")
     if unexpected:
         notes.append(f"not used: {_short(unexpected, 4)}")
-    return f"--init-from {init.folder}: {'; '.join(notes)}" if notes else None
+    return f"{init.folder}: {'; '.join(notes)}" if notes else None

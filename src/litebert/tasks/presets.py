@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, check_fields
 from litebert.errors import ConfigError
-from litebert.finetune.kinds import (Classification, ExtractiveQA, ExtractiveQAWithNoAnswer, MultipleChoice,
+from litebert.tasks.kinds import (Classification, ExtractiveQA, ExtractiveQAWithNoAnswer, MultipleChoice,
                                      Regression, TaskKind, TokenClassification)
-from litebert.finetune.readers import GLUE_TASKS
+from litebert.tasks.readers import GLUE_TASKS
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ A kind reads a split's examples, collects the label set, turns examples into fea
 pretrained encoder (and loads it back from a fine-tuned folder), turns model outputs into predictions, scores them,
 and shapes the rows `litebert predict` writes. The runner, `predict` and the CLI call these methods and never ask
 which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
-window sizes); a task preset (`tasks.py`) pairs a kind with its hyperparameters.
+window sizes); a task preset (`presets.py`) pairs a kind with its hyperparameters.
 
-Model outputs (``outs``) are `trainer.predict_outputs`'s: one dict of numpy arrays per feature.
+Model outputs (``outs``) are `runner.predict_outputs`'s: one dict of numpy arrays per feature.
 
 To add a kind: subclass `TaskKind`, give it a ``name`` (stored in ``finetune.json``) and a ``head``, implement the
-abstract methods, and give it to a preset in `tasks.py`.
+abstract methods, and give it to a preset in `presets.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import numpy as np
 
 from litebert import heads
 from litebert.errors import DataError
-from litebert.finetune import metrics as M
-from litebert.finetune import readers as R
-from litebert.finetune.features import encode_multiple_choice, encode_text, encode_tokens
-from litebert.finetune.squad import SquadV2Model, decode, encode_squad
+from litebert.tasks import metrics as M
+from litebert.tasks import readers as R
+from litebert.tasks.features import encode_multiple_choice, encode_text, encode_tokens
+from litebert.tasks.squad import SquadV2Model, decode, encode_squad
 
 
 def json_text(obj: dict, keys: tuple, where: str) -> str:
@@ -390,7 +390,7 @@ class ExtractiveQA(TaskKind):
 @dataclass(frozen=True)
 class ExtractiveQAWithNoAnswer(ExtractiveQA):
     """SQuAD v2.0: a question may have no answer. The model adds a no-answer logit per window
-    (`litebert.finetune.squad.SquadV2Model`); predictions add ``no_answer_prob``, and a question answers "" when it exceeds
+    (`litebert.tasks.squad.SquadV2Model`); predictions add ``no_answer_prob``, and a question answers "" when it exceeds
     the threshold that maximised dev F1 (official ``find_best_thresh``)."""
 
     head: ClassVar[type] = SquadV2Model

@@ -13,19 +13,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import torch
+from tqdm import tqdm
+
 from litebert.errors import CheckpointError
 from litebert.files import read_json, write_json
-from litebert.finetune.kinds import example_id
-from litebert.finetune.tasks import TaskPreset, get_preset, preset_from_json
-from litebert.finetune.trainer import predict_outputs
+from litebert.tasks.kinds import example_id
+from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
+from litebert.tasks.features import check_ids, collate, length_of, sorted_batches
+from litebert.padding import prepare_batch
 
 META_FILE = "finetune.json"
-KIND = "fine-tuned-model"  # the output-folder marker's kind (`litebert.files.mark_output_folder`)
-# What `litebert finetune` writes in its folder (besides the marker): all that --overwrite deletes. The model and
-# tokenizer; the metrics (`litebert.train.metrics.MetricsWriter`); checkpoints/ while the run is not finished.
-FILES = {META_FILE, "config.json", "model.safetensors", "litebert_model.safetensors", "spiece.model",
-         "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "answerability.safetensors",
-         "metrics.jsonl", "train.csv", "eval.csv", "tensorboard", "checkpoints"}
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
            "test": ("test_matched", "test", "eng.testb")}
 
@@ -174,36 +173,99 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
 
 
 def _run(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
-         batch_size: int, features: list[dict] | None, progress: bool, amp) -> tuple[list, list, list]:
+         batch_size: int, features: list[dict] | None, progress: bool, amp, varlen: bool) -> tuple[list, list, list]:
     kind = preset.kind
     feats = features if features is not None else kind.featurize(tok, examples, labels, max_length)
-    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress, amp)
+    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress, amp, varlen=varlen)
     return feats, outs, kind.predictions(examples, feats, outs, labels)
 
 
 def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
-             progress: bool = False, amp=None) -> tuple[dict, list]:
+             progress: bool = False, amp=None, varlen: bool = False) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
-    The model runs on its own device, under autocast to ``amp`` when given (`trainer.predict_outputs`).
+    The model runs on its own device, under autocast to ``amp`` when given, with ``varlen`` attention or not
+    (`predict_outputs`).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
     ``null_threshold`` (default 1.0: none) counted as "no answer", plus ``best_exact``/``best_f1`` and their
     thresholds; the returned predictions apply the same threshold.
     """
     kind = preset.kind
-    _, _, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp)
+    _, _, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp, varlen)
     return kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
 
 
 def evaluate_rows(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
                   batch_size: int = 64, null_threshold: float | None = None, progress: bool = False,
-                  amp=None) -> tuple[dict, list[dict]]:
+                  amp=None, varlen: bool = False) -> tuple[dict, list[dict]]:
     """(metrics, rows): as `evaluate`, with one row per example for ``evaluate --output``: ``id`` (the example's
     own id, else its 0-based index), the gold ``label``, the ``prediction`` and, where the kind has them,
     ``probabilities`` (`TaskKind.evaluation_rows`)."""
     kind = preset.kind
-    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, None, progress, amp)
+    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, None, progress, amp,
+                              varlen)
     metrics = kind.score(examples, preds, labels, null_threshold)
     rows = kind.evaluation_rows(examples, feats, kind.thresholded(preds, null_threshold), outs, labels)
     return metrics, [{"id": example_id(e, i), **r} for i, (e, r) in enumerate(zip(examples, rows))]
+
+
+@torch.no_grad()
+def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: int = 64, pad_id: int = 0,
+                    progress: bool = False, amp: torch.dtype | None = None,
+                    max_tokens: int | None = None, varlen: bool = False) -> list[dict[str, np.ndarray]]:
+    """Run the model over ``features`` (batched by length, order restored) on the model's device, under
+    ``torch.autocast(amp)`` when ``amp`` is a dtype. ``max_tokens``: batches are cut by size, up to ``batch_size``
+    rows of at most this many tokens together (`features.sorted_batches`). ``varlen``: attention by the
+    variable-length kernel (the caller's resolved attention, `litebert.padding.resolve_attention`). Per feature, each
+    output array (float32 numpy) is trimmed to the feature's own length: ``logits`` ([C], [L, C] tokens, [K]
+    choices) or ``start_logits``/``end_logits`` [L] (+ ``na_logits`` scalar for SQuAD v2)."""
+    model.eval()
+    device = next(model.parameters()).device
+    results: list[dict | None] = [None] * len(features)
+    lengths = [length_of(f) for f in features]
+    rows = [len(f["input_ids"]) if f["input_ids"] and isinstance(f["input_ids"][0], list) else 1
+            for f in features]  # sequences per feature (the choices of multiple choice)
+    batches = sorted_batches(lengths, batch_size, max_tokens, rows)
+    check_ids(features, model.config.vocab_size)
+    # Every output is trimmed to its input's length below, so the dense layers (and, with varlen, attention) run on
+    # the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
+    # between batches.
+    pending = []
+    for idx in tqdm(batches, desc="evaluating", disable=not progress, leave=False):
+        batch = collate([features[i] for i in idx], pad_id)
+        for key in ("labels", "start_positions", "end_positions", "is_impossible"):
+            batch.pop(key, None)
+        batch = prepare_batch(batch, device, pack=True, varlen=varlen)
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            out = model(**batch)
+        names = ("logits", "start_logits", "end_logits", "na_logits")
+        pending.append((idx, {n: _to_host(getattr(out, n).float()) for n in names
+                              if getattr(out, n, None) is not None}))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the copies to the host are complete
+    for idx, outs in pending:
+        _collect(outs, idx, lengths, results)
+    return results
+
+
+def _to_host(t: torch.Tensor) -> torch.Tensor:
+    """A GPU tensor's copy into pinned host memory, queued behind the GPU's work rather than waited for (read it
+    after a synchronize); other tensors as they are."""
+    if not t.is_cuda:
+        return t
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return host.copy_(t, non_blocking=True)
+
+
+def _collect(outs: dict, idx: list[int], lengths: list[int], results: list) -> None:
+    """Per feature of the batch ``idx``, its outputs as float32 numpy arrays, per-token ones trimmed to its length."""
+    arrays = {n: t.cpu().numpy() for n, t in outs.items()}
+    for row, i in enumerate(idx):
+        r = {}
+        for n, a in arrays.items():
+            v = a[row]
+            if n in ("start_logits", "end_logits") or (n == "logits" and v.ndim == 2):
+                v = v[:lengths[i]]  # per-token outputs: drop the padding
+            r[n] = v
+        results[i] = r

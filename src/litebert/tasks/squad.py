@@ -25,7 +25,7 @@ from torch import nn
 
 from litebert.errors import CheckpointError, ConfigError
 from litebert.files import atomic_write
-from litebert.finetune.readers import SquadExample
+from litebert.tasks.readers import SquadExample
 from litebert.heads import AlbertForQuestionAnswering
 from litebert.padding import Packing
 

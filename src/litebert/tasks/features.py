@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from litebert.errors import ConfigError
-from litebert.finetune.readers import MultipleChoiceExample, TextExample, TokenExample
+from litebert.errors import ConfigError, DataError
+from litebert.tasks.readers import MultipleChoiceExample, TextExample, TokenExample
 
 IGNORE = -100  # label of positions the loss skips (HF / PyTorch convention)
 
@@ -101,6 +101,17 @@ def encode_tokens(tok, examples: list[TokenExample], max_length: int, labels: li
             f["labels"] = lab
         feats.append(f)
     return feats
+
+
+def check_ids(features: list[dict], vocab_size: int) -> None:
+    """The inputs' ids lie in the model's vocabulary: checked here, where the features are made (the model does not
+    read a device batch back to check it); a `DataError` names the likely cause."""
+    flat = [i for f in features for row in (f["input_ids"] if f["input_ids"] and isinstance(f["input_ids"][0], list)
+                                           else [f["input_ids"]]) for i in row]
+    if flat and (max(flat) >= vocab_size or min(flat) < 0):
+        raise DataError(f"the tokenizer makes ids up to {max(flat)} (min {min(flat)}), but the model's vocabulary has "
+                        f"{vocab_size} pieces: the tokenizer is not the model's; give the tokenizer the model was "
+                        f"trained with")
 
 
 def length_of(f: dict) -> int:

@@ -1,0 +1,184 @@
+"""``litebert finetune | evaluate | predict | embed``.
+
+    litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
+                                                                  # conll, classify, regress, sentiment
+        [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
+    litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
+    litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
+    litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from litebert.cli import add_config_arguments, given
+from litebert.errors import ConfigError
+from litebert.padding import ATTENTION
+from litebert.train.device import PRECISIONS
+
+
+def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
+    {"finetune": _configure_finetune, "evaluate": _configure_evaluate, "predict": _configure_predict,
+     "embed": _configure_embed}[name](parser)
+
+
+def run_command(name: str, args: argparse.Namespace) -> int:
+    import torch
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+    return {"finetune": run_finetune, "evaluate": run_evaluate, "predict": run_predict, "embed": run_embed}[name](args)
+
+
+
+def _common(p: argparse.ArgumentParser, training: bool = False) -> None:
+    if not training:  # finetune's come from FinetuneConfig
+        p.add_argument("--batch-size", type=int, help="inputs per batch (default: 64)")
+        p.add_argument("--seq-len", type=int,
+                       help="maximum pieces per input (default: the task's, capped by the model's "
+                            "max_position_embeddings)")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
+                   help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: fp32 on "
+                        "CPU, bf16 on GPUs that have it, else fp16")
+    p.add_argument("--attention", choices=ATTENTION, default="auto",
+                   help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+
+
+def _configure_finetune(p: argparse.ArgumentParser) -> None:
+    from litebert.tasks.finetune import FinetuneConfig
+
+    p.add_argument("task", help="cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, squad1, squad2, race, mc, "
+                                "conll, classify, regress, sentiment")
+    p.add_argument("--model", required=True, help="pretrained model folder (litebert or HF ALBERT)")
+    p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names) or the "
+                                                 "training file")
+    p.add_argument("--dev", help="the dev file (default: found in the --data folder)")
+    p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
+    p.add_argument("--tokenizer", help="tokenizer folder or .model file (default: the --model folder)")
+    p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
+    p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep --out/checkpoints when the run ends (default: deleted once the run is complete)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--out holds a fine-tuned model: replace it (only the files `finetune` writes are deleted)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the stopped run in --out from its newest checkpoint (same command otherwise)")
+    _common(p, training=True)
+    add_config_arguments(p, FinetuneConfig, skip=("precision",), title="hyper-parameters (the task preset's unless "
+                                                                        "given)")
+
+
+_TASK_MODEL = ("a folder written by `litebert finetune`, or an ALBERT task model saved by HF transformers (its "
+               "config.json names the head and the labels)")
+_TOKENIZER = "tokenizer folder or .model file (default: the --model folder's)"
+
+
+def _configure_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help=_TASK_MODEL)
+    p.add_argument("--data", required=True, help="labelled file (or a data folder: its dev split)")
+    p.add_argument("--output", help="also write one row per example here (JSONL): id, gold label, prediction, "
+                                    "probabilities")
+    p.add_argument("--columns", help="the data's columns, text_a=COL[,text_b=COL][,label=COL], as for finetune "
+                                     "(default: those the folder was fine-tuned with)")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
+    p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
+                                                        "(default: the one chosen on dev during finetune)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="use a folder whose fine-tuning did not finish (its best model so far)")
+    _common(p)
+
+
+def _configure_predict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help=_TASK_MODEL)
+    p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md)")
+    p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="use a folder whose fine-tuning did not finish (its best model so far)")
+    p.add_argument("--batch-tokens", type=int,
+                   help="batches by size: up to --batch-size inputs, and at most this many tokens (inputs x the "
+                        "longest), so short texts come many to a batch (e.g. 32768 on a GPU; default: off)")
+    _common(p)
+
+
+def _configure_embed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="any litebert/HF ALBERT folder")
+    p.add_argument("--input", required=True, help="text (one a line) or .jsonl (the text under --text-field); "
+                                                   "gzip/xz/bz2 are read transparently")
+    p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
+    p.add_argument("--tokenizer", help=_TOKENIZER)
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
+                   help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
+                        "raw [CLS] vector")
+    _common(p)
+
+
+def _parse_columns(spec: str | None) -> dict[str, str]:
+    if not spec:
+        return {}
+    out = {}
+    for part in spec.split(","):
+        key, sep, col = part.partition("=")
+        if not sep or key not in ("text_a", "text_b", "label"):
+            raise ConfigError(f"--columns: expected text_a=COL[,text_b=COL][,label=COL], got {part!r}")
+        out[key] = col
+    return out
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from litebert.tasks.finetune import FinetuneConfig, finetune
+
+    config = FinetuneConfig(**given(args, FinetuneConfig.__dataclass_fields__))
+    labels = args.labels.split(",") if args.labels else None
+    result = finetune(args.task, args.model, args.data, args.out, dev=args.dev, tokenizer=args.tokenizer,
+                      columns=_parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
+                      overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
+                      attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress)
+    if result.interrupted:
+        print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in "
+              f"{Path(args.out) / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from litebert.tasks.predict import evaluate
+
+    result = evaluate(args.model, args.data, output=args.output, columns=_parse_columns(args.columns),
+                      tokenizer=args.tokenizer, null_threshold=args.null_threshold,
+                      allow_incomplete=args.allow_incomplete, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
+                      device=args.device, precision=args.precision, attention=args.attention,
+                      encoding_errors=args.encoding_errors, progress=args.progress)
+    print(json.dumps({"task": result.task, "data": str(result.data), **result.metrics}, indent=2))
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from litebert.tasks.predict import predict
+
+    result = predict(args.model, args.input, args.output, tokenizer=args.tokenizer,
+                     allow_incomplete=args.allow_incomplete, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
+                     seq_len=args.seq_len, device=args.device, precision=args.precision, attention=args.attention,
+                     encoding_errors=args.encoding_errors, progress=args.progress)
+    print(f"wrote {result.count} predictions to {result.output}")
+    return 0
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    from litebert.tasks.predict import embed
+
+    result = embed(args.model, args.input, args.output, text_field=args.text_field, pooling=args.pooling,
+                   tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
+                   device=args.device, precision=args.precision, encoding_errors=args.encoding_errors)
+    print(f"wrote {result.shape[0]} x {result.shape[1]} {result.pooling} embeddings to {result.output}")
+    return 0

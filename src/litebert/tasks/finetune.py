@@ -1,0 +1,283 @@
+"""`finetune`: fine-tune a pretrained model on a task, as one typed function. ``litebert finetune`` maps its flags
+onto it; experiments, the demo and notebooks call it directly.
+
+    from litebert import FinetuneConfig, finetune
+    result = finetune("sentiment", "runs/tiny/model", "data/finetune/sentiment", "runs/sentiment",
+                      config=FinetuneConfig(max_steps=100))
+
+The hyper-parameters default to the task preset's (`litebert.tasks.presets`); `FinetuneConfig` overrides any of
+them. Everything is checked before the first write (the output folder's plan, the data, the tokenizer against the
+model's vocabulary, the checkpoint a resume continues from), so a refused call changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from litebert import folders
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
+from litebert.errors import ConfigError, DataError
+from litebert.files import write_json
+
+Log = Optional[Callable[[str], None]]
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Fine-tuning hyper-parameters; None: the task preset's.
+
+    Attributes:
+        lr: peak learning rate
+        batch_size: examples per optimizer step
+        micro_batch: examples per forward/backward on each process (default: batch_size / processes); gradients are
+            accumulated over batch_size / (micro_batch x processes) micro-batches
+        max_steps: training steps (default: the preset's, or from epochs)
+        epochs: passes over the training data
+        warmup_steps: linear warmup steps
+        warmup_proportion: linear warmup as a proportion of the steps
+        eval_every: evaluate on dev every N steps, keeping the best checkpoint
+        patience: stop after N evaluations without improvement (default: never)
+        seed: seed of the head's initialisation, dropout and batch order
+        dropout: hidden and classifier dropout (default: the model's)
+        seq_len: maximum pieces per input (default: the preset's, capped by the model's max_position_embeddings)
+        max_train_examples: use only the first N training examples
+        max_eval_examples: use only the first N dev examples
+        pad_to_max: pad every batch to seq_len (no dynamic padding, no length grouping)
+        precision: auto | fp32 | bf16 | fp16 (fp16 with loss scaling; GPU only); auto: fp32 on CPU, bf16 on GPUs
+            that have it, else fp16
+        log_every: a train record in metrics.jsonl every N steps
+        save_every: also write a resumable checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
+        max_bad_steps: stop after this many non-finite steps in a row
+    """
+
+    lr: Optional[float] = None
+    batch_size: Optional[int] = None
+    micro_batch: Optional[int] = None
+    max_steps: Optional[int] = None
+    epochs: Optional[float] = None
+    warmup_steps: Optional[int] = None
+    warmup_proportion: Optional[float] = None
+    eval_every: Optional[int] = None
+    patience: Optional[int] = None
+    seed: int = 0
+    dropout: Optional[float] = None
+    seq_len: Optional[int] = None
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    pad_to_max: bool = False
+    precision: str = "auto"
+    log_every: int = 10
+    save_every: int = 0
+    max_bad_steps: int = 10
+
+    def __post_init__(self) -> None:
+        check_fields(self, _RANGES, {"precision": ("auto", "fp32", "bf16", "fp16")})
+        if self.warmup_steps is not None and self.warmup_proportion is not None:
+            raise ConfigError("{warmup_steps:flag} and {warmup_proportion:flag} both set the warmup: give one",
+                              warmup_steps=self.warmup_steps, warmup_proportion=self.warmup_proportion)
+
+    def train_args(self, preset, n_features: int, max_len: int, progress: bool):
+        """The loop's settings (`trainer.TrainArgs`): these values where given, the preset's elsewhere."""
+        from litebert.tasks.trainer import TrainArgs, steps_for
+
+        batch = self.batch_size if self.batch_size is not None else preset.batch_size
+        if self.max_steps is not None:
+            steps = self.max_steps
+        elif self.epochs is not None or preset.train_steps is None:
+            steps = steps_for(n_features, batch, self.epochs or preset.epochs or 3.0)
+        else:
+            steps = preset.train_steps
+        if self.warmup_steps is not None:
+            warmup = self.warmup_steps
+        elif self.warmup_proportion is not None or preset.warmup_steps is None:
+            share = self.warmup_proportion if self.warmup_proportion is not None else preset.warmup_proportion
+            warmup = int(share * steps)
+        else:
+            warmup = preset.warmup_steps
+        return TrainArgs(lr=self.lr if self.lr is not None else preset.lr, batch_size=batch, train_steps=steps,
+                         warmup_steps=min(warmup, steps), eval_every=self.eval_every or preset.eval_every,
+                         patience=self.patience, seed=self.seed, group_by_length=not self.pad_to_max,
+                         pad_to=max_len if self.pad_to_max else None, progress=progress, micro_batch=self.micro_batch,
+                         precision=self.precision, log_every=self.log_every, save_every=self.save_every,
+                         max_bad_steps=self.max_bad_steps)
+
+
+_RANGES = {"lr": POSITIVE, "batch_size": AT_LEAST_1, "micro_batch": AT_LEAST_1, "max_steps": AT_LEAST_1,
+           "epochs": POSITIVE, "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "eval_every": AT_LEAST_1,
+           "patience": AT_LEAST_1, "seed": AT_LEAST_0, "dropout": PROBABILITY, "seq_len": AT_LEAST_1,
+           "max_train_examples": AT_LEAST_1, "max_eval_examples": AT_LEAST_1, "log_every": AT_LEAST_1,
+           "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1}
+
+
+@dataclass
+class FinetuneResult:
+    """What a `finetune` call did. ``action``: the plan (new, resume, overwrite, restart, finished)."""
+
+    out: Path
+    task: str
+    action: str
+    steps: int
+    complete: bool  # the run finished: ``out`` holds the best dev model (the final one without dev data)
+    best_step: Optional[int] = None
+    best_metrics: Optional[dict] = None
+    metric: Optional[str] = None
+    stopped_early: bool = False
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT: resumable with resume=True
+    signal: Optional[int] = None
+
+
+def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
+             dev: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
+             columns: Mapping[str, str] | None = None, labels: Sequence[str] | None = None,
+             config: Optional[FinetuneConfig] = None, resume: bool = False, overwrite: bool = False,
+             keep_checkpoints: bool = False, device: Optional[str] = None, attention: str = "auto",
+             encoding_errors: str = "strict", progress: bool = True, log: Log = print,
+             stop_after: Optional[int] = None, dist=None) -> FinetuneResult:
+    """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
+    race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
+    to ``out``.
+
+    ``data``: a folder (train/dev files by their usual names) or the training file; ``dev``: the dev file when not
+    in that folder. ``tokenizer``: default the model folder's. ``columns``: your own data's columns
+    ({"text_a": COL, "text_b": COL, "label": COL}); ``labels``: the label set (default: the task's, or those seen in
+    training). ``config``: hyper-parameters over the preset's. ``resume``: continue the stopped run in ``out``;
+    ``overwrite``: replace the fine-tuned model there. ``keep_checkpoints``: keep out/checkpoints at the end.
+    ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps.
+    ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
+    from litebert.tasks.presets import get_preset
+    from litebert.train import distributed as D
+
+    preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
+    plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite,
+                        inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
+    if plan.action == "finished":
+        _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
+        return FinetuneResult(out, preset.name, "finished", 0, True)
+    dist = dist or D.from_environment(device=device)
+    if resume and plan.action == "new" and dist.is_main:
+        _notice(log, f"{out} holds no run yet; starting a new one")
+    try:
+        return _finetune(plan, preset, cfg, model, data, dev, tokenizer, dict(columns or {}), labels,
+                         keep_checkpoints, attention, encoding_errors, progress, log, stop_after, dist)
+    finally:
+        D.shutdown(dist)
+
+
+def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
+              keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
+              dist) -> FinetuneResult:
+    """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
+    import torch
+
+    from litebert.tasks import runner
+    from litebert.tasks.features import check_ids
+    from litebert.tasks.trainer import run_identity, train
+    from litebert.train import distributed as D
+    from litebert.train.engine import Runtime, plan_run
+
+    kind = preset.kind
+    tok = runner.load_tokenizer(model_dir, tokenizer)
+    train_path, dev_path = split_paths(data, dev)
+    labels = list(labels) if labels else None
+    train_ex = kind.read(train_path, labels, columns, encoding_errors)[:cfg.max_train_examples]
+    labels = labels or kind.collect_labels(train_ex, preset.labels)
+    dev_ex = kind.read(dev_path, labels, columns, encoding_errors)[:cfg.max_eval_examples] if dev_path else None
+    torch.manual_seed(cfg.seed)  # the new head's initial weights come from the seed (the same on every process)
+    dropout = {} if cfg.dropout is None else dict(hidden_dropout_prob=cfg.dropout, classifier_dropout_prob=cfg.dropout)
+    model = kind.new_model(model_dir, labels, **dropout)
+    max_len = model.config.sequence_length(cfg.seq_len, preset.max_seq_length)
+    feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
+    dev_feats = kind.featurize(tok, dev_ex, labels, max_len) if dev_ex else None
+    if not feats:
+        raise DataError("{data}: no training examples", data=train_path)
+    check_ids(feats + (dev_feats or []), model.config.vocab_size)
+    targs = cfg.train_args(preset, len(feats), max_len, progress)
+    micro, accum = targs.accumulation(dist.world_size)  # refused here, before anything is written
+    runtime = Runtime.resolve(dist, targs.precision, attention, model.config, training=True)
+    identity = run_identity(model, targs, feats + (dev_feats or []),
+                            {"task": preset.name, "labels": labels, "max_seq_length": max_len})
+    run = plan_run(plan, lambda _: identity, targs.train_steps, dist, default_max_steps=targs.train_steps)
+    if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
+        plan = dataclasses.replace(plan, action="restart")
+        if dist.is_main:
+            _notice(log, f"{plan.out} holds no checkpoint yet; starting from step 0")
+    meta = {"task": preset.name, "kind": kind.name, "head": _head_name(kind), "labels": labels,
+            "metric": preset.metric, "preset": dataclasses.replace(preset, max_seq_length=max_len).to_json(),
+            "columns": columns, "train": {**dataclasses.asdict(targs), "data": str(train_path),
+                                          "dev": str(dev_path) if dev_path else None, "base_model": str(model_dir)}}
+
+    def evaluate(m):
+        return runner.evaluate(preset, m, tok, dev_ex, labels, max_len, features=dev_feats, varlen=runtime.varlen)[0]
+
+    def save(m, step, metrics):
+        runner.save_finetuned(m, tok, plan.out, {**meta, **kind.chosen_on_dev(metrics), "best_step": step,
+                                                 "dev_metrics": metrics, "complete": False})
+
+    writer = folders.begin(plan) if dist.is_main else None  # every check passed: from here on out is written
+    try:
+        if dist.is_main:
+            _say(log, f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
+                      f"{len(dev_ex) if dev_ex else 0} dev; {targs.train_steps} steps of {targs.batch_size} = {micro} "
+                      f"x {accum} x {dist.world_size} process(es), lr {targs.lr:g}, warmup {targs.warmup_steps}; "
+                      f"on {dist.device}{f' in {runtime.amp}'.replace('torch.', '') if runtime.amp else ''} "
+                      f"({runtime.attention} attention); hyperparameters from {preset.source}"
+                      f"{f'; resuming at step {run.start_step}' if run.checkpoint else ''}")
+        D.barrier(dist)
+        loop = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id,
+                     log=(log or (lambda _: None)) if dist.is_main else (lambda _: None), out_dir=plan.out,
+                     runtime=runtime, identity=identity, start=run.checkpoint, stop_after=stop_after,
+                     keep_checkpoints=keep_checkpoints)
+        result = FinetuneResult(plan.out, preset.name, plan.action, loop.steps, not loop.interrupted, loop.best_step,
+                                loop.best_metrics, preset.metric, loop.stopped_early, loop.interrupted, loop.signal)
+        if writer is not None and not loop.interrupted:
+            best = loop.best_metrics or {}
+            write_json(plan.out / runner.META_FILE, {**meta, **kind.chosen_on_dev(best), "best_step": loop.best_step,
+                                                     "dev_metrics": best, "complete": True})
+            writer.finish()
+            if not keep_checkpoints:
+                shutil.rmtree(plan.out / "checkpoints", ignore_errors=True)
+            _say(log, f"best dev {preset.metric} {best[preset.metric]:.4f} at step {loop.best_step}"
+                      f"{' (stopped early)' if loop.stopped_early else ''}; saved to {plan.out}" if dev_ex else
+                 f"no dev set: saved the final model to {plan.out}")
+        D.barrier(dist)  # no process leaves while rank 0 still writes
+        return result
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None) -> tuple[Path, Optional[Path]]:
+    """The training file (``data``, or the train split of the folder ``data``) and the dev file (``dev``, or the
+    folder's dev split; None without one)."""
+    from litebert.tasks.runner import find_split
+
+    data_path = Path(data)
+    if not data_path.exists():
+        raise DataError("{data}: no such file or folder", data=data)
+    train = find_split(data_path, "train") or data_path if data_path.is_dir() else data_path
+    dev_path = Path(dev) if dev else (find_split(data_path, "dev") if data_path.is_dir() else None)
+    return train, dev_path
+
+
+def _head_name(kind) -> str:
+    from litebert.heads import head_name
+
+    return head_name(kind.head)
+
+
+def _say(log: Log, message: str) -> None:
+    if log is not None:
+        log(message)
+
+
+def _notice(log: Log, message: str) -> None:
+    """A notice about the run itself (not its progress): on stderr, unless the caller silenced the output."""
+    if log is not None:
+        print(message, file=sys.stderr, flush=True)
+

@@ -1,0 +1,298 @@
+"""Inference with fine-tuned and pretrained models, as typed functions (``litebert evaluate``, ``predict`` and
+``embed`` map their flags onto them): `evaluate` (labelled data -> metrics and per-example rows), `predict` (JSONL in,
+JSONL out) and `embed` (texts -> .npy).
+
+Input objects by task kind (extra keys are kept and echoed back):
+
+* classification / regression: ``text_a`` (or ``text`` / ``sentence``, or the column named at fine-tuning) and
+  optionally ``text_b`` (or HF's ``text_pair``) -> adds ``label`` and ``probabilities`` (``score`` for regression)
+* token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word)
+* multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
+* SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
+  v2, ``no_answer_prob``
+
+Both commands stream: the input is read ``chunk_size`` inputs at a time, each chunk is featurized, run (batched by
+length within the chunk, order restored) and its output rows written to the output's temporary file, which replaces
+the output only when every input is done. Memory does not grow with the number of inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+import numpy as np
+from tqdm import tqdm
+
+from litebert import text_input
+from litebert.errors import ConfigError, DataError
+from litebert.files import atomic_write
+from litebert.folders import check_apart
+from litebert.tasks import readers as R
+from litebert.tasks import runner
+from litebert.tasks.runner import predict_outputs
+
+CHUNK_SIZE = 2048  # inputs read, featurized and run at a time
+
+
+def chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of ``size`` items (the last one shorter)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+# ---------------------------------------------------------------------------------------------------- commands
+@dataclass
+class EvaluateResult:
+    task: str
+    data: Path
+    metrics: dict
+    rows: list  # one per example: id, gold label, prediction, probabilities (`runner.evaluate_rows`)
+    output: Optional[Path] = None
+
+
+@dataclass
+class PredictResult:
+    count: int
+    output: Path
+
+
+@dataclass
+class EmbedResult:
+    shape: tuple[int, int]
+    pooling: str
+    output: Path
+
+
+def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str | os.PathLike | None = None,
+             columns: Mapping[str, str] | None = None, tokenizer: str | os.PathLike | None = None,
+             null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
+             seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
+             attention: str = "auto", encoding_errors: str = "strict", progress: bool = True) -> EvaluateResult:
+    """Score the fine-tuned folder ``model`` (or an HF ALBERT task model) on the labelled ``data`` (a file, or a data
+    folder's dev split). ``output``: also write one JSONL row per example there. ``columns``: the data's columns
+    (default: those the folder was fine-tuned with). ``null_threshold``: SQuAD v2's no-answer threshold (default:
+    the one chosen on dev). ``allow_incomplete``: use a folder whose fine-tuning did not finish."""
+    if output is not None:
+        check_apart(output, {"model": model, "data": data, "tokenizer": tokenizer}, name="output")
+    check_sizes(batch_size=batch_size, seq_len=seq_len)
+    runner.check_complete(model, allow_incomplete)
+    preset, net, tok, meta = runner.load_finetuned(model, tokenizer)
+    path = Path(data)
+    if path.is_dir():
+        path = runner.find_split(path, "dev") or runner.find_split(path, "test")
+        if path is None:
+            raise DataError("{data}: no dev/valid file in this folder", data=data)
+    labels = meta.get("labels")
+    examples = preset.kind.read(path, labels, dict(columns or {}) or meta.get("columns"), encoding_errors)
+    unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
+    if unlabelled:
+        raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); evaluation needs "
+                        f"labels — use predict for unlabelled data")
+    max_len = net.config.sequence_length(seq_len, preset.max_seq_length)
+    threshold = null_threshold if null_threshold is not None else meta.get("null_threshold")
+    rt = _runtime(device, precision, attention, net)
+    net.to(rt.dist.device)
+    metrics, rows = runner.evaluate_rows(preset, net, tok, examples, labels, max_len, batch_size,
+                                         null_threshold=threshold, progress=progress, amp=rt.amp, varlen=rt.varlen)
+    if output is not None:
+        write_jsonl(output, rows)
+    return EvaluateResult(preset.name, path, metrics, rows, Path(output) if output is not None else None)
+
+
+def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *,
+            tokenizer: str | os.PathLike | None = None, allow_incomplete: bool = False,
+            batch_size: Optional[int] = None, batch_tokens: Optional[int] = None, seq_len: Optional[int] = None,
+            device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
+            encoding_errors: str = "strict", progress: bool = True) -> PredictResult:
+    """Predict every object of the JSONL ``input`` with the fine-tuned folder ``model`` and write each, with its
+    prediction added, to ``output`` (see the module docstring for the keys). ``batch_tokens``: batches by size, up
+    to ``batch_size`` inputs of at most this many tokens together (default: off); with ``batch_tokens`` alone, the
+    tokens decide."""
+    check_apart(output, {"model": model, "input": input, "tokenizer": tokenizer}, name="output")
+    check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
+    runner.check_complete(model, allow_incomplete)
+    loaded = runner.load_finetuned(model, tokenizer)
+    rt = _runtime(device, precision, attention, loaded[1])
+    loaded[1].to(rt.dist.device)
+    rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
+    n = _predict_stream(*loaded, input, output, seq_len, rows, progress, encoding_errors, CHUNK_SIZE, rt.amp,
+                        batch_tokens, rt.varlen)
+    return PredictResult(n, Path(output))
+
+
+def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *, text_field: str = "text",
+          pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
+          seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
+          encoding_errors: str = "strict") -> EmbedResult:
+    """Embed each text of ``input`` (one a line, or JSONL with the text under ``text_field``) with the encoder of
+    ``model`` into the float32 [N, hidden_size] .npy ``output``. ``pooling``: mean (over real tokens), pooled (the
+    pooler output) or cls (the raw [CLS] vector)."""
+    check_apart(output, {"model": model, "input": input, "tokenizer": tokenizer}, name="output")
+    check_sizes(batch_size=batch_size, seq_len=seq_len)
+    if pooling not in POOLINGS:
+        raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
+    from litebert.train.device import autocast_dtype, resolve_device
+
+    dev = resolve_device(device)
+    out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors, device=dev,
+                     amp=autocast_dtype(precision, dev), tokenizer=tokenizer)
+    return EmbedResult(tuple(out.shape), pooling, Path(output))
+
+
+POOLINGS = ("mean", "pooled", "cls")
+
+
+def check_sizes(**sizes: Optional[int]) -> None:
+    """Batch sizes and lengths are integers >= 1 (None: not given)."""
+    for name, value in sizes.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
+
+
+def _runtime(device, precision: str, attention: str, model):
+    """Where inference runs: the device, the autocast dtype and the attention, decided once for the command."""
+    from litebert.train.device import resolve_device
+    from litebert.train.distributed import Distributed
+    from litebert.train.engine import Runtime
+
+    return Runtime.resolve(Distributed(device=resolve_device(device)), precision, attention, model.config,
+                           training=False)
+
+
+# ---------------------------------------------------------------------------------------------------- streaming
+def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
+                 max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
+                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
+                 tokenizer: str | Path | None = None, max_tokens: int | None = None) -> int:
+    """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
+    task-head folder: `runner.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
+    in the input's order. The model runs on ``device`` (default: CPU), under autocast to ``amp`` when given;
+    ``tokenizer`` replaces the folder's own; ``max_tokens``: batches by size (`runner.predict_outputs`). Returns the
+    number of predictions."""
+    preset, model, tok, meta = runner.load_finetuned(model_dir, tokenizer)
+    if device is not None:
+        model.to(device)
+    return _predict_stream(preset, model, tok, meta, input_path, output_path, max_seq_length, batch_size, progress,
+                           encoding_errors, chunk_size, amp, max_tokens, False)
+
+
+def _predict_stream(preset, model, tok, meta: dict, input_path, output_path, max_seq_length, batch_size: int,
+                    progress: bool, encoding_errors: str, chunk_size: int, amp, max_tokens, varlen: bool) -> int:
+    """`predict_file` once the folder is loaded: the input read, run and written chunk by chunk."""
+    kind, labels = preset.kind, meta.get("labels")
+    path = Path(input_path)
+    max_len = model.config.sequence_length(max_seq_length, preset.max_seq_length)
+    count = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w", encoding="utf-8") as f, \
+                tqdm(desc="predicting", unit=" inputs", disable=not progress, leave=False) as bar:
+            for rows in chunks(R._jsonl(path, encoding_errors=encoding_errors), chunk_size):
+                examples = kind.examples_from_json(rows, path, meta.get("columns"))
+                feats = kind.featurize(tok, examples, labels, max_len)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp, max_tokens=max_tokens,
+                                       varlen=varlen)
+                preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
+                for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
+                    f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")
+                count += len(rows)
+                bar.update(len(rows))
+
+    atomic_write(output_path, write)
+    return count
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+    """One JSON object a line (UTF-8), written atomically."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+    atomic_write(path, write)
+
+
+def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "strict") -> Iterator[str]:
+    """The texts `embed` reads: the ``text_field`` of each JSONL object, or each non-blank line of a text file."""
+    if text_input.is_jsonl(path):
+        for n, o in R._jsonl(path, encoding_errors=encoding_errors):
+            yield text_input.text_field(o, text_field, path, n)
+    else:
+        for _, _, line in text_input.iter_lines(path, encoding_errors):
+            if line.strip():
+                yield line
+
+
+def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
+               pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
+               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
+               tokenizer: str | Path | None = None) -> np.ndarray:
+    """Embed each text of ``input_path`` (text, one a line, or JSONL with the text under ``text_field``; compressed
+    or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy).
+    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector). The model
+    runs on ``device`` (default: CPU), under autocast to ``amp`` when given; ``tokenizer`` replaces the folder's own.
+
+    A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
+    chunk by chunk. Returns the written array, memory-mapped (read-only)."""
+    import torch
+
+    from litebert.tasks.features import collate, sorted_batches
+    from litebert.heads import AlbertModel
+
+    path = Path(input_path)
+    n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
+    if not n_texts:
+        raise DataError(f"{path}: the file is empty")
+    tok = runner.load_tokenizer(model_dir, tokenizer)
+    model = AlbertModel.from_pretrained(model_dir).eval()
+    if device is not None:
+        model.to(device)
+    device = next(model.parameters()).device
+    max_len = model.config.sequence_length(max_seq_length, 512)
+    hidden = model.config.hidden_size
+
+    def embed(texts: list[str]) -> np.ndarray:
+        enc = tok(texts, max_length=max_len, truncation=True)
+        feats = [{"input_ids": i, "token_type_ids": t} for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
+        out = np.zeros((len(texts), hidden), dtype=np.float32)
+        with torch.no_grad():
+            for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
+                b = {k: v.to(device) for k, v in collate([feats[i] for i in idx], tok.pad_token_id).items()}
+                with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+                if pooling == "pooled":
+                    v = res.pooler_output.float()
+                elif pooling == "cls":
+                    v = res.last_hidden_state[:, 0].float()
+                else:  # mean over real tokens, in float32: [B, L, H] * [B, L, 1] summed / count
+                    h = res.last_hidden_state.float()
+                    m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
+                    v = (h * m).sum(1) / m.sum(1)
+                out[idx] = v.cpu().numpy()
+        return out
+
+    def save(tmp: Path) -> None:
+        written = 0
+        with open(tmp, "wb") as f:
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
+                      "shape": (n_texts, hidden)}
+            np.lib.format.write_array_header_1_0(f, header)
+            for texts in chunks(iter_texts(path, text_field, encoding_errors), chunk_size):
+                written += len(texts)
+                if written > n_texts:
+                    break
+                f.write(embed(texts).astype("<f4", copy=False).tobytes())
+        if written != n_texts:  # the file changed between the two passes
+            raise DataError(f"{path}: changed while being read ({n_texts} texts, then {written}); run embed again")
+
+    atomic_write(output_path, save)
+    return np.load(output_path, mmap_mode="r")

@@ -1,0 +1,306 @@
+"""The fine-tuning loop: AdamW, linear warmup then linear decay, dynamic padding with length-grouped batches,
+evaluation every N steps keeping the best dev checkpoint, early stopping, progress bars.
+
+The optimizer and schedule are the official ones (``litebert.optim``: AdamW without bias correction, LayerNorm and
+biases excluded from weight decay 0.01, lr warms up linearly and decays linearly to 0 at the last step, gradients
+clipped to global norm 1.0 — google-research/albert ``optimization.py``). One plain loop, no callbacks.
+
+It runs on any device and on many processes with the pretraining loop's engine (`litebert.train.engine`: the train
+state, the optimizer step and its non-finite policy), in its vocabulary: ``batch_size`` examples per optimizer
+step = ``micro_batch`` x accumulation x processes. The batches of epoch ``e`` are drawn from an rng seeded with
+(seed, e), so step ``s``'s examples depend only on (seed, s): resume is exact, and each step's batch is cut into
+``accumulation x processes`` contiguous micro-batches, process ``r`` taking the ``r``-th run of them. Each
+micro-batch's loss (a mean over its examples, or over its labelled tokens for token classification) is weighted by
+its share of the step's examples (tokens), so micro-batching gives the gradient of one big batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
+from litebert.errors import CheckpointError, ConfigError
+from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
+from litebert.optim import build_optimizer, lr_at
+from litebert.padding import prepare_batch
+from litebert.train import distributed as D
+from litebert.train.engine import Runtime, TrainState, train_step
+from litebert.train.metrics import MetricsWriter
+from litebert.train.signals import StopSignals
+
+TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
+                 "loss_scale"]  # loss_scale: fp16 only
+
+
+@dataclass
+class TrainArgs:
+    lr: float
+    batch_size: int  # examples per optimizer step, over all processes (the presets' hyperparameter)
+    train_steps: int
+    warmup_steps: int = 0
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    eval_every: int = 100
+    patience: int | None = None  # stop after this many evaluations without improvement (None: never)
+    seed: int = 0
+    group_by_length: bool = True
+    pad_to: int | None = None  # fixed pad-to-max-length batches (the common HF recipe) instead of dynamic padding
+    skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
+    eval_batch_size: int = 64
+    progress: bool = True
+    micro_batch: int | None = None  # examples per forward/backward on one process (None: batch_size / processes)
+    precision: str = "auto"  # autocast: auto | fp32 | bf16 | fp16 (`litebert.train.device.autocast_dtype`)
+    log_every: int = 10  # a train record in metrics.jsonl every N steps
+    save_every: int = 0  # a checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
+    max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.train.engine`)
+
+    # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
+    # changes only the order of floating-point sums).
+    TRAJECTORY = ("lr", "batch_size", "train_steps", "warmup_steps", "weight_decay", "max_grad_norm", "eval_every",
+                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision")
+
+    def __post_init__(self) -> None:
+        check_fields(self, {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1,
+                            "warmup_steps": AT_LEAST_0, "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE,
+                            "eval_every": AT_LEAST_1, "patience": AT_LEAST_1, "seed": AT_LEAST_0,
+                            "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1, "micro_batch": AT_LEAST_1,
+                            "log_every": AT_LEAST_1, "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1})
+
+    def accumulation(self, world_size: int) -> tuple[int, int]:
+        """(micro batch, micro-batches per process per step); the batch must split evenly."""
+        micro = self.micro_batch or max(1, self.batch_size // world_size)
+        per_step = micro * world_size
+        if self.batch_size % per_step:
+            raise ConfigError("{batch_size} is not a multiple of {micro_batch} x " + f"{world_size} process(es) = "
+                              f"{per_step}; change " + "{batch_size:flag} or {micro_batch:flag}",
+                              batch_size=self.batch_size, micro_batch=micro)
+        return micro, self.batch_size // per_step
+
+
+def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
+    return max(1, math.ceil(n_examples / batch_size * epochs))
+
+
+def run_identity(model: torch.nn.Module, args: TrainArgs, features: list[dict], extra: dict | None = None) -> dict:
+    """What a checkpoint records of its run, compared on resume (`check_compatible`): the model config, the
+    settings that shape the trajectory (``extra``: e.g. task and labels), and a fingerprint of the features."""
+    h = hashlib.sha256()
+    for f in features:
+        h.update(json.dumps(f, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+                 .encode())
+    return {"model_config": model.config.to_dict(),
+            "train": {**{k: getattr(args, k) for k in args.TRAJECTORY}, **(extra or {})}, "data": h.hexdigest()}
+
+
+def _plain(x):
+    """Metrics as plain JSON values (numpy floats become floats), so that checkpoints load with weights_only."""
+    return json.loads(json.dumps(x, default=float))
+
+
+def _weight(f: dict) -> int:
+    """What a feature counts for in its head's mean loss: its labelled tokens (token classification), else 1."""
+    labels = f.get("labels")
+    return sum(1 for y in labels if y != IGNORE) if isinstance(labels, list) else 1
+
+
+@dataclass
+class LoopResult:
+    best_step: Optional[int]
+    best_metrics: Optional[dict]
+    history: list = field(default_factory=list)
+    steps: int = 0
+    stopped_early: bool = False
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT (or ``stop_after``): checkpoint saved, resumable
+    signal: Optional[int] = None
+
+
+def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
+          evaluate: Callable[[torch.nn.Module], dict] | None = None, metric: str | None = None,
+          save: Callable[[torch.nn.Module, int, dict], None] | None = None, pad_id: int = 0,
+          log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, runtime: Optional[Runtime] = None,
+          identity: dict | None = None, start: tuple | None = None, stop_after: int | None = None,
+          keep_checkpoints: bool = False) -> LoopResult:
+    """Train for ``args.train_steps`` updates; every ``eval_every`` steps (and at the end) call ``evaluate(model)``
+    (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves, ``save(model, step, metrics)``.
+    Without ``evaluate`` the final model is saved.
+
+    ``out_dir``: the run folder for ``metrics.jsonl``/CSV and ``checkpoints/`` (None: neither). Checkpoints are
+    written after every evaluation, every ``save_every`` steps and on SIGTERM/SIGINT (which then end the call after
+    the current step); with ``keep_checkpoints`` also at the end. ``runtime``: processes, device, precision and
+    attention (default: this process, ``args.precision``). ``start``: the checkpoint ``(step, path, state)`` to
+    continue from (the run's plan). ``identity``: what checkpoints record (`run_identity`). ``stop_after``: leave
+    (with a checkpoint) after this many steps in this call, as on SIGTERM."""
+    if not features:
+        raise ValueError("no training features")
+    rt = runtime or Runtime.resolve(D.Distributed(), args.precision, "auto", model.config, training=True)
+    d = rt.dist
+    state, wrapped, ckpt_dir = _setup(model, args, rt, out_dir)
+    torch.manual_seed(args.seed + d.rank)  # dropout masks (differ per process, as pretraining's)
+    if start is not None:
+        state.restore(start[2], d, args.seed)
+    writer = MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=state.step if start else None,
+                           columns={"train": TRAIN_COLUMNS, "eval": None}) if out_dir is not None else None
+    batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING)
+    micro, accum = args.accumulation(d.world_size)
+    stop, steps_this_call, loss_ema = StopSignals(), 0, None
+    bar = tqdm(total=args.train_steps, initial=state.step, desc="fine-tuning",
+               disable=not (args.progress and d.is_main), dynamic_ncols=True)
+    result = LoopResult(state.counters["best_step"], state.counters["best_metrics"], state.counters["history"])
+
+    def run_eval() -> bool:  # rank 0 evaluates and saves; True (on every rank) when early stopping says stop
+        return _evaluate_and_keep(state, evaluate, metric, save, args, rt, log, writer)
+
+    def checkpoint(fatal: bool) -> None:
+        if ckpt_dir is not None:
+            _checkpoint(state, ckpt_dir, identity or {}, d, fatal)
+
+    model.train()
+    try:
+        while state.step < args.train_steps:
+            t0 = time.perf_counter()
+            idx = batches.of_step(state.step)
+
+            def extra() -> torch.Tensor:  # examples and the stop flag, read once the step's batches ran
+                return torch.tensor([batches.examples, stop.signal is not None], dtype=torch.float64)
+
+            step = train_step(state, wrapped, batches.micro(idx, accum, rt, pad_id), runtime=rt,
+                              lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
+                              clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra)
+            dt = time.perf_counter() - t0
+            state.elapsed_s += dt
+            steps_this_call += 1
+            loss = step.losses[0].item()
+            loss_ema = loss if loss_ema is None else 0.98 * loss_ema + 0.02 * loss
+            if writer is not None and (state.step % args.log_every == 0 or state.step == args.train_steps):
+                writer.log("train", {"step": state.step, "loss": loss, "lr": step.lr, "grad_norm": step.grad_norm,
+                                     "examples_per_s": step.totals[0].item() / dt,
+                                     "examples": int(step.totals[0].item()), "elapsed_s": round(state.elapsed_s, 3),
+                                     "skipped_steps": state.skipped_steps,
+                                     **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_ema:.4f}")
+            evaluated = evaluate is not None and state.step % args.eval_every == 0 and state.step < args.train_steps
+            if evaluated and run_eval():
+                result.stopped_early = True
+                break
+            stopping = step.totals[1].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
+            if stopping or evaluated or (args.save_every and state.step % args.save_every == 0):
+                checkpoint(fatal=stopping)
+            if stopping and state.step < args.train_steps:
+                result.interrupted = True
+                break
+        bar.close()
+        if not result.interrupted:
+            if evaluate is not None and not result.stopped_early:
+                run_eval()
+            elif evaluate is None:
+                state.counters.update(best_metrics={}, best_step=state.step)
+                if save is not None and d.is_main:
+                    save(model, state.step, {})
+            if keep_checkpoints:
+                checkpoint(fatal=True)
+    finally:
+        bar.close()
+        if writer is not None:
+            writer.close()
+        stop.restore()
+    result.best_step, result.best_metrics = state.counters["best_step"], state.counters["best_metrics"]
+    result.history, result.steps, result.signal = state.counters["history"], state.step, stop.signal
+    return result
+
+
+def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir) -> tuple[TrainState, torch.nn.Module,
+                                                                                    Optional[Path]]:
+    """The model on its device, its AdamW and loss scaler in a train state; the model as the processes run it."""
+    model.to(rt.dist.device)
+    optimizer = build_optimizer(model, "adamw", lr=args.lr, weight_decay=args.weight_decay)
+    scaler = torch.amp.GradScaler(rt.dist.device.type, enabled=rt.amp is torch.float16)
+    state = TrainState(model, optimizer, scaler, counters={"best_metrics": None, "best_step": None, "bad_evals": 0,
+                                                           "history": []})
+    # Some heads leave parts of the encoder unused (token classification and SQuAD never read the pooler)
+    wrapped = D.wrap(model, rt.dist, find_unused_parameters=True)
+    return state, wrapped, Path(out_dir) / "checkpoints" if out_dir is not None else None
+
+
+class _Batches:
+    """The batches of the run: epoch ``e``'s from an rng seeded with (seed, e), so step ``s``'s examples depend only
+    on (seed, s); each cut into micro-batches weighted by their share of the step's examples (labelled tokens)."""
+
+    def __init__(self, features: list[dict], args: TrainArgs, pack: bool):
+        self.features, self.args, self.pack = features, args, pack
+        self.of_epoch = functools.lru_cache(maxsize=2)(self._of_epoch)
+        self.lengths = [length_of(f) for f in features]
+        self.weights = [_weight(f) for f in features]
+        self.per_epoch = math.ceil(len(features) / args.batch_size)  # batches per epoch, for both orders
+        self.examples = 0
+
+    def _of_epoch(self, epoch: int) -> list[list[int]]:
+        rng = np.random.default_rng([self.args.seed, epoch])  # batch order from (seed, epoch): exact on resume
+        return (length_grouped_batches(self.lengths, self.args.batch_size, rng) if self.args.group_by_length
+                else random_batches(len(self.features), self.args.batch_size, rng))
+
+    def of_step(self, step: int) -> list[int]:
+        return self.of_epoch(step // self.per_epoch)[step % self.per_epoch]
+
+    def micro(self, idx: list[int], accum: int, rt: Runtime, pad_id: int):
+        """This process's micro-batches of the batch ``idx``, on the device, with their weights."""
+        d = rt.dist
+        total = sum(self.weights[i] for i in idx)  # the step's loss is a mean over all of these
+        parts = np.array_split(np.asarray(idx), accum * d.world_size)[d.rank * accum:(d.rank + 1) * accum]
+        self.examples = 0
+        for part in parts:
+            # a batch shorter than accumulation x processes (an epoch's last) leaves some parts empty: they run one
+            # example with weight 0, so that every process takes part in the gradient sync
+            share = sum(self.weights[i] for i in part) / max(total, 1)
+            self.examples += len(part)
+            rows = [self.features[i] for i in (part if len(part) else idx[:1])]
+            yield prepare_batch(collate(rows, pad_id, self.args.pad_to), d.device, pack=self.pack,
+                                varlen=rt.varlen), share
+
+
+def _evaluate_and_keep(state: TrainState, evaluate, metric, save, args: TrainArgs, rt: Runtime, log,
+                       writer) -> bool:
+    """Rank 0 evaluates, records and keeps the best model; True (on every rank) when early stopping says stop."""
+    d, c = rt.dist, state.counters
+    stop_now = False
+    if d.is_main:
+        with rt.autocast():
+            metrics = _plain(evaluate(state.model))
+        state.model.train()
+        c["history"].append({"step": state.step, **metrics})
+        if writer is not None:
+            writer.log("eval", {"step": state.step, **metrics})
+        improved = c["best_metrics"] is None or metrics[metric] > c["best_metrics"][metric]
+        log(f"step {state.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+            + (" (best)" if improved else ""))
+        if improved:
+            c.update(best_metrics=metrics, best_step=state.step, bad_evals=0)
+            if save is not None:
+                save(state.model, state.step, metrics)
+        else:
+            c["bad_evals"] += 1
+        stop_now = args.patience is not None and c["bad_evals"] >= args.patience
+    return bool(D.broadcast_int(int(stop_now), d))
+
+
+def _checkpoint(state: TrainState, folder: Path, identity: dict, d: D.Distributed, fatal: bool) -> None:
+    """A checkpoint of the current step; a failed one (a full disk) is a warning unless the run is leaving."""
+    try:
+        state.save(folder, identity, d, keep_last=2)
+    except CheckpointError as e:
+        if fatal:
+            raise
+        print(f"warning: {e}; training continues", file=sys.stderr, flush=True)

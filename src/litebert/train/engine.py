@@ -1,0 +1,267 @@
+"""The training engine shared by pretraining, fine-tuning and the speedup experiment: where a run executes
+(`Runtime`), what its checkpoints restore (`TrainState`), where it starts (`RunPlan`) and one optimizer step
+(`train_step`).
+
+One step consumes one batch, cut into micro-batches (accumulation, and processes under torchrun). Each micro-batch's
+loss is weighted by its share of the batch; forward and backward run under autocast, gradients are synchronised once
+(on the last micro-batch), unscaled (fp16), clipped to the global norm (official ``clip_by_global_norm``), and the
+optimizer steps at the learning rate the schedule gives this step.
+
+The non-finite policy, the same for every loop: a step whose gradient norm is not finite applies no update (fp16's
+loss scaler lowers its scale). It still counts as a step: the schedule and the data move on to the next batch, as
+with fp16 loss scaling, and it is counted in ``skipped_steps`` (and warned about, except for fp16's routine skips).
+``max_bad_steps`` such steps in a row stop the run with a `TrainingError`: a loss that stays NaN is not cured by
+skipping.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import torch
+from torch import nn
+
+from litebert.errors import CheckpointError, LitebertError
+from litebert.folders import FolderPlan
+from litebert.padding import resolve_attention
+from litebert.train import distributed as D
+from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, save_checkpoint
+from litebert.train.device import autocast_dtype
+
+
+class TrainingError(LitebertError, RuntimeError):
+    """Training cannot go on (e.g. the loss is NaN/inf step after step)."""
+
+
+# ---------------------------------------------------------------------------------------------------- runtime
+@dataclass(frozen=True)
+class Runtime:
+    """Where a run executes, decided once where it starts: the processes and device, the autocast dtype (None:
+    fp32) and the attention (``sdpa`` or ``varlen``)."""
+
+    dist: D.Distributed
+    amp: Optional[torch.dtype]
+    attention: str
+
+    @classmethod
+    def resolve(cls, dist: D.Distributed, precision: str, attention: str, config, training: bool) -> "Runtime":
+        amp = autocast_dtype(precision, dist.device)
+        return cls(dist, amp, resolve_attention(attention, dist.device, amp, config, training))
+
+    @property
+    def varlen(self) -> bool:
+        return self.attention == "varlen"
+
+    def describe(self) -> dict:
+        """The runtime as a run's settings record it."""
+        return {"device": str(self.dist.device), "processes": self.dist.world_size,
+                "precision": str(self.amp).replace("torch.", "") if self.amp else "fp32", "attention": self.attention}
+
+    def autocast(self):
+        return torch.autocast(self.dist.device.type, dtype=self.amp, enabled=self.amp is not None)
+
+
+# ---------------------------------------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class RunPlan:
+    """Where a training run starts, decided before anything is written: the folder's plan, the checkpoint to
+    restore (``(step, path, state)``; None: step 0) and the ``max_steps`` the run trains to."""
+
+    folder: FolderPlan
+    checkpoint: Optional[tuple]
+    max_steps: int
+
+    @property
+    def start_step(self) -> int:
+        return self.checkpoint[0] if self.checkpoint else 0
+
+    @property
+    def finished(self) -> bool:
+        """Nothing to train: the run in the folder is finished at this ``max_steps``."""
+        return self.folder.action == "finished" and self.checkpoint is None
+
+
+def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Optional[int], dist: D.Distributed,
+             *, default_max_steps: int, done_step: Optional[int] = None) -> RunPlan:
+    """The training side of a run's plan. ``identity(max_steps)``: what this run's checkpoints record (model config,
+    trajectory settings, data); ``max_steps``: the steps the caller asks for (None: a new run's ``default_max_steps``,
+    a resumed run's own). ``done_step``: for a finished folder, the step it finished at (the marker's).
+
+    A resumed run continues from its newest checkpoint that verifies and matches ``identity`` (`CheckpointError`
+    otherwise, on every rank); a finished run given more steps is reopened from its last checkpoint; a finished run
+    at its own ``max_steps`` is left as it is. Rank 0 decides; every rank gets its decision."""
+    if folder.action not in ("resume", "finished"):
+        return RunPlan(folder, None, max_steps or default_max_steps)
+    if folder.action == "finished" and (max_steps is None or max_steps == done_step or done_step is None):
+        return RunPlan(folder, None, done_step or max_steps or default_max_steps)
+    if folder.action == "finished" and max_steps < done_step:
+        raise CheckpointError("{max_steps} is below the step the finished run in {out} has reached (" + f"{done_step}); "
+                              "give {max_steps:flag} " + f"{done_step + 1} or more to extend it", max_steps=max_steps,
+                              out=folder.out)
+    found = _choose_checkpoint(folder.out / "checkpoints", identity, max_steps, dist)
+    if folder.action == "finished" and found is None:
+        raise CheckpointError("{max_steps}: the finished run in {out} has no checkpoint left to continue from; start "
+                              "a new run from its model with {init_from}", max_steps=max_steps, out=folder.out,
+                              init_from=folder.out / "model")
+    steps = max_steps if max_steps is not None else (_saved_max_steps(found[2]) if found else None)
+    return RunPlan(folder, found, D.broadcast_int(steps or default_max_steps, dist))
+
+
+def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
+                       dist: D.Distributed) -> Optional[tuple]:
+    """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; a refusal on rank 0 is
+    raised on every rank. None: no checkpoint yet."""
+    found, error = None, None
+    if dist.is_main:
+        try:
+            found = latest_valid(ckpt_dir)
+            if found is not None:
+                steps = max_steps if max_steps is not None else _saved_max_steps(found[2])
+                check_compatible(found[2], identity(steps), found[1])
+            elif list_checkpoints(ckpt_dir):
+                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
+                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
+                                      f"--overwrite")
+        except LitebertError as e:
+            error = e
+    if D.broadcast_int(1 if error is not None else 0, dist):
+        raise error if error is not None else CheckpointError("the resume was refused on rank 0 (see its message)")
+    return found
+
+
+def _saved_max_steps(state: dict) -> Optional[int]:
+    """The ``max_steps`` a checkpoint was written under (older checkpoints kept it with the trajectory settings)."""
+    value = state.get("max_steps", state.get("train", {}).get("max_steps"))
+    return int(value) if isinstance(value, int) else None
+
+
+# ---------------------------------------------------------------------------------------------------- the state
+@dataclass
+class TrainState:
+    """What a checkpoint restores: the model, optimizer and loss scaler, the step counters, each process's RNG, and
+    the loop's own counters (``counters``: data position, tokens seen, best dev metrics...)."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    step: int = 0
+    skipped_steps: int = 0
+    bad_in_row: int = 0
+    elapsed_s: float = 0.0
+    counters: dict = field(default_factory=dict)
+
+    def restore(self, saved: dict, dist: D.Distributed, seed: int) -> None:
+        """Continue from a checkpoint (chosen and verified by `plan_run`)."""
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scaler.load_state_dict(saved["scaler"])
+        self.step, self.skipped_steps = saved["step"], saved["skipped_steps"]
+        self.elapsed_s = saved["elapsed_s"]
+        self.counters.update({k: saved[k] for k in self.counters if k in saved})
+        rngs = saved["rng"]
+        if len(rngs) == dist.world_size:
+            set_rng_state(rngs[dist.rank], dist.device)
+        else:  # another number of processes: the data order is unchanged, the dropout masks are not
+            torch.manual_seed(seed + dist.rank + 1_000_003 * self.step)
+
+    def save(self, folder: Path, identity: dict, dist: D.Distributed, keep_last: int) -> None:
+        """Write checkpoint ``step`` (every process takes part: their RNG states are gathered; rank 0 writes)."""
+        rngs = D.all_gather(rng_state(dist.device), dist)
+        error = None
+        if dist.is_main:
+            try:
+                save_checkpoint(folder, self.step, {
+                    **identity, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "scaler": self.scaler.state_dict(), "rng": rngs, "skipped_steps": self.skipped_steps,
+                    "elapsed_s": self.elapsed_s, **self.counters}, keep_last=keep_last)
+            except CheckpointError as e:
+                error = e
+        D.barrier(dist)  # reached by every rank, whether the write failed or not
+        if error is not None:
+            raise error
+
+
+def rng_state(device: torch.device) -> torch.Tensor:
+    state = torch.get_rng_state()
+    if device.type == "cuda":
+        state = torch.cat([state, torch.cuda.get_rng_state(device)])
+    return state
+
+
+def set_rng_state(state: torch.Tensor, device: torch.device) -> None:
+    n = torch.get_rng_state().numel()
+    torch.set_rng_state(state[:n].clone())
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state[n:].clone(), device)
+
+
+# ---------------------------------------------------------------------------------------------------- one step
+@dataclass
+class StepResult:
+    lr: float
+    grad_norm: float
+    losses: torch.Tensor  # [1 + parts]: the batch's loss and its named parts, summed over processes
+    totals: torch.Tensor  # the caller's per-step sums (``extra``), summed over processes
+    skipped: bool
+    loss_scale: Optional[float]
+
+
+def train_step(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tuple[dict, float]], *,
+               runtime: Runtime, lr: float, clip_norm: float, max_bad_steps: int, parts: tuple[str, ...] = (),
+               extra: Optional[Callable[[], torch.Tensor]] = None) -> StepResult:
+    """One optimizer step on ``micro_batches``: this process's ``(batch on the device, weight)`` pairs, the weights
+    summing, over all processes, to 1 (each micro-batch's share of the batch's mean loss). They are produced one
+    ahead of the one that runs (its host-to-device copy overlaps the forward pass). ``parts``: output fields reported
+    beside the loss (e.g. ``mlm_loss``). ``extra()``: a float64 tensor of the caller's sums for this step (tokens, a
+    stop flag), read once the micro-batches have run and reduced over processes with the losses."""
+    d = runtime.dist
+    losses = torch.zeros(1 + len(parts), dtype=torch.float64, device=d.device)  # read once per step
+    batches = iter(micro_batches)
+    upcoming = next(batches, None)
+    while upcoming is not None:
+        batch, weight = upcoming
+        upcoming = next(batches, None)
+        with D.no_sync(wrapped, sync=upcoming is None), runtime.autocast():  # gradients synced on the last
+            out = wrapped(**batch)
+            loss = out.loss.float()
+        # DDP averages gradients over processes: x world_size makes the result the sum of the weighted losses
+        state.scaler.scale(loss * (weight * d.world_size)).backward()
+        values = [loss] + [getattr(out, p).float() if getattr(out, p) is not None else loss * 0 for p in parts]
+        losses += torch.stack([v.detach() for v in values]).double() * weight
+        del batch, out, loss
+    sums = extra() if extra is not None else torch.zeros(0, dtype=torch.float64)
+    reduced = D.all_reduce_sum(torch.cat([losses.cpu(), sums]).to(d.device), d).cpu()
+    state.scaler.unscale_(state.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), clip_norm).item()
+    finite = math.isfinite(grad_norm)
+    scale = state.scaler.get_scale() if state.scaler.is_enabled() else None
+    for group in state.optimizer.param_groups:
+        group["lr"] = lr
+    if finite or state.scaler.is_enabled():
+        state.scaler.step(state.optimizer)  # fp16: skipped (and the scale lowered) when a gradient is inf/NaN
+        state.scaler.update()
+    state.optimizer.zero_grad(set_to_none=True)
+    state.step += 1
+    _count_bad_step(state, finite, grad_norm, max_bad_steps, warn=not state.scaler.is_enabled())
+    return StepResult(lr, grad_norm, reduced[:len(losses)], reduced[len(losses):], not finite, scale)
+
+
+def _count_bad_step(state: TrainState, finite: bool, grad_norm: float, max_bad_steps: int, warn: bool) -> None:
+    """The non-finite policy's bookkeeping (module docstring): count, warn, and stop after too many in a row."""
+    if finite:
+        state.bad_in_row = 0
+        return
+    state.skipped_steps += 1
+    state.bad_in_row += 1
+    if warn:
+        warnings.warn(f"step {state.step}: non-finite loss/gradient norm ({grad_norm}); step skipped "
+                      f"({state.bad_in_row} in a row)", stacklevel=3)
+    if state.bad_in_row >= max_bad_steps:
+        raise TrainingError("{bad:value} steps in a row had a non-finite loss or gradient (last at step {step:value}); "
+                            "stopping. Lower {lr:flag}, raise {warmup_steps:flag}, or use {precision:flag} fp32; "
+                            "resume from the last checkpoint", bad=state.bad_in_row, step=state.step, lr=None,
+                            warmup_steps=None, precision=None)

@@ -1,0 +1,249 @@
+"""`pretrain`: MLM + SOP/NSP pretraining of a model on a prepared token store, as one typed function. ``litebert
+pretrain`` maps its flags onto it; experiments, the demo and notebooks call it directly.
+
+    from litebert import AlbertConfig, TrainConfig, pretrain
+    result = pretrain("runs/store", "runs/tiny", model="tiny", train=TrainConfig(max_steps=100, global_batch=32))
+
+Everything is checked before the first write (the run folder's plan, the stores, the model and its vocabulary, the
+checkpoint a resume continues from), so a refused call changes nothing. The same call runs under ``torchrun``: each
+process joins the group its environment describes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from litebert import folders
+from litebert.config import AlbertConfig
+from litebert.errors import ConfigError
+from litebert.files import write_json
+from litebert.train.config import TrainConfig
+
+DEFAULT_MAX_STEPS = 1000
+ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
+
+
+@dataclass
+class PretrainResult:
+    """What a `pretrain` call did. ``action``: the plan (new, resume, reopen, overwrite, finished: nothing to do)."""
+
+    out: Path
+    model_dir: Path
+    action: str
+    step: int
+    max_steps: int
+    complete: bool  # the run reached max_steps and its model is in model_dir
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT: resumable with resume=True
+    signal: Optional[int] = None
+    time_limited: bool = False
+    skipped_steps: int = 0
+    tokens_seen: int = 0
+    elapsed_s: float = 0.0
+    final_eval: Optional[dict] = None
+    parameters: int = 0
+
+    def summary(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("out", "model_dir", "signal")}
+
+
+def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpec = None,
+             train: Optional[TrainConfig] = None, eval_data: str | os.PathLike | None = None,
+             init_from: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
+             resume: bool = False, overwrite: bool = False, device: Optional[str] = None, attention: str = "auto",
+             verify_data: bool = True, progress: bool = True, stop_after: Optional[int] = None,
+             time_limit: Optional[float] = None, dist=None) -> PretrainResult:
+    """Pretrain into the run folder ``out`` on the token store ``data``.
+
+    ``model``: an `AlbertConfig`, a preset name or a config.json path (its vocabulary is the store's); with
+    ``init_from`` (a model folder, or a pretraining run) the model's own config and weights (``model``, if given,
+    must agree). ``train``: the hyper-parameters (`TrainConfig`); its ``max_steps`` None means 1000 for a new run
+    and the run's own for a resumed one. ``eval_data``: a held-out store for MLM/SOP evaluation. ``tokenizer``: the
+    tokenizer to save beside the final model (default: the store's). ``resume``: continue the run in ``out`` (a new
+    run when there is none); ``overwrite``: delete the run in ``out`` and start again. ``attention``: auto, sdpa or
+    varlen (`litebert.padding.resolve_attention`). ``verify_data``: check the sha256 of the stores' files.
+    ``stop_after``: leave, resumable, after this many steps; ``time_limit``: seconds, then end as a finished run.
+    ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
+    from litebert.train import distributed as D
+
+    cfg = train or TrainConfig(max_steps=None)
+    out = Path(out)
+    plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
+                        inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
+    if plan.action == "finished" and cfg.max_steps in (None, plan.marker.get("step")):
+        return _finished(plan)
+    if plan.action == "resume":
+        from litebert.train.metrics import check_metrics
+
+        check_metrics(out)
+    dist = dist or D.from_environment(device=device)
+    try:
+        if resume and plan.action == "new" and dist.is_main:
+            _say(f"{out} holds no run yet; starting a new one")
+        return _pretrain(plan, cfg, Path(data), eval_data, model, init_from, tokenizer, attention, verify_data,
+                         progress, stop_after, time_limit, dist)
+    finally:
+        D.shutdown(dist)
+
+
+def _finished(plan: folders.FolderPlan) -> PretrainResult:
+    step = plan.marker.get("step", 0)
+    print(f"{plan.out}: the run is finished (step {step}); nothing to do. Its model is in {plan.out / 'model'}",
+          file=sys.stderr)
+    return PretrainResult(plan.out, plan.out / "model", "finished", step, step, True)
+
+
+def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
+              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, dist) -> PretrainResult:
+    """`pretrain` once the folder is planned and the process group joined: every other check, then the run."""
+    import torch
+
+    from litebert.heads import AlbertForPreTraining
+    from litebert.train import distributed as D
+    from litebert.train.checkpoint import run_identity
+    from litebert.train.engine import Runtime, plan_run
+    from litebert.train.init_from import check_vocabulary, load_init_weights, read_init_model
+    from litebert.train.loop import train as train_loop
+
+    train_data, eval_set = _datasets(data, eval_data, cfg, verify_data)
+    init = read_init_model(init_from) if init_from is not None else None
+    init_tokenizer = check_vocabulary(init, train_data.store) if init is not None else None
+    config = model_config(model_spec, init, train_data.facts.vocab_size, cfg.seq_len)
+    saved_tokenizer = (_tokenizer(tokenizer, train_data.store) if init is None or tokenizer is not None
+                       else init_tokenizer)
+    runtime = Runtime.resolve(dist, cfg.precision, attention, config, training=True)
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    model = AlbertForPreTraining(config)
+    note = load_init_weights(model, init) if init is not None else None
+    identity = init.identity() if init is not None else None
+    run = plan_run(plan, lambda steps: run_identity(model, dataclasses.replace(cfg, max_steps=steps), train_data,
+                                                    identity),
+                   cfg.max_steps, dist, default_max_steps=DEFAULT_MAX_STEPS, done_step=plan.marker.get("step"))
+    if run.finished:
+        return _finished(plan)
+    cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
+    cfg.accumulation(dist.world_size)  # refused here, before anything is written
+    action = "reopen" if plan.action == "finished" else plan.action
+    writer = _begin(run, action, cfg, config, runtime, data, eval_data, identity, model, train_data, note)
+    try:
+        result = train_loop(model, train_data, eval_set, cfg, plan.out, runtime=runtime, start=run.checkpoint,
+                            init=identity, progress=progress, stop_after=stop_after, time_limit=time_limit)
+        done = PretrainResult(plan.out, plan.out / "model", action, result.step, cfg.max_steps,
+                              not result.interrupted and result.step >= cfg.max_steps, result.interrupted, result.signal, result.time_limited,
+                              result.skipped_steps, result.tokens_seen, result.elapsed_s, result.final_eval,
+                              model.num_parameters())
+        if writer is not None:
+            _end(writer, run, done, saved_tokenizer, data)
+        # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
+        # another still talks to it: gloo aborts a peer whose connection closes mid-operation.
+        D.barrier(dist)
+        return done
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _datasets(data: Path, eval_data, cfg: TrainConfig, verify: bool):
+    """The training and held-out `PretrainingDataset` (held-out None when not given), checked to share a tokenizer."""
+    from litebert.data.pretraining import PretrainingDataset
+
+    # "none" still reads sentence pairs (SOP's): only the sentence loss is left out
+    kw = dict(max_seq_length=cfg.seq_len, objective="sop" if cfg.objective == "none" else cfg.objective,
+              seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob, max_predictions_per_seq=cfg.max_predictions,
+              max_ngram=cfg.max_ngram, short_seq_prob=cfg.short_seq_prob, verify=verify)
+    train_data = PretrainingDataset(data, **kw)
+    held = PretrainingDataset(eval_data, **kw) if eval_data is not None else None
+    if held is not None and held.facts.fingerprint != train_data.facts.fingerprint:
+        raise ConfigError("{eval_data} was prepared with another tokenizer than {data}", eval_data=eval_data,
+                          data=data)
+    return train_data, held
+
+
+def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> AlbertConfig:
+    """The config to train: ``spec`` (a config, a preset name or a config.json), or with ``init`` the model's own
+    (``spec`` must then agree); its vocabulary is the store's, and it must take ``seq_len`` positions."""
+    from litebert.train.init_from import check_model_agrees
+
+    given = None
+    if isinstance(spec, AlbertConfig):
+        given = spec
+    elif isinstance(spec, str) and not spec.endswith(".json") and os.sep not in spec:
+        given = AlbertConfig.from_preset(spec)
+    elif spec is not None:
+        given = AlbertConfig.from_json(spec)
+    if init is not None:
+        check_model_agrees(init, given, spec)
+        config = init.config
+    elif given is None:
+        raise ConfigError("give the model: {model:flag} (a preset name, a config or a config.json) or "
+                          "{init_from:flag} (a model folder)", model=None, init_from=None)
+    else:
+        config = given
+    if config.vocab_size != vocab_size:  # the store's tokenizer decides the vocabulary
+        config = dataclasses.replace(config, vocab_size=vocab_size)
+    config.sequence_length(seq_len, seq_len)
+    return config
+
+
+def _tokenizer(path, store):
+    """The tokenizer to save beside the model: ``path`` (checked to be the store's) or the store's own (None if the
+    store holds none)."""
+    if path is None:
+        return store.tokenizer()
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer.from_pretrained(path)
+    store.check_tokenizer(tok)
+    return tok
+
+
+def _begin(run, action: str, cfg: TrainConfig, config: AlbertConfig, runtime, data, eval_data, identity, model,
+           train_data, note) -> Optional[folders.Writer]:
+    """Rank 0 starts writing the run folder (every check has passed): its marker and train_config.json."""
+    if not runtime.dist.is_main:
+        return None
+    marker = run.folder.marker
+    model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
+    writer = folders.begin(run.folder, step=run.start_step,
+                           **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
+    write_json(run.folder.out / "train_config.json",
+               {"model": config.to_dict(), **cfg.to_dict(), "data": str(data), "eval_data": str(eval_data or ""),
+                "world_size": runtime.dist.world_size, "runtime": runtime.describe(),
+                **({"init_from": identity} if identity is not None else {})})
+    say = _say
+    if note and action not in ("resume", "reopen"):
+        say(note)
+    if action == "reopen":
+        say(f"{run.folder.out}: extending the finished run from step {run.start_step} to {cfg.max_steps} (the "
+            f"learning rate follows the schedule for max_steps {cfg.max_steps})")
+    elif action == "resume" and run.checkpoint is None:
+        say(f"{run.folder.out}: no checkpoint yet; starting from step 0")
+    say(f"pretraining: {model.num_parameters():,} parameters, {train_data.num_examples:,} examples/epoch, global "
+        f"batch {cfg.global_batch} = {cfg.micro_batch} x {cfg.accumulation(runtime.dist.world_size)} x "
+        f"{runtime.dist.world_size} process(es); {runtime.attention} attention, "
+        f"{runtime.describe()['precision']} on {runtime.dist.device}")
+    return writer
+
+
+def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data) -> None:
+    """Rank 0 records where the run stands: interrupted (resumable) or finished with its model."""
+    out = run.folder.out
+    if done.interrupted:
+        marker = run.folder.marker
+        model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
+        writer.mark(False, step=done.step, **({"model_step": model_step} if run.checkpoint and model_step else {}))
+        return
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out / "model")
+    writer.mark(done.complete, step=done.step, model_step=done.step)
+    if tokenizer is None:
+        _say(f"note: {out / 'model'} has no tokenizer: the store {data} holds none; pass a tokenizer to save one "
+             f"beside the model")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
