@@ -55,7 +55,7 @@ def stage_corpus(work: Path, args) -> dict:
 
 
 def stage_tokenizer(work: Path, args, corpus: dict):
-    from litebert.tokenizer import AlbertTokenizer, train_tokenizer
+    from litebert import AlbertTokenizer, train_tokenizer
 
     folder = work / "tokenizer"
     if (folder / "spiece.model").exists():
@@ -69,7 +69,7 @@ def stage_tokenizer(work: Path, args, corpus: dict):
 
 
 def stage_store(work: Path, args, corpus: dict, tok) -> dict:
-    from litebert.data.store import TokenStore, prepare_store
+    from litebert import TokenStore, prepare_store
 
     stores = {}
     for name in ("train", "heldout"):
@@ -90,67 +90,64 @@ def model_config(vocab_size: int):
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def _seconds_per_step(model, data, settings: dict) -> float:
-    """Seconds per step of the real loop, to size the run to the time budget: `train` itself runs PROBE_STEPS steps on
-    a copy of the model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the run);
-    the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch, but
-    not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (two fresh-clone runs: probe
-    0.48 s, then steps at 0.54-0.66 s; probe 0.44 s, then 0.47-0.51 s), so the time limit is the backstop."""
-    import copy
+def _seconds_per_step(config, stores: dict, settings: dict) -> float:
+    """Seconds per step of the real run, to size it to the time budget: `litebert.pretrain` itself runs PROBE_STEPS
+    steps of the same model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the
+    run); the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch,
+    but not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (two fresh-clone runs:
+    probe 0.48 s, then steps at 0.54-0.66 s; probe 0.44 s, then 0.47-0.51 s), so the time limit is the backstop."""
     import tempfile
 
-    from litebert.train.config import TrainConfig
-    from litebert.train.loop import train
+    from litebert import TrainConfig, pretrain
     from litebert.train.metrics import read_metrics
 
     probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
                            "log_every": 1})
     with tempfile.TemporaryDirectory() as tmp:
-        train(copy.deepcopy(model), data, None, probe, tmp, progress=False)
-        elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp))]
+        pretrain(stores["train"], Path(tmp) / "probe", model=config, train=probe, progress=False)
+        elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp) / "probe")]
     return float(np.median(np.diff([0.0, *elapsed])[3:]))
 
 
 def stage_pretrain(work: Path, args, stores: dict) -> dict:
+    from litebert import TrainConfig, pretrain
     from litebert.data.pretraining import PretrainingDataset
-    from litebert.heads import AlbertForPreTraining
-    from litebert.train.config import TrainConfig, recipe
-    from litebert.train.loop import train
+    from litebert.train.config import recipe
 
     run = work / "pretrain"
     settings = recipe("demo")
+    settings["seed"] = 1
     kw = dict(max_seq_length=settings["seq_len"], max_predictions_per_seq=settings["max_predictions"], seed=1)
-    train_data, eval_data = PretrainingDataset(stores["train"], **kw), PretrainingDataset(stores["heldout"], **kw)
-    torch.manual_seed(0)
-    model = AlbertForPreTraining(model_config(train_data.facts.vocab_size))
-    plan = run / "plan.json"
+    eval_data = PretrainingDataset(stores["heldout"], **kw)
+    config = model_config(eval_data.facts.vocab_size)
+    plan = work / "pretrain-plan.json"
     if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
-        settings["max_steps"] = json.loads(plan.read_text())["max_steps"]
+        settings.update(json.loads(plan.read_text())["settings"])
     else:
-        per_step = _seconds_per_step(model, train_data, settings)
+        per_step = _seconds_per_step(config, stores, settings)
         # Budget: the steps, plus 6 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost).
         eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / settings["global_batch"]
         settings["max_steps"] = max(20, int((args.minutes * 60 - eval_share) / (per_step * 1.05)))
         settings["warmup_steps"] = max(1, settings["max_steps"] // 11)
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 5)
-        run.mkdir(parents=True, exist_ok=True)
-        plan.write_text(json.dumps({"max_steps": settings["max_steps"], "seconds_per_step": per_step}) + "\n")
+        plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
         print(f"[pretrain] ~{per_step:.2f}s per step of {settings['global_batch']} sequences -> "
               f"{settings['max_steps']} steps in ~{args.minutes:g} minutes")
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
-    print(f"[pretrain] {model.num_parameters():,} parameters; E=128 H=256 6 layers (all shared); "
-          f"{train_data.num_examples:,} examples/epoch; LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
+    print(f"[pretrain] E=128 H=256 6 layers (all shared); LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
           f"length {cfg.seq_len}")
-    resume = (run / "checkpoints").is_dir()  # an earlier demo run was interrupted: continue it
     # Safety net when the machine slows down after the timing (a shared VM's speed drifts by 15-25% within minutes):
-    # end at 5% over the budget, then evaluate and export anyway.
-    summary = train(model, train_data, eval_data, cfg, run, resume=resume, progress=not args.no_progress,
-                    time_limit=args.minutes * 60 * 1.05)
-    summary["max_steps"] = cfg.max_steps
-    if summary["interrupted"]:
-        raise SystemExit(f"[pretrain] interrupted at step {summary['step']}; run the demo again to resume")
-    return {"run": run, "summary": summary, "eval_data": eval_data, "model": model}
+    # end at 5% over the budget, then evaluate and export anyway. An interrupted earlier demo run is continued.
+    result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
+                      progress=not args.no_progress, time_limit=args.minutes * 60 * 1.05)
+    if result.interrupted:
+        raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
+    if result.final_eval is None:  # finished by an earlier demo run: its last evaluation
+        from litebert.train.metrics import read_metrics
+
+        result.final_eval = read_metrics(run, "eval")[-1]
+    return {"run": run, "summary": result, "eval_data": eval_data}
 
 
 def chance_baselines(eval_data, n: int) -> dict:
@@ -201,9 +198,8 @@ def plot(run: Path, png: Path, base: dict) -> None:
 
 
 def stage_report(work: Path, args, pre: dict, tok) -> dict:
-    run, final = pre["run"], pre["summary"]["final_eval"]
+    run, final = pre["run"], pre["summary"].final_eval
     base = chance_baselines(pre["eval_data"], EVAL_EXAMPLES)
-    tok.save_pretrained(run / "model")  # the HF folder now loads with AutoTokenizer and AlbertForPreTraining
     plot(run, work / "pretraining.png", base)
     piece = tok.convert_ids_to_tokens([base["mlm_most_frequent_id"]])[0]
     lines = [
@@ -212,16 +208,16 @@ def stage_report(work: Path, args, pre: dict, tok) -> dict:
         f"(uniform: ln V = {math.log(tok.vocab_size):.3f})",
         f"held-out SOP accuracy {final['sop_accuracy']:.1%}  (chance: 50%, majority label "
         f"{base['sop_majority']:.1%});  SOP loss {final['sop_loss']:.3f} (chance: ln 2 = 0.693)",
-        f"{pre['summary']['step']} steps of {pre['summary']['max_steps']}"
-        + (" (ended early by the time limit)" if pre["summary"]["time_limited"] else "")
-        + f", {pre['summary']['tokens_seen']:,} tokens, {pre['summary']['elapsed_s'] / 60:.1f} min of training",
+        f"{pre['summary'].step} steps of {pre['summary'].max_steps}"
+        + (" (ended early by the time limit)" if pre["summary"].time_limited else "")
+        + f", {pre['summary'].tokens_seen:,} tokens, {pre['summary'].elapsed_s / 60:.1f} min of training",
         f"model (HF format): {run / 'model'}",
         f"plot: {work / 'pretraining.png'}",
     ]
     print("\n".join(["", "=" * 30 + " ALBERT demo " + "=" * 30, *lines, ""]))
     (work / "report.json").write_text(json.dumps({"final_eval": final, "baselines": base,
-                                                  **{k: v for k, v in pre["summary"].items() if k != "final_eval"}},
-                                                 indent=2) + "\n")
+                                                  **{k: v for k, v in pre["summary"].summary().items()
+                                                     if k != "final_eval"}}, indent=2) + "\n")
     return {"baselines": base}
 
 

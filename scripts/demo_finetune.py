@@ -37,25 +37,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
-    from litebert.cli import main as litebert
+    from litebert import FinetuneConfig, evaluate, finetune
     from litebert.tasks.readers import read_glue
 
     dev = read_glue("sst-2", DATA / "dev.tsv.gz")
     counts = Counter(e.label for e in dev)
     majority_label, majority_n = counts.most_common(1)[0]
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(args.out or tmp)
-        cmd = ["finetune", "sentiment", "--model", args.model, "--data", str(DATA), "--out", str(out),
-               "--max-steps", str(args.max_steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-               "--seq-len", str(args.seq_len), "--eval-every", str(args.eval_every),
-               "--seed", str(args.seed)]
-        cmd += ["--tokenizer", args.tokenizer] if args.tokenizer else []
-        cmd += ["--no-progress"] if args.no_progress else []
-        code = litebert(cmd)
-        if code:
-            return code
+        out = Path(args.out) if args.out else Path(tmp) / "sentiment"
+        config = FinetuneConfig(max_steps=args.max_steps, batch_size=args.batch_size, lr=args.lr,
+                                seq_len=args.seq_len, eval_every=args.eval_every, seed=args.seed)
+        result = finetune("sentiment", args.model, DATA, out, tokenizer=args.tokenizer, config=config,
+                          overwrite=(out / "finetune.json").is_file(), progress=not args.no_progress)
+        if result.interrupted:
+            return 130
         meta = json.loads((out / "finetune.json").read_text())
-        test_acc, test_base, test_n = _test_accuracy(out, majority_label)
+        test = evaluate(out, DATA / "test.tsv.gz", progress=False)
+        test_acc, test_n = test.metrics["accuracy"], len(test.rows)
+        test_base = sum(r["label"] == majority_label for r in test.rows) / test_n
     acc = meta["dev_metrics"]["accuracy"]
     base = majority_n / len(dev)
     print(f"\nsentiment (Rotten Tomatoes snippets), majority-class baseline = always '{majority_label}'")
@@ -64,18 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  test ({test_n}): accuracy {100 * test_acc:.1f}% (that checkpoint, never used for choosing) "
           f"vs baseline {100 * test_base:.1f}%: {100 * (test_acc - test_base):+.1f} points")
     return 0
-
-
-def _test_accuracy(model_dir: Path, majority_label: str) -> tuple[float, float, int]:
-    """Accuracy of the fine-tuned folder on the held-out test split, and the dev-majority label's share there."""
-    from litebert.tasks import runner
-
-    preset, model, tok, meta = runner.load_finetuned(model_dir)
-    examples = preset.kind.read(DATA / "test.tsv.gz", meta.get("labels"))
-    max_len = min(preset.max_seq_length, model.config.max_position_embeddings)
-    metrics, _ = runner.evaluate(preset, model, tok, examples, meta.get("labels"), max_len)
-    base = sum(e.label == majority_label for e in examples) / len(examples)
-    return metrics["accuracy"], base, len(examples)
 
 
 if __name__ == "__main__":

@@ -169,17 +169,34 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
         D.shutdown(dist)
 
 
-def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
-              keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
-              dist) -> FinetuneResult:
-    """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
+@dataclass
+class _Task:
+    """What a fine-tuning run trains and evaluates on: read, featurized and checked before anything is written."""
+
+    tok: object
+    model: object
+    train_path: Path
+    dev_path: Optional[Path]
+    labels: Optional[list]
+    train_ex: list
+    dev_ex: Optional[list]
+    max_len: int
+    feats: list
+    dev_feats: Optional[list]
+
+    def describe(self) -> str:
+        return (f"{len(self.train_ex)} training examples ({len(self.feats)} inputs), "
+                f"{len(self.dev_ex) if self.dev_ex else 0} dev")
+
+
+def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
+               encoding_errors: str) -> _Task:
+    """The tokenizer, the data (train and dev), the model with its new head (initialised from the seed) and the
+    features, with the tokenizer's ids checked against the model's vocabulary."""
     import torch
 
     from litebert.tasks import runner
     from litebert.tasks.features import check_ids
-    from litebert.tasks.trainer import run_identity, train
-    from litebert.train import distributed as D
-    from litebert.train.engine import Runtime, plan_run
 
     kind = preset.kind
     tok = runner.load_tokenizer(model_dir, tokenizer)
@@ -197,59 +214,87 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
     if not feats:
         raise DataError("{data}: no training examples", data=train_path)
     check_ids(feats + (dev_feats or []), model.config.vocab_size)
-    targs = cfg.train_args(preset, len(feats), max_len, progress)
+    return _Task(tok, model, train_path, dev_path, labels, train_ex, dev_ex, max_len, feats, dev_feats)
+
+
+def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
+              keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
+              dist) -> FinetuneResult:
+    """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
+    from litebert.tasks import runner
+    from litebert.tasks.trainer import run_identity, train
+    from litebert.train import distributed as D
+    from litebert.train.engine import Runtime, plan_run
+
+    t = _read_task(preset, cfg, model_dir, data, dev, tokenizer, columns, labels, encoding_errors)
+    targs = cfg.train_args(preset, len(t.feats), t.max_len, progress)
     micro, accum = targs.accumulation(dist.world_size)  # refused here, before anything is written
-    runtime = Runtime.resolve(dist, targs.precision, attention, model.config, training=True)
-    identity = run_identity(model, targs, feats + (dev_feats or []),
-                            {"task": preset.name, "labels": labels, "max_seq_length": max_len})
+    runtime = Runtime.resolve(dist, targs.precision, attention, t.model.config, training=True)
+    identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
+                            {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len})
     run = plan_run(plan, lambda _: identity, targs.train_steps, dist, default_max_steps=targs.train_steps)
     if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
         plan = dataclasses.replace(plan, action="restart")
         if dist.is_main:
             _notice(log, f"{plan.out} holds no checkpoint yet; starting from step 0")
-    meta = {"task": preset.name, "kind": kind.name, "head": _head_name(kind), "labels": labels,
-            "metric": preset.metric, "preset": dataclasses.replace(preset, max_seq_length=max_len).to_json(),
-            "columns": columns, "train": {**dataclasses.asdict(targs), "data": str(train_path),
-                                          "dev": str(dev_path) if dev_path else None, "base_model": str(model_dir)}}
+    meta = _meta(preset, t, targs, columns, model_dir)
 
     def evaluate(m):
-        return runner.evaluate(preset, m, tok, dev_ex, labels, max_len, features=dev_feats, varlen=runtime.varlen)[0]
+        return runner.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
+                               varlen=runtime.varlen)[0]
 
     def save(m, step, metrics):
-        runner.save_finetuned(m, tok, plan.out, {**meta, **kind.chosen_on_dev(metrics), "best_step": step,
-                                                 "dev_metrics": metrics, "complete": False})
+        runner.save_finetuned(m, t.tok, plan.out, {**meta, **preset.kind.chosen_on_dev(metrics), "best_step": step,
+                                                   "dev_metrics": metrics, "complete": False})
 
     writer = folders.begin(plan) if dist.is_main else None  # every check passed: from here on out is written
     try:
         if dist.is_main:
-            _say(log, f"{preset.name}: {len(train_ex)} training examples ({len(feats)} inputs), "
-                      f"{len(dev_ex) if dev_ex else 0} dev; {targs.train_steps} steps of {targs.batch_size} = {micro} "
-                      f"x {accum} x {dist.world_size} process(es), lr {targs.lr:g}, warmup {targs.warmup_steps}; "
-                      f"on {dist.device}{f' in {runtime.amp}'.replace('torch.', '') if runtime.amp else ''} "
-                      f"({runtime.attention} attention); hyperparameters from {preset.source}"
-                      f"{f'; resuming at step {run.start_step}' if run.checkpoint else ''}")
+            precision = f" in {runtime.amp}".replace("torch.", "") if runtime.amp else ""
+            _say(log, f"{preset.name}: {t.describe()}; {targs.train_steps} steps of {targs.batch_size} = {micro} x "
+                      f"{accum} x {dist.world_size} process(es), lr {targs.lr:g}, warmup {targs.warmup_steps}; on "
+                      f"{dist.device}{precision} ({runtime.attention} attention); hyperparameters from "
+                      f"{preset.source}" + (f"; resuming at step {run.start_step}" if run.checkpoint else ""))
         D.barrier(dist)
-        loop = train(model, feats, targs, evaluate if dev_ex else None, preset.metric, save, tok.pad_token_id,
+        loop = train(t.model, t.feats, targs, evaluate if t.dev_ex else None, preset.metric, save, t.tok.pad_token_id,
                      log=(log or (lambda _: None)) if dist.is_main else (lambda _: None), out_dir=plan.out,
                      runtime=runtime, identity=identity, start=run.checkpoint, stop_after=stop_after,
                      keep_checkpoints=keep_checkpoints)
         result = FinetuneResult(plan.out, preset.name, plan.action, loop.steps, not loop.interrupted, loop.best_step,
                                 loop.best_metrics, preset.metric, loop.stopped_early, loop.interrupted, loop.signal)
         if writer is not None and not loop.interrupted:
-            best = loop.best_metrics or {}
-            write_json(plan.out / runner.META_FILE, {**meta, **kind.chosen_on_dev(best), "best_step": loop.best_step,
-                                                     "dev_metrics": best, "complete": True})
-            writer.finish()
-            if not keep_checkpoints:
-                shutil.rmtree(plan.out / "checkpoints", ignore_errors=True)
-            _say(log, f"best dev {preset.metric} {best[preset.metric]:.4f} at step {loop.best_step}"
-                      f"{' (stopped early)' if loop.stopped_early else ''}; saved to {plan.out}" if dev_ex else
-                 f"no dev set: saved the final model to {plan.out}")
+            _complete(writer, preset, meta, result, keep_checkpoints, bool(t.dev_ex), log)
         D.barrier(dist)  # no process leaves while rank 0 still writes
         return result
     finally:
         if writer is not None:
             writer.close()
+
+
+def _meta(preset, t: _Task, targs, columns: dict, model_dir) -> dict:
+    """What finetune.json records: the task, its kind and head, the labels, the metric, the preset as run and the
+    training settings with the data they read."""
+    return {"task": preset.name, "kind": preset.kind.name, "head": _head_name(preset.kind), "labels": t.labels,
+            "metric": preset.metric, "preset": dataclasses.replace(preset, max_seq_length=t.max_len).to_json(),
+            "columns": columns, "train": {**dataclasses.asdict(targs), "data": str(t.train_path),
+                                          "dev": str(t.dev_path) if t.dev_path else None,
+                                          "base_model": str(model_dir)}}
+
+
+def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult, keep_checkpoints: bool,
+              has_dev: bool, log: Log) -> None:
+    """Rank 0 ends a finished run: finetune.json says complete, the marker too, the checkpoints go."""
+    from litebert.tasks.runner import META_FILE
+
+    best = result.best_metrics or {}
+    write_json(writer.out / META_FILE, {**meta, **preset.kind.chosen_on_dev(best), "best_step": result.best_step,
+                                        "dev_metrics": best, "complete": True})
+    writer.finish()
+    if not keep_checkpoints:
+        shutil.rmtree(writer.out / "checkpoints", ignore_errors=True)
+    _say(log, f"best dev {preset.metric} {best[preset.metric]:.4f} at step {result.best_step}"
+              f"{' (stopped early)' if result.stopped_early else ''}; saved to {writer.out}" if has_dev else
+         f"no dev set: saved the final model to {writer.out}")
 
 
 def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None) -> tuple[Path, Optional[Path]]:

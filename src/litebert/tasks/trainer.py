@@ -37,7 +37,7 @@ from litebert.tasks.features import IGNORE, collate, length_grouped_batches, len
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.train import distributed as D
-from litebert.train.engine import Runtime, TrainState, train_step
+from litebert.train.engine import Runtime, TrainState, due, stop_requested, train_step
 from litebert.train.metrics import MetricsWriter
 from litebert.train.signals import StopSignals
 
@@ -151,67 +151,49 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     torch.manual_seed(args.seed + d.rank)  # dropout masks (differ per process, as pretraining's)
     if start is not None:
         state.restore(start[2], d, args.seed)
-    writer = MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=state.step if start else None,
-                           columns={"train": TRAIN_COLUMNS, "eval": None}) if out_dir is not None else None
+    writer = _metrics(out_dir, d, state.step if start else None)
     batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING)
-    micro, accum = args.accumulation(d.world_size)
-    stop, steps_this_call, loss_ema = StopSignals(), 0, None
+    _, accum = args.accumulation(d.world_size)
+    stop, first_step, loss_ema = StopSignals(), state.step, None
     bar = tqdm(total=args.train_steps, initial=state.step, desc="fine-tuning",
-               disable=not (args.progress and d.is_main), dynamic_ncols=True)
-    result = LoopResult(state.counters["best_step"], state.counters["best_metrics"], state.counters["history"])
+               disable=not args.progress or not d.is_main, dynamic_ncols=True)
+    result = LoopResult(None, None)
 
     def run_eval() -> bool:  # rank 0 evaluates and saves; True (on every rank) when early stopping says stop
         return _evaluate_and_keep(state, evaluate, metric, save, args, rt, log, writer)
-
-    def checkpoint(fatal: bool) -> None:
-        if ckpt_dir is not None:
-            _checkpoint(state, ckpt_dir, identity or {}, d, fatal)
 
     model.train()
     try:
         while state.step < args.train_steps:
             t0 = time.perf_counter()
-            idx = batches.of_step(state.step)
 
             def extra() -> torch.Tensor:  # examples and the stop flag, read once the step's batches ran
                 return torch.tensor([batches.examples, stop.signal is not None], dtype=torch.float64)
 
-            step = train_step(state, wrapped, batches.micro(idx, accum, rt, pad_id), runtime=rt,
-                              lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
+            step = train_step(state, wrapped, batches.micro(batches.of_step(state.step), accum, rt, pad_id),
+                              runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
                               clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra)
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
-            steps_this_call += 1
-            loss = step.losses[0].item()
-            loss_ema = loss if loss_ema is None else 0.98 * loss_ema + 0.02 * loss
-            if writer is not None and (state.step % args.log_every == 0 or state.step == args.train_steps):
-                writer.log("train", {"step": state.step, "loss": loss, "lr": step.lr, "grad_norm": step.grad_norm,
-                                     "examples_per_s": step.totals[0].item() / dt,
-                                     "examples": int(step.totals[0].item()), "elapsed_s": round(state.elapsed_s, 3),
-                                     "skipped_steps": state.skipped_steps,
-                                     **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})})
+            loss_ema = _ema(loss_ema, step.losses[0].item())
+            _log_step(writer, state, step, args, dt)
             bar.update(1)
             bar.set_postfix(loss=f"{loss_ema:.4f}")
-            evaluated = evaluate is not None and state.step % args.eval_every == 0 and state.step < args.train_steps
-            if evaluated and run_eval():
-                result.stopped_early = True
+            evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
+            result.stopped_early = evaluated and run_eval()
+            if result.stopped_early:
                 break
-            stopping = step.totals[1].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
-            if stopping or evaluated or (args.save_every and state.step % args.save_every == 0):
-                checkpoint(fatal=stopping)
-            if stopping and state.step < args.train_steps:
-                result.interrupted = True
+            stopping = stop_requested(step.totals[1], state.step - first_step, stop_after)
+            if stopping or evaluated or due(args.save_every, state.step, args.train_steps + 1):
+                _checkpoint(state, ckpt_dir, identity, d, fatal=stopping)
+            result.interrupted = stopping and state.step < args.train_steps
+            if result.interrupted:
                 break
         bar.close()
         if not result.interrupted:
-            if evaluate is not None and not result.stopped_early:
-                run_eval()
-            elif evaluate is None:
-                state.counters.update(best_metrics={}, best_step=state.step)
-                if save is not None and d.is_main:
-                    save(model, state.step, {})
+            _end(state, evaluate, save, run_eval, result.stopped_early, d)
             if keep_checkpoints:
-                checkpoint(fatal=True)
+                _checkpoint(state, ckpt_dir, identity, d, fatal=True)
     finally:
         bar.close()
         if writer is not None:
@@ -220,6 +202,42 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     result.best_step, result.best_metrics = state.counters["best_step"], state.counters["best_metrics"]
     result.history, result.steps, result.signal = state.counters["history"], state.step, stop.signal
     return result
+
+
+def _ema(average: Optional[float], value: float) -> float:
+    """The progress bar's smoothed loss."""
+    return value if average is None else 0.98 * average + 0.02 * value
+
+
+def _metrics(out_dir, d: D.Distributed, resume_step: Optional[int]) -> Optional[MetricsWriter]:
+    """The run's metrics files (None without a run folder)."""
+    if out_dir is None:
+        return None
+    return MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=resume_step,
+                         columns={"train": TRAIN_COLUMNS, "eval": None})
+
+
+def _log_step(writer: Optional[MetricsWriter], state: TrainState, step, args: TrainArgs, dt: float) -> None:
+    """The step's train record, every ``log_every`` steps and at the last."""
+    if writer is None or (state.step % args.log_every and state.step != args.train_steps):
+        return
+    examples = step.totals[0].item()
+    writer.log("train", {"step": state.step, "loss": step.losses[0].item(), "lr": step.lr, "grad_norm": step.grad_norm,
+                         "examples_per_s": examples / dt, "examples": int(examples),
+                         "elapsed_s": round(state.elapsed_s, 3), "skipped_steps": state.skipped_steps,
+                         **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})})
+
+
+def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], stopped_early: bool,
+         d: D.Distributed) -> None:
+    """The end of the run: the last evaluation (keeping the best model), or without dev data the final model."""
+    if evaluate is not None:
+        if not stopped_early:
+            run_eval()
+        return
+    state.counters.update(best_metrics={}, best_step=state.step)
+    if save is not None and d.is_main:
+        save(state.model, state.step, {})
 
 
 def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir) -> tuple[TrainState, torch.nn.Module,
@@ -296,10 +314,14 @@ def _evaluate_and_keep(state: TrainState, evaluate, metric, save, args: TrainArg
     return bool(D.broadcast_int(int(stop_now), d))
 
 
-def _checkpoint(state: TrainState, folder: Path, identity: dict, d: D.Distributed, fatal: bool) -> None:
-    """A checkpoint of the current step; a failed one (a full disk) is a warning unless the run is leaving."""
+def _checkpoint(state: TrainState, folder: Optional[Path], identity: Optional[dict], d: D.Distributed,
+                fatal: bool) -> None:
+    """A checkpoint of the current step (none without a run folder); a failed one (a full disk) is a warning unless
+    the run is leaving."""
+    if folder is None:
+        return
     try:
-        state.save(folder, identity, d, keep_last=2)
+        state.save(folder, identity or {}, d, keep_last=2)
     except CheckpointError as e:
         if fatal:
             raise

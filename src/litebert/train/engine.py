@@ -250,6 +250,17 @@ def train_step(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tu
     return StepResult(lr, grad_norm, reduced[:len(losses)], reduced[len(losses):], not finite, scale)
 
 
+def due(every: int, step: int, before: int) -> bool:
+    """Whether an action done every ``every`` steps (0: never) falls on ``step``, a step before ``before``."""
+    return bool(every) and step % every == 0 and step < before
+
+
+def stop_requested(flag: torch.Tensor, steps_this_call: int, stop_after: Optional[int]) -> bool:
+    """Whether the loop leaves after this step: a SIGTERM/SIGINT on any process (``flag``, reduced over them), or the
+    caller's ``stop_after`` steps in this call."""
+    return flag.item() > 0 or steps_this_call == stop_after
+
+
 def _count_bad_step(state: TrainState, finite: bool, grad_norm: float, max_bad_steps: int, warn: bool) -> None:
     """The non-finite policy's bookkeeping (module docstring): count, warn, and stop after too many in a row."""
     if finite:

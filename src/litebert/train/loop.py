@@ -25,13 +25,14 @@ from typing import Callable, Iterator, Optional
 import torch
 from tqdm import tqdm
 
+from litebert.data.pretraining import collate_pretraining
 from litebert.errors import CheckpointError, ConfigError
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.train import distributed as D
 from litebert.train.checkpoint import run_identity
 from litebert.train.config import TrainConfig
-from litebert.train.engine import Runtime, TrainingError, TrainState, train_step  # noqa: F401 (TrainingError)
+from litebert.train.engine import Runtime, TrainState, due, stop_requested, train_step
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.train.signals import StopSignals
 
@@ -51,7 +52,7 @@ class LoopResult:
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           runtime: Optional[Runtime] = None, start: Optional[tuple] = None, init: Optional[dict] = None,
           progress: bool = True, stop_after: Optional[int] = None, time_limit: Optional[float] = None,
-          collate: Optional[Callable] = None) -> LoopResult:
+          collate: Callable = collate_pretraining) -> LoopResult:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) to ``cfg.max_steps``, writing metrics, checkpoints and the
     final model (HF folder format, ``out_dir/model``) under ``out_dir``.
 
@@ -61,8 +62,6 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     step 0. ``init``: where the starting weights came from (``{"path", "sha256"}``), recorded in the checkpoints.
     ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM. ``time_limit``:
     seconds; past it, end as if ``max_steps`` were reached (the schedule is not rescaled)."""
-    if collate is None:
-        from litebert.data.pretraining import collate_pretraining as collate
     rt = runtime or Runtime.resolve(D.Distributed(), cfg.precision, "auto", model.config, training=True)
     d, out = rt.dist, Path(out_dir)
     accum = cfg.accumulation(d.world_size)
@@ -73,10 +72,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         state.restore(start[2], d, cfg.seed)
     log = MetricsWriter(out, enabled=d.is_main, resume_step=state.step if start else None,
                         columns=metric_columns(cfg.objective))
-    stop, call_start, steps_this_call = StopSignals(), time.perf_counter(), 0
-    bar = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", disable=not (progress and d.is_main),
+    stop, deadline = StopSignals(), time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
+    bar = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", disable=not progress or not d.is_main,
                dynamic_ncols=True)
-    peak = cfg.peak_tflops or (peak_tflops_of(torch.cuda.get_device_name(d.device)) if d.device.type == "cuda" else None)
+    peak, first_step = _peak_tflops(cfg, d.device), state.step
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
@@ -88,8 +87,8 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made
 
             def extra() -> torch.Tensor:  # + the stop and time-up flags once the step's batches ran: all ranks agree
-                over = time_limit is not None and time.perf_counter() - call_start > time_limit
-                return torch.cat([counts, torch.tensor([stop.signal is not None, over], dtype=torch.float64)])
+                flags = [stop.signal is not None, time.perf_counter() > deadline]
+                return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
 
             step = train_step(state, wrapped, _micro_batches(train_data, collate, cfg, state, rt, accum, counts,
                                                              flops_at),
@@ -100,31 +99,22 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             state.counters["tokens_seen"] += int(step.totals[0].item())
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
-            steps_this_call += 1
             record = _train_record(state, step, cfg, dt, peak, d.world_size)
             if state.step % cfg.log_every == 0:
                 log.log("train", record)
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
-            if eval_data is not None and cfg.eval_every and state.step % cfg.eval_every == 0 \
-                    and state.step < cfg.max_steps:
+            if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
                 log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt)})
-            stopping = step.totals[2].item() > 0 or (stop_after is not None and steps_this_call >= stop_after)
-            if stopping or (cfg.save_every and state.step % cfg.save_every == 0 and state.step < cfg.max_steps):
-                _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=stopping)
-            if stopping:
-                result.interrupted = True
+            result.interrupted, result.time_limited = _ending(step, state.step - first_step, stop_after,
+                                                              state.step < cfg.max_steps)
+            if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
+                _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=result.interrupted)
+            if result.interrupted or result.time_limited:
                 break
-            if step.totals[3].item() > 0 and state.step < cfg.max_steps:
-                result.time_limited = True
-                break
-        if not result.interrupted:
+        if not result.interrupted:  # the end (or the time limit): a last checkpoint, evaluation and the model
             _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=True)
-            if eval_data is not None:
-                result.final_eval = evaluate(model, eval_data, collate, cfg, rt)
-                log.log("eval", {"step": state.step, **result.final_eval})
-            if d.is_main:
-                model.save_pretrained(out / "model")
+            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out)
     finally:
         bar.close()
         log.close()
@@ -132,6 +122,31 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     result.step, result.signal, result.skipped_steps = state.step, stop.signal, state.skipped_steps
     result.tokens_seen, result.elapsed_s = state.counters["tokens_seen"], state.elapsed_s
     return result
+
+
+def _ending(step, steps_this_call: int, stop_after: Optional[int], more_to_go: bool) -> tuple[bool, bool]:
+    """Whether the run stops here: (interrupted by a signal or ``stop_after``, ended by the time limit)."""
+    stopping = stop_requested(step.totals[2], steps_this_call, stop_after)
+    return stopping, not stopping and step.totals[3].item() > 0 and more_to_go
+
+
+def _peak_tflops(cfg: TrainConfig, device: torch.device) -> Optional[float]:
+    """One device's peak TFLOP/s for the MFU estimate: the config's, else the known figure of this GPU, else None."""
+    if cfg.peak_tflops:
+        return cfg.peak_tflops
+    return peak_tflops_of(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+
+def _finish(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
+            out: Path) -> Optional[dict]:
+    """The end of the run: the final evaluation (returned) and, on rank 0, the model in the HF folder format."""
+    final = None
+    if eval_data is not None:
+        final = evaluate(model, eval_data, collate, cfg, rt)
+        log.log("eval", {"step": step, **final})
+    if rt.dist.is_main:
+        model.save_pretrained(out / "model")
+    return final
 
 
 def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> tuple[TrainState, torch.nn.Module]:
