@@ -128,7 +128,7 @@ def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(set
     hf_folder(other, setup, cls, seed=1)
     refused(capsys, pretrain(setup, out, "--init-from", str(other), "--max-steps", "2", "--resume"),
             "initial weights: checkpoint")
-    refused(capsys, pretrain(setup, out, "--preset", "tiny", "--max-steps", "2", "--resume"), "now no --init-from")
+    refused(capsys, pretrain(setup, out, "--preset", "tiny", "--max-steps", "2", "--resume"), "now none (random weights)")
     # the same weights in a moved folder are the same start
     moved = tmp_path / "moved"
     init.rename(moved)
@@ -239,7 +239,7 @@ def test_resume_without_max_steps_keeps_the_runs_own(setup, tmp_path, capsys, mo
     assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "4")) == 130
     monkeypatch.undo()
     refused(capsys, pretrain(setup, out, "--preset", "tiny", "--max-steps", "1", "--resume"),
-            "max_steps 1 is below the step the run has reached (2)")
+            "--max-steps 1 is below the step the run has reached (2)")
     assert main(pretrain(setup, out, "--preset", "tiny", "--resume")) == 0  # not TrainConfig's default 1000
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["step"] == 4
 
@@ -277,7 +277,7 @@ def test_check_compatible_max_steps_and_init():
     saved = {"step": 5, "model_config": {}, "train": {"lr": 0.1}, "data": "d", "init": None, "max_steps": 5}
     check_compatible(saved, {**saved, "max_steps": 10}, "ckpt")  # a larger max_steps: fine
     check_compatible(saved, {**saved, "max_steps": 5}, "ckpt")
-    with pytest.raises(CheckpointError, match="max_steps 4 is below the step the run has reached"):
+    with pytest.raises(CheckpointError, match="max_steps = 4 is below the step the run has reached"):
         check_compatible(saved, {**saved, "max_steps": 4}, "ckpt")
     a = {"path": "/x", "sha256": "a" * 64}
     check_compatible({**saved, "init": a}, {**saved, "init": {**a, "path": "/moved"}}, "ckpt")

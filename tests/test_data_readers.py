@@ -54,7 +54,7 @@ def test_jsonl_and_errors(tmp_path):
     f.write_text(json.dumps({"text": "One. Two.\nThree.", "id": 1}) + "\n\n" + json.dumps({"body": "x"}) + "\n")
     it = read_documents(f)  # auto -> jsonl by suffix
     assert next(it).parts == ["One. Two.", "Three."]
-    with pytest.raises(DataError, match=r"c\.jsonl:3: no 'text' field .*--text-field"):
+    with pytest.raises(DataError, match=r"c\.jsonl:3: no 'text' field .*text_field"):
         next(it)
     g = tmp_path / "body.jsonl"
     g.write_text(json.dumps({"body": "x. Y"}) + "\n")

@@ -150,7 +150,7 @@ def test_latin1_byte_names_file_line_and_offset_and_replace_reads_it(tmp_path):
         offset = data.index(b"\xe9")
         line = data[:offset].count(b"\n") + 1
         with pytest.raises(DataError, match=rf"{name}:{line}: invalid UTF-8 at byte offset {offset} \(byte 0xe9\).*"
-                                            r"--encoding-errors replace"):
+                                            r"encoding_errors = 'replace'"):
             R.read_table(path)
         assert R.read_table(path, encoding_errors="replace")[-1].text_a == "caf\ufffd"
 

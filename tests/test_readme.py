@@ -1,5 +1,6 @@
-"""The README's examples run as written: every command line of its "Command line" block, then its Python block, in
-a scratch folder holding the repository's bundled data (about a minute on 2 cores)."""
+"""The README's examples run as written: every command line of its "Command line" block, then its Python blocks (the
+whole lifecycle as function calls, then the model classes), in a scratch folder holding the repository's bundled data
+(a few minutes on 2 cores)."""
 
 import os
 import re
@@ -11,11 +12,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def block(heading: str, language: str) -> str:
-    """The first fenced ``language`` block after the README heading ``heading``."""
+def blocks(heading: str, language: str) -> list[str]:
+    """The fenced ``language`` blocks of the README section ``heading`` (up to the next ``## `` heading)."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index(heading):]
-    return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
+    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def block(heading: str, language: str) -> str:
+    """The first fenced ``language`` block of the README section ``heading``."""
+    return blocks(heading, language)[0]
 
 
 def test_readme_examples_run_as_written(tmp_path):
@@ -31,7 +38,13 @@ def test_readme_examples_run_as_written(tmp_path):
     for made in ("runs/tiny/model/spiece.model", "runs/sentiment/finetune.json", "runs/predictions.jsonl",
                  "runs/embeddings.npy", "runs/converted/config.json", "runs/sentiment.onnx"):
         assert (tmp_path / made).is_file(), made
-    script = tmp_path / "api.py"
-    script.write_text(block("## Python API", "python"), encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    python = blocks("## Python API", "python")
+    assert len(python) == 2 and "pretrain(" in python[0] and "finetune(" in python[0] and "predict(" in python[0]
+    for k, code in enumerate(python):
+        script = tmp_path / f"api{k}.py"
+        script.write_text(code, encoding="utf-8")
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+    for made in ("runs/py/pretrain/model/config.json", "runs/py/sentiment/finetune.json", "runs/py/predictions.jsonl",
+                 "runs/py/dev-rows.jsonl", "runs/py/embeddings.npy"):
+        assert (tmp_path / made).is_file(), made

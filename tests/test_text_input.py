@@ -61,7 +61,7 @@ def test_invalid_utf8_offsets_plain_and_compressed(tmp_path):
     f = tmp_path / "bad.txt"
     f.write_bytes(data)
     with pytest.raises(DataError, match=r"^\S*bad\.txt:2: invalid UTF-8 at byte offset 10 \(byte 0xff\); .*"
-                                        r"--encoding-errors replace"):
+                                        r"encoding_errors = 'replace'"):
         list(iter_lines(f))
     assert [t for _, _, t in iter_lines(f, "replace")] == ["héllo", "ok \ufffd\ufffd here"]
     for kind, compress in COMPRESSORS.items():
@@ -144,7 +144,7 @@ def test_jsonl_records_and_errors(tmp_path):
 def test_text_field_errors_name_file_line_and_field():
     assert text_field({"body": "x"}, "body", "f.jsonl", 3) == "x"
     with pytest.raises(DataError, match=r"^f\.jsonl:3: no 'text' field \(the record has \['body', 'id'\]\); "
-                                        r"choose the field holding the text with --text-field$"):
+                                        r"choose the field holding the text with text_field$"):
         text_field({"id": 1, "body": "x"}, "text", "f.jsonl", 3)
     with pytest.raises(DataError, match=r"^f\.jsonl:7: field 'text' is a JSON number, expected a string"):
         text_field({"text": 3}, "text", "f.jsonl", 7)

@@ -147,7 +147,7 @@ def test_empty_corpus(tmp_path):
 
 
 def test_vocab_size_the_corpus_cannot_support(corpus, tmp_path):
-    with pytest.raises(DataError, match=r"vocab_size=50000 is more than this corpus can support \(at most \d+"):
+    with pytest.raises(DataError, match=r"vocab_size = 50000 is more than this corpus can support \(at most \d+"):
         train_tokenizer([corpus], tmp_path / "out", vocab_size=50000, progress=False)
     with pytest.raises(TokenizerError, match="leaves no room"):
         train_tokenizer([corpus], tmp_path / "out", vocab_size=10, progress=False)
@@ -160,7 +160,7 @@ def test_missing_input_and_bad_jsonl(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"text": 3}\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:2: field 'text' is a JSON number, expected a string; .*"
-                                        r"--text-field"):
+                                        r"text_field"):
         train_tokenizer([bad], tmp_path / "out", progress=False)
     bad.write_text('{"text": "fine"}\n{"body": "x"}\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:2: no 'text' field"):

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import difflib
 import importlib
+import os
 import re
 import sys
 import types
@@ -225,6 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"litebert {name}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"litebert {name}: error: out of memory; use a smaller model, batch or sequence length", file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug of litebert's: still one line, with what to do
+        if os.environ.get("LITEBERT_TRACEBACK"):
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"litebert {name}: internal error: {type(e).__name__}: {first} (this is a bug in litebert; rerun with "
+              f"LITEBERT_TRACEBACK=1 for the traceback and report it)", file=sys.stderr)
+        return 1
     return int(code or 0)
 
 

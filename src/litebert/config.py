@@ -121,7 +121,7 @@ class AlbertConfig:
         Returns ``(attention_ids, ffn_ids)``, each of length steps; the number of unique blocks is ``max(ids) + 1``.
         """
         steps = self.num_hidden_layers * self.inner_group_num
-        grouped = [(layer * self.layer_groups // self.num_hidden_layers) * self.inner_group_num + inner
+        grouped = [self.block_id(layer * self.layer_groups // self.num_hidden_layers, inner)
                    for layer in range(self.num_hidden_layers) for inner in range(self.inner_group_num)]
         own = list(range(steps))
         # 'none' needs no case of its own: its layer_groups is num_hidden_layers, so grouped == own.
@@ -150,6 +150,15 @@ class AlbertConfig:
             shape.setdefault("num_attention_heads", max(1, shape["hidden_size"] // 64))
             shape.setdefault("intermediate_size", 4 * shape["hidden_size"])
         return dataclasses.replace(self, **shape)
+
+    def block_id(self, group: int, inner: int) -> int:
+        """The unique block of inner block ``inner`` of layer group ``group``: the one numbering rule, which the
+        schedule and the HF/official key maps (``albert_layer_groups.{g}.albert_layers.{i}``) share."""
+        return group * self.inner_group_num + inner
+
+    def block_place(self, block: int) -> tuple[int, int]:
+        """(group, inner) of a unique block: the inverse of `block_id`."""
+        return divmod(block, self.inner_group_num)
 
     @property
     def hf_compatible(self) -> bool:

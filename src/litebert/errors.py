@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-_UNSET = object()
+_FIELD = re.compile(r"\{\{|\}\}|\{(\w+)(?::(\w+))?\}")  # an escaped brace, or a named argument
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class _Named:
         if spec == "value":
             return _plain(value)
         if flag is not None:  # as the command line wrote it
-            if spec == "flag" or value is True or value is None:
+            if spec == "flag" or isinstance(value, bool) or value is None:
                 return flag
             return f"{flag} {_plain(value)}"
         name = f"{owner}.{self.name}" if owner else self.name
@@ -60,6 +60,11 @@ def _python(value: Any) -> str:
     return repr(os.fspath(value)) if isinstance(value, os.PathLike) else repr(value)
 
 
+def literal(text) -> str:
+    """``text`` (a path, a user's value) made safe to put into a message that names arguments: its braces escaped."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 class LitebertError(Exception):
     """Base class of every error litebert raises on purpose (see the module docstring for named arguments)."""
 
@@ -69,21 +74,30 @@ class LitebertError(Exception):
 
     def render(self, flags: Mapping[str, str] | None = None) -> str:
         """The message, naming its arguments as ``flags`` ({argument name: command-line flag}) calls them where it
-        has them, and as Python arguments elsewhere."""
+        has them, and as Python arguments elsewhere. ``{{``/``}}`` are literal braces; a brace pair that names no
+        argument (a file name's, say) is left as it is."""
         if not self.named:
             return self.template
-        return self.template.format_map({k: _Named(k, v, flags) for k, v in self.named.items()})
+
+        def one(m: re.Match) -> str:
+            if m.group(1) is None:
+                return m.group(0)[0]
+            if m.group(1) not in self.named:
+                return m.group(0)
+            return format(_Named(m.group(1), self.named[m.group(1)], flags), m.group(2) or "")
+
+        return _FIELD.sub(one, self.template)
 
     def render_except(self, keep) -> str:
         """The template with every named argument but those in ``keep`` rendered (as Python names them): for an
         error passed on by a caller whose own arguments are only ``keep``."""
         def one(m: re.Match) -> str:
-            name, spec = m.group(1), m.group(2) or ""
-            if name in keep or name not in self.named:
+            name = m.group(1)
+            if name is None or name in keep or name not in self.named:
                 return m.group(0)
-            return format(_Named(name, self.named[name], None), spec).replace("{", "{{").replace("}", "}}")
+            return format(_Named(name, self.named[name], None), m.group(2) or "").replace("{", "{{").replace("}", "}}")
 
-        return re.sub(r"\{(\w+)(?::(\w+))?\}", one, self.template)
+        return _FIELD.sub(one, self.template)
 
     def __str__(self) -> str:
         return self.render()
@@ -107,6 +121,10 @@ class DataError(LitebertError, ValueError):
 
 class TokenizerError(LitebertError, ValueError):
     """A tokenizer model is missing, corrupt, or lacks the ALBERT special pieces."""
+
+
+class InputError(LitebertError, ValueError):
+    """The inputs given to a model do not fit it (shape, length, ids outside its vocabulary)."""
 
 
 class WriteError(LitebertError, OSError):

@@ -26,6 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
+from litebert.errors import InputError
 from litebert.padding import Packing
 from litebert.pretrained import PretrainedMixin
 
@@ -232,7 +233,7 @@ def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: 
     positions = positions.long()
     validate = _host(positions)
     if validate and positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= l):
-        raise ValueError(f"output positions must lie in [0, {l}), got min {int(positions.min())}, "
+        raise InputError(f"output positions must lie in [0, {l}), got min {int(positions.min())}, "
                          f"max {int(positions.max())}")
     if with_cls:
         positions = torch.cat([positions.new_zeros(b, 1), positions], 1)
@@ -240,7 +241,7 @@ def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: 
     if packing is not None:
         rows = packing.rows(rows)  # into the N real tokens
         if validate and bool((rows < 0).any()):
-            raise ValueError("an output position points at padding (attention_mask 0) while padding is skipped")
+            raise InputError("an output position points at padding (attention_mask 0) while padding is skipped")
     return rows
 
 
@@ -261,18 +262,18 @@ def check_inputs(config: AlbertConfig, input_ids: torch.Tensor, token_type_ids: 
     if _tracing():  # export / compile: value checks would be baked in as constants
         return
     if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must be [batch, seq_len], got shape {tuple(input_ids.shape)}")
+        raise InputError(f"input_ids must be [batch, seq_len], got shape {tuple(input_ids.shape)}")
     if input_ids.shape[1] > config.max_position_embeddings:
-        raise ValueError(f"input has {input_ids.shape[1]} tokens but the model takes at most "
+        raise InputError(f"input has {input_ids.shape[1]} tokens but the model takes at most "
                          f"max_position_embeddings = {config.max_position_embeddings}; truncate the text "
                          "(tokenizer max_length) or use a sliding window")
     if not _host(input_ids):
         return
     if input_ids.numel() and (int(input_ids.max()) >= config.vocab_size or int(input_ids.min()) < 0):
-        raise ValueError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): "
+        raise InputError(f"input_ids contain ids outside [0, vocab_size = {config.vocab_size}): "
                          f"min {int(input_ids.min())}, max {int(input_ids.max())}; is the tokenizer the model's?")
     if token_type_ids is not None and token_type_ids.numel() and int(token_type_ids.max()) >= config.type_vocab_size:
-        raise ValueError(f"token_type_ids contain {int(token_type_ids.max())} but type_vocab_size = "
+        raise InputError(f"token_type_ids contain {int(token_type_ids.max())} but type_vocab_size = "
                          f"{config.type_vocab_size}")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from litebert.config import PRESETS, AlbertConfig
+from litebert.config import PRESETS, SHARING, AlbertConfig
 
 # Paper figures (Lan et al. 2020): Table 3 (embedding size E) and Table 4 (cross-layer sharing), ALBERT-base shape.
 PAPER_GRID = {
@@ -48,7 +48,7 @@ def sharing_grid() -> list[tuple[int, dict[str, int]]]:
     rows = []
     for e in (64, 128, 256, 768):
         counts = {}
-        for sharing in ("all", "attention", "ffn", "none"):
+        for sharing in SHARING:
             config = dataclasses.replace(base, embedding_size=e, sharing=sharing)
             counts[sharing] = count_parameters(config)
         rows.append((e, counts))
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'E':>5}" + "".join(f"{s:>22}" for s in ("all-shared", "shared-attention", "shared-FFN", "not-shared")))
     for e, counts in sharing_grid():
         cells = []
-        for sharing in ("all", "attention", "ffn", "none"):
+        for sharing in SHARING:
             paper = PAPER_GRID.get((sharing, e))
             cells.append(f"{counts[sharing]:,}" + (f" [{paper}]" if paper else ""))
         print(f"{e:>5}" + "".join(f"{c:>22}" for c in cells))

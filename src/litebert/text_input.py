@@ -27,7 +27,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from litebert.errors import DataError
+from litebert.errors import DataError, literal as _literal
 from litebert.files import json_kind
 
 ENCODING_ERRORS = ("strict", "replace")
@@ -129,9 +129,9 @@ def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str) -> Iterat
                     bad = skip + e.start
                     if where != "byte offset":  # garbage from a damaged compressed stream is not the text's fault
                         _check_decompresses(f, path, offset)
-                    raise DataError(f"{path}:{lineno}: invalid UTF-8 at {where} {offset + bad} "
-                                    f"(byte 0x{raw[bad]:02x}); fix the file or pass --encoding-errors replace to "
-                                    f"read it as U+FFFD") from None
+                    raise DataError(f"{_literal(path)}:{lineno}: invalid UTF-8 at {where} {offset + bad} "
+                                    f"(byte 0x{raw[bad]:02x}); fix the file or pass " + "{encoding_errors} to read "
+                                    "it as U+FFFD", encoding_errors="replace") from None
                 yield lineno, offset, text
                 offset += len(raw)
         except _DECOMPRESS_ERRORS as e:
@@ -235,10 +235,12 @@ def parse_json_line(line: str, path: str | os.PathLike, lineno: int) -> dict:
 def text_field(obj: dict[str, Any], field: str, path: str | os.PathLike, lineno: int) -> str:
     """``obj[field]``, which must be a string; otherwise a `DataError` naming the file, line and field."""
     if field not in obj:
-        raise DataError(f"{path}:{lineno}: no {field!r} field (the record has {sorted(obj)[:8]}); choose the field "
-                        f"holding the text with --text-field")
+        raise DataError(f"{_literal(path)}:{lineno}: no {_literal(repr(field))} field (the record has "
+                        f"{_literal(sorted(obj)[:8])}); choose the field holding the text with " + "{text_field:flag}",
+                        text_field=field)
     text = obj[field]
     if not isinstance(text, str):
-        raise DataError(f"{path}:{lineno}: field {field!r} is a JSON {json_kind(type(text))}, expected a string; "
-                        f"choose the field holding the text with --text-field")
+        raise DataError(f"{_literal(path)}:{lineno}: field {_literal(repr(field))} is a JSON "
+                        f"{json_kind(type(text))}, expected a string; choose the field holding the text with "
+                        + "{text_field:flag}", text_field=field)
     return text

@@ -80,6 +80,13 @@ def smooth(points: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
     return steps, means
 
 
+def can_plot() -> bool:
+    """Whether matplotlib (an optional dependency: litebert[plot]) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def plot_curves(path: Path, runs: dict[str, Path]) -> None:
     """Two panels: MLM loss and the sentence loss (SOP or NSP, where the arm has one) against the step."""
     try:

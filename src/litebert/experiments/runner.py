@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from litebert import folders
+from litebert.config import SHARING
 from litebert.errors import ConfigError, LitebertError
 from litebert.files import atomic_write, read_json, write_json
 
@@ -111,7 +112,7 @@ def arms(s: Settings) -> list[Arm]:
         return [Arm(o, objective=o, embedding_size=s.embedding_size) for o in ("none", "nsp", "sop")]
     if s.experiment == "sharing":  # Table 4
         return [Arm(f"E{e}-{SHARING_NAMES[sh]}", sharing=sh, embedding_size=e)
-                for e in embedding_sizes(s) for sh in ("all", "attention", "ffn", "none")]
+                for e in embedding_sizes(s) for sh in SHARING]
     if s.experiment == "embedding-size":  # Table 3
         return [Arm(f"{SHARING_NAMES[sh]}-E{e}", sharing=sh, embedding_size=e)
                 for sh in ("none", "all") for e in embedding_sizes(s)]
@@ -451,5 +452,9 @@ def _report(out: Path, s: Settings, train: Path, held: Path, timing, results: li
                **({"steps_from_minutes": timing} if timing else {}), "arms": results}
     write_json(out / "results.json", summary)
     atomic_write(out / "results.md", report.markdown(summary))
-    report.plot_curves(out / "curves.png", {a["name"]: Path(a["run"]) for a in results})
+    if report.can_plot():
+        report.plot_curves(out / "curves.png", {a["name"]: Path(a["run"]) for a in results})
+    else:
+        progress("curves.png not drawn: it needs matplotlib (pip install matplotlib, or litebert[plot]); the curves "
+                 "are in each arm's metrics.jsonl")
     return summary

@@ -184,7 +184,12 @@ def speedup_experiment(out: str | Path, *, presets=DEFAULT_PRESETS, reference: s
                               reference)
         write_json(out / "results.json", {"experiment": "speedup", **summary})
         atomic_write(out / "results.md", markdown(summary))
-        plot(out / "speedup.png", summary)
+        from litebert.experiments.report import can_plot
+
+        if can_plot():
+            plot(out / "speedup.png", summary)
+        else:
+            progress("speedup.png not drawn: it needs matplotlib (pip install matplotlib, or litebert[plot])")
         writer.finish(experiment="speedup")
     return summary
 

@@ -47,6 +47,10 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
         raise ConfigError("{out}: the plot is written as " + ", ".join(PLOT_FORMATS) + " (the numbers go beside it, "
                           "as .csv); give one of these names", out=out)
     _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
+    from litebert.experiments.report import can_plot
+
+    if not can_plot():
+        raise ConfigError("the plot needs matplotlib: pip install matplotlib (or litebert[plot])")
     for path in (out, out.with_suffix(".csv")):
         check_apart(path, {"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)

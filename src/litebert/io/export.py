@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from litebert import heads
-from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError
+from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
 from litebert.files import atomic_write, read_json
 from litebert.folders import OutputError, check_apart
@@ -80,7 +80,7 @@ def load_for_export(model_dir: str | os.PathLike, head: str = "auto") -> nn.Modu
         shown = ", ".join(missing[:6]) + (f" (+{len(missing) - 6} more)" if len(missing) > 6 else "")
         raise CheckpointError(f"{path}: no weights for {shown}; exporting {arch} would bake random weights into the "
                               f"graph. The folder was saved as {_architecture(path, None) or 'unknown'}: export "
-                              "that head (--head auto) or the encoder (--head encoder)")
+                              "that head ({head:flag} auto) or the encoder ({head:flag} encoder)", head=None)
     return model.eval()
 
 
@@ -94,8 +94,8 @@ def _architecture(path: Path, fallback: str | None = "AlbertModel") -> Optional[
     if archs[0] not in heads.HEADS:
         if fallback is None:
             return archs[0]
-        raise ConfigError(f"{file}: architectures = {archs} is not a head litebert can export; pass --head "
-                          f"({', '.join(HEAD_NAMES)})")
+        raise ConfigError(f"{literal(file)}: architectures = {literal(archs)} is not a head litebert can export; "
+                          "pass {head:flag} " + f"({', '.join(HEAD_NAMES)})", head=None)
     return archs[0]
 
 
@@ -189,8 +189,8 @@ def _dynamo_export(model, inputs, in_axes, names, tmp: Path, opset: int) -> None
     try:
         import onnxscript  # noqa: F401  (torch's dynamo exporter needs it)
     except ImportError:
-        raise ExportError("--exporter dynamo needs the onnxscript package (pip install onnxscript); the default "
-                          "--exporter torchscript does not") from None
+        raise ExportError("{exporter} needs the onnxscript package (pip install onnxscript); the default, torchscript, "
+                          "does not", exporter="dynamo") from None
     dims = {"batch": torch.export.Dim("batch"), "choices": torch.export.Dim("choices"),
             "sequence": torch.export.Dim("sequence", max=model.config.max_position_embeddings)}
     shapes = {name: {i: dims[axis] for i, axis in enumerate(in_axes)} for name in INPUT_NAMES}
@@ -233,8 +233,8 @@ def _onnxruntime():
     try:
         import onnxruntime
     except ImportError:
-        raise ExportError("onnxruntime is not installed: pip install onnxruntime (or litebert[export]), or pass "
-                          "--no-verify to export without checking the graph") from None
+        raise ExportError("onnxruntime is not installed: pip install onnxruntime (or litebert[export]), or export "
+                          "without checking the graph ({verify})", verify=False) from None
     return onnxruntime
 
 

@@ -7,7 +7,7 @@ Inside each block our names already are HF's; the only difference is where block
     ours: albert.encoder.ffn_blocks.{b}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
     HF:   albert.encoder.albert_layer_groups.{g}.albert_layers.{i}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
 
-with b = g * inner_group_num + i. That holds whenever attention and FFN share the same way (sharing 'all' or 'none');
+with b = `AlbertConfig.block_id` (g, i) = g * inner_group_num + i. That holds whenever attention and FFN share the same way (sharing 'all' or 'none');
 HF cannot express the per-sub-block modes, which are then saved under our own names.
 
 HF quirks, all kept here:
@@ -45,14 +45,13 @@ def to_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, tor
     """Our (``albert.``-prefixed) state dict -> HF names. Only for configs HF can express."""
     if not config.hf_compatible:
         raise ValueError(f"sharing={config.sharing!r} has no HF transformers equivalent")
-    inner = config.inner_group_num
     out: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         for pattern, template in _OURS_TO_HF:
             m = pattern.match(key)
             if m:
-                b, rest = int(m.group(1)), m.group(2)
-                key = _HF_PREFIX.format(g=b // inner, i=b % inner) + template.format(rest=rest)
+                (g, i), rest = config.block_place(int(m.group(1))), m.group(2)
+                key = _HF_PREFIX.format(g=g, i=i) + template.format(rest=rest)
                 break
         out[key] = tensor
     if not config.has_embedding_projection:  # identity E -> H (E == H) so HF's always-present projection is a no-op
@@ -65,7 +64,6 @@ def from_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, t
     """HF names (``albert.``-prefixed) -> ours. Keys already in our naming pass through unchanged, so this also
     reads litebert-native files. Dropped: the keys in IGNORED_HF_KEYS, and the identity projection written by
     `to_hf` for models that have none."""
-    inner = config.inner_group_num
     out: dict[str, torch.Tensor] = {}
     for key, tensor in state.items():
         if key in IGNORED_HF_KEYS or (not config.has_embedding_projection and key in PROJECTION):
@@ -73,7 +71,7 @@ def from_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, t
         m = _HF_BLOCK.match(key)
         if m:
             g, i, rest = int(m.group(1)), int(m.group(2)), m.group(3)
-            b = g * inner + i
+            b = config.block_id(g, i)
             if rest.startswith("attention."):
                 key = f"albert.encoder.attention_blocks.{b}.{rest[len('attention.'):]}"
             else:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from litebert import text_input
-from litebert.errors import DataError
+from litebert.errors import DataError, literal
 from litebert.files import parse_json
 
 
@@ -255,8 +255,8 @@ def _table_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple[int
 def _column(path: Path, line: int, rec: dict, key: str):
     """``rec[key]``; a missing column is a DataError that says how to map the columns."""
     if key not in rec:
-        raise DataError(f"{path}:{line}: missing column {key!r} (has: {sorted(rec)}); "
-                        f"set the column mapping, e.g. --columns text_a=review,label=stars")
+        raise DataError(f"{literal(path)}:{line}: missing column {literal(repr(key))} (has: {literal(sorted(rec))}); "
+                        "set the column mapping, e.g. {columns}", columns="text_a=review,label=stars")
     return rec[key]
 
 

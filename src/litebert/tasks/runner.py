@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from litebert.errors import CheckpointError
+from litebert.errors import CheckpointError, literal
 from litebert.files import read_json, write_json
 from litebert.tasks.kinds import example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
@@ -61,9 +61,10 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
         return  # a missing finetune.json is reported by load_finetuned
     meta = read_json(meta_path, CheckpointError)
     if meta.get("complete") is False:
-        raise CheckpointError(f"{model_dir}: fine-tuning did not finish (stopped or still running; the folder holds "
-                              f"the best model up to step {meta.get('best_step', '?')}); finish it by running "
-                              f"`litebert finetune` again with --overwrite, or pass --allow-incomplete to use it as it is")
+        raise CheckpointError("{model}: fine-tuning did not finish (stopped or still running; the folder holds the best "
+                              f"model up to step {literal(meta.get('best_step', '?'))}); finish it (fine-tune again "
+                              "with resume or overwrite), or pass {allow_incomplete:flag} to use it as it is",
+                              model=model_dir, allow_incomplete=True)
 
 
 # config.json "architectures" of a folder without finetune.json (HF's own fine-tuned ALBERTs) -> the task whose
@@ -83,8 +84,9 @@ def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
         return AlbertTokenizer.from_pretrained(tokenizer)
     model_dir = Path(model_dir)
     if model_dir.is_dir() and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        raise TokenizerError(f"{model_dir}: no tokenizer in this folder (no {' or '.join(TOKENIZER_FILES)}); pass "
-                             f"--tokenizer PATH, the tokenizer folder or .model file the model was trained with")
+        raise TokenizerError("{model}: " + f"no tokenizer in this folder (no {' or '.join(TOKENIZER_FILES)}); pass "
+                             "{tokenizer:flag} PATH, the tokenizer folder or .model file the model was trained with",
+                             model=model_dir, tokenizer=None)
     return AlbertTokenizer.from_pretrained(model_dir)
 
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litebert.errors import CheckpointError, ConfigError
+from litebert.errors import CheckpointError, ConfigError, literal
 from litebert.files import atomic_write
 from litebert.tasks.readers import SquadExample
 from litebert.heads import AlbertForQuestionAnswering
@@ -45,9 +45,9 @@ def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, d
         c_ids, c_spans = encoded[ex.context]
         budget = max_seq_length - len(q_ids) - 3
         if budget < 1:
-            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for context after the "
-                              f"{len(q_ids)}-piece question of {ex.qas_id!r} ([CLS] question [SEP] context [SEP]); "
-                              f"raise --seq-len above {len(q_ids) + 3}")
+            raise ConfigError("{seq_len} leaves no room for context after the " + f"{len(q_ids)}-piece question of "
+                              f"{literal(repr(ex.qas_id))} ([CLS] question [SEP] context [SEP]); raise " + "{seq_len:flag} "
+                              f"above {len(q_ids) + 3}", seq_len=max_seq_length)
         windows, start = [], 0
         while True:
             length = min(budget, len(c_ids) - start)

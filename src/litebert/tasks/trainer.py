@@ -32,7 +32,7 @@ import torch
 from tqdm import tqdm
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
-from litebert.errors import CheckpointError, ConfigError
+from litebert.errors import CheckpointError, ConfigError, DataError
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
@@ -144,7 +144,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     continue from (the run's plan). ``identity``: what checkpoints record (`run_identity`). ``stop_after``: leave
     (with a checkpoint) after this many steps in this call, as on SIGTERM."""
     if not features:
-        raise ValueError("no training features")
+        raise DataError("no training examples: nothing to fine-tune on")
     rt = runtime or Runtime.resolve(D.Distributed(), args.precision, "auto", model.config, training=True)
     d = rt.dist
     state, wrapped, ckpt_dir = _setup(model, args, rt, out_dir)

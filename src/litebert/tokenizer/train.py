@@ -160,10 +160,11 @@ def _explain_trainer_error(e: Exception, vocab_size: int, files) -> Exception:
     msg = str(e)
     m = re.search(r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value <= (\d+)", msg)
     if m:
-        return DataError(f"vocab_size={vocab_size} is more than this corpus can support (at most {m.group(2)} "
-                         f"pieces); use a smaller --vocab-size or more text")
+        return DataError("{vocab_size} is more than this corpus can support (at most " + f"{m.group(2)} pieces); use "
+                         "a smaller {vocab_size:flag} or more text", vocab_size=vocab_size)
     m = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", msg)
     if m:
-        return DataError(f"vocab_size={vocab_size} is smaller than the {m.group(2)} distinct characters the corpus "
-                         f"needs at character_coverage; raise --vocab-size or lower --character-coverage")
+        return DataError("{vocab_size} is smaller than the " + f"{m.group(2)} distinct characters the corpus needs at "
+                         "{character_coverage:flag}; raise {vocab_size:flag} or lower {character_coverage:flag}",
+                         vocab_size=vocab_size, character_coverage=None)
     return DataError(f"SentencePiece training failed on {', '.join(map(str, files))}: {msg}")

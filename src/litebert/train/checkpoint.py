@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from litebert.errors import CheckpointError, CheckpointNotFoundError
+from litebert.errors import CheckpointError, CheckpointNotFoundError, literal
 from litebert.files import atomic_write, sha256_file
 
 FORMAT = "litebert-train-checkpoint"
@@ -83,7 +83,7 @@ def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) ->
         previous = [p.name for _, p in list_checkpoints(folder)]
         raise CheckpointError(
             f"could not save checkpoint {path}: {getattr(e, 'reason', None) or e.strerror or e}. Earlier checkpoints are intact "
-            f"({', '.join(previous) or 'none'}); free space in {folder} and resume with --resume") from e
+            f"({', '.join(previous) or 'none'}); free space in {folder} and resume the run") from e
     if keep_last > 0:
         for old_step, old in list_checkpoints(folder)[:-keep_last]:
             if old_step != step:
@@ -184,14 +184,15 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
     init_then, init_now = saved.get("init"), current.get("init")
     if (init_then or {}).get("sha256") != (init_now or {}).get("sha256"):
         def describe(init):
-            return f"{init['path']} (weights sha256 {init['sha256'][:12]}...)" if init else "no --init-from"
+            return f"{init['path']} (weights sha256 {init['sha256'][:12]}...)" if init else "none (random weights)"
 
         problems.append(f"initial weights: checkpoint {describe(init_then)}, now {describe(init_now)}")
     if problems:
         raise CheckpointError(
             f"cannot resume from {where}: the run was started with a different setup ({'; '.join(problems)}); "
-            f"resume with the original settings and data, or start a new run in another --out folder")
+            f"resume with the original settings and data, or start a new run in another folder")
     step, max_steps = saved.get("step"), current.get("max_steps")
     if isinstance(step, int) and max_steps is not None and max_steps < step:
-        raise CheckpointError(f"cannot resume from {where}: max_steps {max_steps} is below the step the run has "
-                              f"reached ({step}); give --max-steps {step} or more (a larger value extends the run)")
+        raise CheckpointError(f"cannot resume from {literal(where)}: " + "{max_steps} is below the step the run has "
+                              f"reached ({step}); give " + "{max_steps:flag} " + f"{step} or more (a larger value "
+                              "extends the run)", max_steps=max_steps)

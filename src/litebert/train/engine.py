@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, LitebertError
+from litebert.errors import CheckpointError, LitebertError, literal
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
@@ -123,9 +123,9 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
                 steps = max_steps if max_steps is not None else _saved_max_steps(found[2])
                 check_compatible(found[2], identity(steps), found[1])
             elif list_checkpoints(ckpt_dir):
-                raise CheckpointError(f"--resume: none of the checkpoints in {ckpt_dir} verifies (see the warnings "
-                                      f"above); nothing was changed. Restore a good checkpoint, or start again with "
-                                      f"--overwrite")
+                raise CheckpointError("{resume:flag}: none of the checkpoints in " + literal(ckpt_dir) + " verifies "
+                                      "(see the warnings above); nothing was changed. Restore a good checkpoint, or "
+                                      "start again with {overwrite:flag}", resume=True, overwrite=True)
         except LitebertError as e:
             error = e
     if D.broadcast_int(1 if error is not None else 0, dist):
