@@ -124,15 +124,7 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
                 reference: str = "bert-large") -> dict:
     """Time every preset on each number of processes (each in a child: `python -m` or torchrun), reusing a
     preset's cached timing in ``out/speedup/``; returns the summary with ratios to ``reference`` (BERT-large)."""
-    from litebert.config import PRESETS
-
-    for p in presets:
-        if p not in PRESETS:
-            raise ConfigError("{presets}: unknown preset " + f"{p!r}; see `litebert params` for the names",
-                              presets=",".join(presets))
-    if reference not in presets:
-        raise ConfigError("{reference}: not among {presets}; the speedups are relative to it, so time it too",
-                          reference=reference, presets=",".join(presets))
+    check_presets(presets, reference)
     rows = []
     for n in processes:
         for preset in presets:
