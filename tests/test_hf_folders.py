@@ -344,7 +344,9 @@ def test_evaluate_rows_use_the_datas_ids_and_columns_override_the_folders(pair_c
     assert main(["evaluate", "--model", str(pair_classifier), "--data", str(other)]) == 2
     assert "--columns" in capsys.readouterr().err
     assert main(["evaluate", "--model", str(pair_classifier), "--data", str(other), "--columns",
-                 "text_a=s,text_b=t,label=gold", "--output", str(out), "--no-progress"]) == 0
+                 "text_a=s,text_b=t,label=gold", "--output", str(out), "--no-progress"]) == 2  # rows.jsonl is there
+    assert main(["evaluate", "--model", str(pair_classifier), "--data", str(other), "--columns",
+                 "text_a=s,text_b=t,label=gold", "--output", str(out), "--no-progress", "--overwrite"]) == 0
     again = _read_jsonl(out)
     assert [r["id"] for r in again] == [0, 1, 2, 3] and {r["label"] for r in again} == {"2"}
     # the same texts give the same predictions whatever the columns are called

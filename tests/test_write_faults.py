@@ -279,7 +279,7 @@ def test_predict_embed_evaluate_outputs_on_a_full_disk(base, finetuned, tmp_path
                          str(outdir / "old.jsonl")]}[command]
     before = snapshot(outdir)
     hit = full_disk(monkeypatch, lambda p: p.parent == outdir)
-    one_line_error(capsys, argv + ["--no-progress"], "No space left on device")
+    one_line_error(capsys, argv + ["--no-progress", "--overwrite"], "No space left on device")
     assert hit and snapshot(outdir) == before  # the old output intact, no temporary left
 
 

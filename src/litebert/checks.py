@@ -52,6 +52,20 @@ AT_LEAST_0 = Range(0)
 POSITIVE = Range(0, low_open=True)
 PROBABILITY = Range(0, 1)  # [0, 1): a dropout or a share of sequences
 FRACTION = Range(0, 1, high_closed=True)  # [0, 1]
+COVERAGE = Range(0, 1, low_open=True, high_closed=True)  # (0, 1]
+
+
+def check_values(**values: tuple[Any, Range]) -> None:
+    """Arguments that are not config fields, checked as the configs check theirs: each ``name=(value, range)`` must
+    be a finite number (an integer where the range's bounds are) in its range; None means "not given". A failure is a
+    one-line `ConfigError` naming the argument (``workers = 0: must be >= 1``; on the command line, its flag)."""
+    for name, (value, rng) in values.items():
+        if value is None:
+            continue
+        if not _is_float(value):
+            raise ConfigError("{" + name + "}: expected a number", **{name: value})
+        if not rng.holds(value):
+            raise ConfigError("{" + name + "}: " + str(rng), **{name: value})
 
 
 def check_fields(obj: Any, ranges: dict[str, Range] | None = None,

@@ -160,6 +160,27 @@ def flags_of(parser: argparse.ArgumentParser) -> dict[str, str]:
     return out
 
 
+def ranged(action: argparse.Action, rng) -> argparse.Action:
+    """Give an option its range (`litebert.checks.Range`): `main` checks it after parsing, with the checker the
+    configs use, so a value out of range is the same one-line error as a config field's."""
+    action.range = rng
+    return action
+
+
+def check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every parsed option that has a range (`ranged`), checked."""
+    from litebert.checks import check_values
+
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+            elif getattr(action, "range", None) is not None and hasattr(args, action.dest):
+                check_values(**{action.dest: (getattr(args, action.dest), action.range)})
+
+
 def at_least_1(text: str) -> int:
     """An argparse type: an integer >= 1 (``--batch-size 0`` would otherwise fall back to the default unseen)."""
     try:
@@ -217,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     module.configure_command(name, parser) if several else module.configure(parser)
     args = parser.parse_args(argv[1:])
     try:
+        check_ranges(parser, args)
         code = module.run_command(name, args) if several else module.run(args)
     except LitebertError as e:
         flags = flags_of(parser)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from litebert.errors import LitebertError
+from litebert.errors import LitebertError, literal
 from litebert.files import TEMPORARY, process_alive, write_json
 
 OWNER_FILE = ".litebert.json"
@@ -236,18 +236,59 @@ def _check_owned(out: Path, layout: Layout) -> None:
 def check_apart(out: str | os.PathLike, inputs: Mapping[str, Any], name: str = "out") -> None:
     """Refuse (`OutputError`) an output path (the argument ``name``) that is one of ``inputs`` ({argument name:
     path}), lies inside one, or holds one: writing there could replace or delete what the command reads."""
-    target = Path(out).resolve()
+    target = resolved(out, name)
     for key, given in inputs.items():
         for path in (given if isinstance(given, (list, tuple)) else [given]):
             if path is None or str(path) == "":
                 continue
-            other = Path(path).resolve()
+            other = resolved(path, key)
             how = ("is the same path as" if target == other else "lies inside" if other in target.parents
                    else "holds" if target in other.parents else None)
             if how is not None:
                 raise OutputError("{" + name + "} " + how + " {" + key + "}; write to " + (
                     "a folder outside it" if how == "lies inside" else "a folder that does not contain it"
                     if how == "holds" else "another path"), **{name: out, key: path})
+
+
+def resolved(path: str | os.PathLike, name: str) -> Path:
+    """``path`` made absolute with its links followed; a link loop is an `OutputError` naming the argument."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as e:  # Python raises RuntimeError("Symlink loop ...") for a loop
+        raise OutputError("{" + name + "}: cannot follow its symbolic links (" + literal(e) + ")",
+                          **{name: path}) from None
+
+
+def plan_file(path: str | os.PathLike, *, name: str = "output", overwrite: bool = False,
+              inputs: Mapping[str, Any] | None = None) -> Path:
+    """Check, writing nothing, that a command may write the file ``path`` (the argument ``name``): apart from its
+    ``inputs``, not a folder, not inside a folder that holds a litebert output or a model (what is there belongs to
+    it), and, when a file is there already, only with ``overwrite``: litebert cannot tell a file it wrote from one
+    the user keeps there."""
+    path = Path(path)
+    check_apart(path, inputs or {}, name=name)
+    if path.is_dir():
+        raise OutputError("{" + name + "} is a folder; give the file to write", **{name: path})
+    owner = _owning_folder(path)
+    if owner is not None:
+        raise OutputError("{" + name + "} lies inside " + literal(owner) + ", a folder holding a litebert output or a "
+                          "model; write outside it", **{name: path})
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputError("{" + name + "} exists; pass {overwrite:flag} to replace it, or choose another name",
+                          **{name: path, "overwrite": True})
+    return path
+
+
+def _owning_folder(path: Path) -> Optional[Path]:
+    """The nearest folder above ``path`` that is a litebert output (its marker) or a model or token store (its
+    config.json or manifest.json), if any."""
+    try:
+        parents = list(path.resolve().parents)
+    except (OSError, RuntimeError):  # a symlink loop: check_apart has said so already
+        return None
+    if (parents[0] / "config.json").is_file() or (parents[0] / "manifest.json").is_file():
+        return parents[0]
+    return next((p for p in parents if (p / OWNER_FILE).is_file()), None)
 
 
 # ---------------------------------------------------------------------------------------------------- writing

@@ -11,7 +11,10 @@
 Every problem is a `DataError` naming the file and line: invalid UTF-8 gives the byte offset of the bad byte (in the
 decompressed stream for compressed files) unless ``encoding_errors="replace"`` substitutes U+FFFD; a corrupt or
 truncated compressed stream and bad JSON are named likewise. A UTF-8 byte order mark at the start of a file is
-dropped (it would otherwise stick to the first word or the first column name).
+dropped (it would otherwise stick to the first word or the first column name). JSON is the one way valid UTF-8 can
+still give text that is not Unicode: an escape ``\\ud800`` without its other UTF-16 half decodes to a lone surrogate,
+which SentencePiece and every UTF-8 writer refuse; `mend_lone_surrogates` reports it (file, line and field) or, with
+``"replace"``, makes it U+FFFD like a bad byte.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import io
 import json
 import lzma
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -35,6 +39,10 @@ COMPRESSED_SUFFIXES = (".gz", ".xz", ".bz2")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _MAGIC = {b"\x1f\x8b": gzip.GzipFile, b"\xfd7zXZ\x00": lzma.LZMAFile, b"BZh": bz2.BZ2File}
 _BOM = b"\xef\xbb\xbf"
+# A \uD800-\uDFFF escape in JSON text (JSON spells escapes with a lowercase u, their hex digits in either case). Only
+# text holding one can decode to a lone surrogate, so only such text has its strings walked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def expand_inputs(inputs: list[str | os.PathLike]) -> list[Path]:
@@ -216,11 +224,13 @@ def iter_jsonl(path: str | os.PathLike, encoding_errors: str = "strict") -> Iter
     """``(line number, object)`` of each non-blank line of a JSON-lines file (see `parse_json_line`)."""
     for lineno, _, line in iter_lines(path, encoding_errors):
         if line.strip():
-            yield lineno, parse_json_line(line, path, lineno)
+            yield lineno, parse_json_line(line, path, lineno, encoding_errors)
 
 
-def parse_json_line(line: str, path: str | os.PathLike, lineno: int) -> dict:
-    """One line of a JSON-lines file, which must hold a JSON object; otherwise a `DataError` naming file and line."""
+def parse_json_line(line: str, path: str | os.PathLike, lineno: int, encoding_errors: str = "strict") -> dict:
+    """One line of a JSON-lines file, which must hold a JSON object; otherwise a `DataError` naming file and line.
+    A lone surrogate in its strings is an error too, or U+FFFD with ``encoding_errors="replace"``
+    (`mend_lone_surrogates`)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -229,7 +239,78 @@ def parse_json_line(line: str, path: str | os.PathLike, lineno: int) -> dict:
         raise DataError(f"{path}:{lineno}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise DataError(f"{path}:{lineno}: expected a JSON object, got {json_kind(type(obj))}")
-    return obj
+    return mend_lone_surrogates(obj, line, f"{path}:{lineno}", encoding_errors)
+
+
+def mend_lone_surrogates(value: Any, raw: str, where: str, encoding_errors: str = "strict") -> Any:
+    """``value``, parsed from the JSON text ``raw`` read at ``where`` (``path:line``, or ``path`` for a whole
+    document), with no lone surrogate left in its strings or keys: an escape such as ``\\ud800`` that is not half of a
+    UTF-16 pair is valid JSON but decodes to a string that is not Unicode (SentencePiece and UTF-8 writers raise on
+    it). ``encoding_errors="strict"``: a `DataError` naming ``where`` and the field; ``"replace"``: each becomes
+    U+FFFD, as a bad UTF-8 byte does. Containers are mended in place (``value`` is fresh from ``json.loads``)."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return value  # the usual line costs one scan: without such an escape every string is valid Unicode
+    if encoding_errors == "replace":
+        return _replace_lone_surrogates(value)
+    found = _first_lone_surrogate(value)
+    if found is not None:
+        field, char = found
+        raise DataError(f"{_literal(where)}: {_literal(field)} holds a lone surrogate \\u{ord(char):04x} (an escape "
+                        "that is one half of a UTF-16 pair without the other, so not Unicode text); fix the file or "
+                        "pass {encoding_errors} to read it as U+FFFD", encoding_errors="replace")
+    return value
+
+
+def _first_lone_surrogate(value: Any) -> tuple[str, str] | None:
+    """(which string of ``value`` holds it, as ``field answers[0].text``, and the surrogate) of the first lone
+    surrogate in its strings and keys, in document order; None if there is none. Iterative: JSON nests as deep as
+    ``json.loads`` allows, which a recursive walk might not."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            found = _SURROGATE.search(node)
+            if found:
+                return (f"field {at}" if at else "the JSON text"), found.group()
+        elif isinstance(node, dict):
+            for key in node:
+                found = _SURROGATE.search(key)
+                if found:  # repr: the message must not carry the surrogate itself, which no terminal can print
+                    return f"the key {key!r}" + (f" in field {at}" if at else ""), found.group()
+            stack.extend((v, _member(at, k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _member(at: str, key: str) -> str:
+    """The path of ``key`` in the object at path ``at``: ``answers[0]`` + ``text`` -> ``answers[0].text``."""
+    if key.isidentifier():
+        return f"{at}.{key}" if at else key
+    return f"{at}[{key!r}]"
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings and keys replaced by U+FFFD, its containers in place."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            items = list(node.items())
+            node.clear()  # re-inserted in order: a mended key keeps its place
+            for k, v in items:
+                node[_SURROGATE.sub("\ufffd", k)] = _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v
+                if isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = _SURROGATE.sub("\ufffd", v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+    return value
 
 
 def text_field(obj: dict[str, Any], field: str, path: str | os.PathLike, lineno: int) -> str:

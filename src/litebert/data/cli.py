@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, Range
+from litebert.cli import ranged
 from litebert.data.readers import FORMATS
 from litebert.errors import DataError
 
@@ -22,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="tokenizer folder (spiece.model [+ tokenizer_config.json]) or a .model file")
     p.add_argument("--out", required=True, metavar="STORE",
                    help="store folder to create (new or empty; an existing store only with --overwrite)")
-    p.add_argument("--workers", type=int, default=1, help="tokenizing processes (default 1)")
+    ranged(p.add_argument("--workers", type=int, default=1, help="tokenizing processes (default 1)"), AT_LEAST_1)
     p.add_argument("--format", default="auto", choices=FORMATS,
                    help="official: a sentence per line, blank line between documents; paragraphs: a document per "
                         "paragraph; files: a document per file; jsonl: a document per line; auto (default): "
@@ -30,7 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
-    p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)")
+    ranged(p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)"),
+           AT_LEAST_1)
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing token store (refused if the folder holds anything else)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -45,16 +48,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="skip the sha256 check of the store's files (the size, token id and offset checks still run)")
     q.add_argument("--tokenizer", metavar="DIR",
                    help="check it is the store's tokenizer; --show uses it (default: the one inside the store)")
-    q.add_argument("--sample", type=int, default=0, metavar="N", help="examples to sample for statistics")
-    q.add_argument("--show", type=int, default=0, metavar="K", help="print the first K examples as pieces")
-    q.add_argument("--seq-len", type=int, default=128, help="sequence length of the examples")
+    for flag, kind, default, rng, text in (
+            ("--sample", int, 0, AT_LEAST_0, "examples to sample for statistics"),
+            ("--show", int, 0, AT_LEAST_0, "print the first K examples as pieces"),
+            ("--seq-len", int, 128, Range(5), "sequence length of the examples ([CLS] A [SEP] B [SEP]: >= 5)"),
+            ("--masked-lm-prob", float, 0.15, FRACTION, "fraction of tokens masked"),
+            ("--max-predictions", int, 20, AT_LEAST_0, "masked positions per sequence"),
+            ("--max-ngram", int, 3, AT_LEAST_1, "longest masked n-gram"),
+            ("--short-seq-prob", float, 0.1, FRACTION, "fraction of shorter sequences"),
+            ("--seed", int, 0, AT_LEAST_0, "seed of the pairs and masks"),
+            ("--epoch", int, 0, AT_LEAST_0, "the epoch whose examples are built")):
+        ranged(q.add_argument(flag, type=kind, default=default, help=text), rng)
     q.add_argument("--objective", default="sop", choices=("sop", "nsp"))
-    q.add_argument("--masked-lm-prob", type=float, default=0.15)
-    q.add_argument("--max-predictions", type=int, default=20, help="masked positions per sequence")
-    q.add_argument("--max-ngram", type=int, default=3)
-    q.add_argument("--short-seq-prob", type=float, default=0.1)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--epoch", type=int, default=0)
     q.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
 

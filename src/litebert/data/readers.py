@@ -63,7 +63,7 @@ def _blank_separated(path: Path, encoding_errors: str) -> Iterator[tuple[list[st
 def _read_jsonl(path: Path, encoding_errors: str, field: str) -> Iterator[RawDocument]:
     for lineno, _, line in iter_lines(path, encoding_errors):
         if line.strip():
-            text = text_field(parse_json_line(line, path, lineno), field, path, lineno)
+            text = text_field(parse_json_line(line, path, lineno, encoding_errors), field, path, lineno)
             paragraphs = [p for p in text.splitlines() if p.strip()]
             yield RawDocument(paragraphs, split=True, nbytes=len(line) + 1)
 

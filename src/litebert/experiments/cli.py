@@ -18,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from litebert.cli import at_least_1
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
+from litebert.cli import ranged
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -29,7 +30,7 @@ def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
 def run_command(name: str, args: argparse.Namespace) -> int:
     import torch
 
-    if getattr(args, "threads", None):
+    if getattr(args, "threads", None) is not None:
         torch.set_num_threads(args.threads)
     return {"evaluate-pretraining": run_evaluate, "analyze": run_analyze, "experiment": run_experiment}[name](args)
 
@@ -41,10 +42,10 @@ def _common(p: argparse.ArgumentParser, examples: int) -> None:
     p.add_argument("--examples", type=int, default=examples, help="held-out examples (epoch 0, in order)")
     p.add_argument("--seq-len", type=int, help="maximum sequence length of the examples (default: 128, capped by "
                                                "the model's positions)")
-    p.add_argument("--seed", type=int, default=12345, help="seed of the examples' pairs and masks")
+    ranged(p.add_argument("--seed", type=int, default=12345, help="seed of the examples' pairs and masks"), AT_LEAST_0)
     p.add_argument("--batch-size", type=int, default=32, help="examples per forward pass")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
-    p.add_argument("--threads", type=at_least_1, help="torch CPU threads (default: torch's)")
+    ranged(p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)"), AT_LEAST_1)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 
@@ -52,6 +53,7 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     _common(p, 2000)
     p.add_argument("--objectives", default="mlm,sop,nsp", help="comma-separated: mlm, sop, nsp")
     p.add_argument("--output", type=Path, help="also write the results as JSON here")
+    p.add_argument("--overwrite", action="store_true", help="--output exists: replace it")
 
 
 def _configure_analyze(p: argparse.ArgumentParser) -> None:
@@ -62,6 +64,7 @@ def _configure_analyze(p: argparse.ArgumentParser) -> None:
     t.add_argument("--out", required=True, type=Path, help="the plot (.png/.pdf/.svg); the numbers go to the same "
                                                           "name with .csv")
     t.add_argument("--names", help="comma-separated curve names (default: the folders' names)")
+    t.add_argument("--overwrite", action="store_true", help="the plot or its .csv exists: replace them")
 
 
 def _names(args) -> list[str] | None:
@@ -73,7 +76,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     report = evaluate_pretraining(args.models, args.data, objectives=args.objectives, examples=args.examples,
                                   seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size,
-                                  device=args.device, output=args.output, progress=args.progress)
+                                  device=args.device, output=args.output, progress=args.progress,
+                                  overwrite=args.overwrite)
     print(json.dumps(report.to_json(), indent=2))
     return 0
 
@@ -83,7 +87,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 
     result = analyze_transitions(args.models, args.data, args.out, names=_names(args), examples=args.examples,
                                  seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size, device=args.device,
-                                 progress=args.progress)
+                                 progress=args.progress, overwrite=args.overwrite)
     for name, r in result.rows.items():
         print(f"{name}: L2 " + " ".join(f"{x['l2_distance']:.2f}" for x in r) + " | degrees "
               + " ".join(f"{x['angle_degrees']:.1f}" for x in r))

@@ -88,19 +88,20 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
                          objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000, seq_len: Optional[int] = None,
                          seed: int = 12345, batch_size: int = 32, device: Optional[str] = None,
                          names: Optional[Sequence[str]] = None, output: str | os.PathLike | None = None,
-                         progress: bool = True) -> PretrainingEvaluation:
+                         progress: bool = True, overwrite: bool = False) -> PretrainingEvaluation:
     """Held-out MLM, SOP and NSP accuracy of the pretrained model folders ``models`` on the token store ``data``
     (made with their tokenizer), each with its count and 95% Wilson interval. ``names``: one per model (default:
-    the folders' names). ``output``: also write the results as JSON there."""
+    the folders' names). ``output``: also write the results as JSON there (an existing file only with
+    ``overwrite``)."""
     from litebert.data.store import TokenStore
     from litebert.files import write_json
-    from litebert.folders import check_apart
+    from litebert.folders import plan_file
     from litebert.train.device import resolve_device
 
     chosen = parse_objectives(objectives)
     _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
     if output is not None:
-        check_apart(output, {"models": list(models), "data": data}, name="output")
+        plan_file(output, overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)
     report = PretrainingEvaluation(Path(data), examples, seq_len or 128, seed)
     for name, path in zip(model_names(models, names), models):

@@ -33,12 +33,13 @@ class TransitionsResult:
 def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.PathLike, out: str | os.PathLike, *,
                         names: Optional[Sequence[str]] = None, examples: int = 256, seq_len: Optional[int] = None,
                         seed: int = 12345, batch_size: int = 16, device: Optional[str] = None,
-                        progress: bool = True) -> TransitionsResult:
+                        progress: bool = True, overwrite: bool = False) -> TransitionsResult:
     """Figure 2 for the encoders of ``models`` on the held-out token store ``data``: the plot ``out`` (.png, .pdf or
-    .svg) and the numbers beside it (the same name with .csv). ``names``: one curve name per model."""
+    .svg) and the numbers beside it (the same name with .csv). ``names``: one curve name per model. Existing files
+    there are replaced only with ``overwrite``."""
     from litebert.data.store import TokenStore
     from litebert.experiments.intrinsic import _check_counts, model_names
-    from litebert.folders import check_apart
+    from litebert.folders import plan_file
     from litebert.model import AlbertModel
     from litebert.train.device import resolve_device
 
@@ -52,7 +53,7 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     if not can_plot():
         raise ConfigError("the plot needs matplotlib: pip install matplotlib (or litebert[plot])")
     for path in (out, out.with_suffix(".csv")):
-        check_apart(path, {"models": list(models), "data": data})
+        plan_file(path, name="out", overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)
     rows = {}
     for name, path in zip(model_names(models, names), models):

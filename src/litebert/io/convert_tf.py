@@ -211,7 +211,16 @@ def _choose_head(head: str, hf_names: dict[str, str], ckpt: TFCheckpoint,
         raise ConfigError(f"unknown head {head!r}; choose auto or one of {', '.join(HEADS)}")
     arch = _auto_head(set(hf_names)) if head == "auto" else HEAD_NAMES[head].HF_ARCHITECTURE
     if arch == "AlbertForSequenceClassification" and "classifier.weight" in hf_names:
-        num_labels = ckpt.entry(hf_names["classifier.weight"]).shape[0]
+        name = hf_names["classifier.weight"]
+        shape = ckpt.entry(name).shape
+        # The model is sized by num_labels before any tensor is read, so the row count is checked here: a matrix
+        # of [num_labels, hidden_size] has its bytes on disk (TFCheckpoint checks size against shape), whereas a
+        # crafted [2**40, 0] holds no bytes at all and would build a head of 2**40 rows.
+        if len(shape) != 2 or shape[1] != cfg.hidden_size or shape[0] < 1:
+            raise CheckpointError(f"{name}: the checkpoint has shape {list(shape)} but a classifier over the config's "
+                                  f"hidden_size = {cfg.hidden_size} is [num_labels, {cfg.hidden_size}]; the config "
+                                  "does not match this checkpoint")
+        num_labels = shape[0]
         cfg = dataclasses.replace(cfg, num_labels=num_labels,
                                   problem_type="regression" if num_labels == 1 else cfg.problem_type)
     return arch, cfg

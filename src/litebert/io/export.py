@@ -230,11 +230,21 @@ def verify_onnx(model: nn.Module, path: str | os.PathLike, *, atol: float = 1e-4
 
 
 def _onnxruntime():
+    """onnxruntime, imported with its telemetry off: litebert writes nothing outside the files it is asked for.
+
+    Loading onnxruntime's native module starts its telemetry (onnxruntime 1.2x on Linux), which writes a device id and
+    an event database under ``~/.cache/Microsoft`` (or ``$XDG_CACHE_HOME``) and a session file in ``$TMPDIR``.
+    ``ORT_DISABLE_TELEMETRY=1`` keeps it from starting, but only if set before that first import; once the module
+    is loaded (imported by the caller before litebert could set it) ``disable_telemetry_events()`` is what remains,
+    and it at least stops the events of the sessions we create.
+    """
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"  # overrides a "0": the export must not write outside --out
     try:
         import onnxruntime
     except ImportError:
         raise ExportError("onnxruntime is not installed: pip install onnxruntime (or litebert[export]), or export "
                           "without checking the graph ({verify})", verify=False) from None
+    onnxruntime.disable_telemetry_events()
     return onnxruntime
 
 

@@ -17,8 +17,12 @@ unsupported; official ALBERT checkpoints do not use them.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
+import re
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,7 +203,8 @@ _TABLE_MAGIC = 0xDB4775248B80FB57
 def _read_block(raw: bytes, offset: int, size: int, where: str) -> bytes:
     """A block is ``contents[size] + type(1) + masked crc32c(contents + type)(4)``."""
     if offset + size + 5 > len(raw):
-        raise CheckpointError(f"{where}: block at byte {offset} (+{size}) runs past the end of the file; it is truncated")
+        raise CheckpointError(f"{where}: block at byte {offset} (+{size}) runs past the end of the file; "
+                              "it is truncated")
     contents, btype = raw[offset : offset + size], raw[offset + size]
     (stored,) = struct.unpack_from("<I", raw, offset + size + 1)
     if crc32c(raw[offset : offset + size + 1]) != unmask_crc(stored):
@@ -215,11 +220,15 @@ def _block_entries(block: bytes) -> list[tuple[bytes, bytes]]:
     followed by the restart array (uint32 each) and its length (uint32), which we skip."""
     (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
     end = len(block) - 4 - 4 * num_restarts
+    if end < 0:
+        raise ValueError(f"{num_restarts} restart points do not fit in a block of {len(block)} bytes")
     out, pos, key = [], 0, b""
     while pos < end:
         shared, pos = varint(block, pos)
         non_shared, pos = varint(block, pos)
         vlen, pos = varint(block, pos)
+        if shared > len(key) or pos + non_shared + vlen > end:  # lengths are bounded by the block, never trusted
+            raise ValueError(f"entry at byte {pos} of a block claims more bytes than the block holds")
         key = key[:shared] + block[pos : pos + non_shared]
         pos += non_shared
         out.append((key, block[pos : pos + vlen]))
@@ -285,7 +294,8 @@ class TFCheckpoint:
     """A TF V2 checkpoint opened for reading: ``ckpt.names()``, ``ckpt.entry(name)``, ``ckpt.read(name)``.
 
     Opening checks that every data shard exists and is long enough for the entries it holds, so a missing or
-    truncated shard is reported up front with the file and the variables affected.
+    truncated shard is reported up front with the file and the variables affected, and that every readable entry's
+    shape matches its byte size, so nothing is ever sized by an index that lies.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -310,33 +320,71 @@ class TFCheckpoint:
                     self._entries[name] = _parse_entry(name, value)
                 except (ValueError, KeyError, struct.error) as e:
                     raise CheckpointError(f"{index}: malformed entry for variable {name!r} ({e})") from None
-        self._check_shards()
+        # Every count and size below comes from the index, which may lie (its checksums only prove it was not
+        # damaged after writing): each is checked against the files on disk before anything is sized by it.
+        for e in self._entries.values():
+            self._check_shape(e)
+        self._check_shards(self._shard_sizes())
 
     def shard_path(self, shard: int) -> Path:
         return self.prefix.with_name(f"{self.prefix.name}.data-{shard:05d}-of-{self.num_shards:05d}")
 
-    def _check_shards(self) -> None:
-        missing, needed = [], {}
-        for e in self._entries.values():
-            if not e.partitioned:
-                needed.setdefault(e.shard_id, []).append(e)
-        for shard in range(self.num_shards):
-            path = self.shard_path(shard)
-            if not path.is_file():
-                missing.append(path)
-                continue
-            have = path.stat().st_size
-            for e in sorted(needed.get(shard, []), key=lambda e: e.offset + e.size):
-                if e.offset + e.size > have:
-                    raise CheckpointError(
-                        f"{path}: truncated: {have} bytes, but variable {e.name!r} {list(e.shape)} needs bytes "
-                        f"{e.offset}..{e.offset + e.size}; copy the file again")
-        if missing:
-            lost = sorted(e.name for e in self._entries.values() if self.shard_path(e.shard_id) in missing)
-            shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    def _check_shape(self, e: TensorEntry) -> None:
+        """A readable entry's shape must hold exactly ``size`` bytes of its dtype, and be one NumPy can make."""
+        if e.partitioned or e.dtype not in _NUMPY_CODES:  # never read (`check_supported`), so never sized by shape
+            return
+        itemsize = np.dtype(_NUMPY_CODES[e.dtype]).itemsize
+        # Python ints, not int64: a crafted [2**32, 2**32] must not wrap around to 0 elements. NumPy refuses any
+        # shape whose non-zero dimensions span more than sys.maxsize bytes, even with no elements ([2**62, 0]).
+        span = math.prod(d for d in e.shape if d) * itemsize
+        if any(d < 0 for d in e.shape) or math.prod(e.shape) * itemsize != e.size or span > sys.maxsize:
+            raise CheckpointError(f"checkpoint {self.prefix}: variable {e.name!r} {e.dtype}{list(e.shape)} should "
+                                  f"take {max(math.prod(e.shape), 0) * itemsize} bytes but the index says {e.size}; "
+                                  f"corrupt index {self.index_path}")
+
+    def _shard_sizes(self) -> dict[int, int]:
+        """Byte size of each data shard, by id; a missing shard is reported with the variables it holds.
+
+        The shard ids present are found by listing the folder, never by counting up to the header's num_shards: a
+        corrupt header may claim 2**31 shards, and a list or a loop that long would never end.
+        """
+        n = self.num_shards
+        if n < 1:
+            raise CheckpointError(f"{self.index_path}: the header gives num_shards = {n}; a checkpoint has at least "
+                                  "one data shard, so the index is corrupt")
+        pattern = re.compile(re.escape(self.prefix.name) + r"\.data-(\d+)-of-\d+")
+        sizes = {}
+        for item in os.scandir(self.prefix.parent):
+            m = pattern.fullmatch(item.name)
+            if m and int(m[1]) < n and item.name == self.shard_path(int(m[1])).name and item.is_file():
+                sizes[int(m[1])] = item.stat().st_size
+        if len(sizes) < n:
+            first = itertools.islice((i for i in range(n) if i not in sizes), 3)  # stops after len(sizes) + 3 ids
+            shown = ", ".join(str(self.shard_path(i)) for i in first)
+            more = f" and {n - len(sizes) - 3} more" if n - len(sizes) > 3 else ""
+            lost = sorted(e.name for e in self._entries.values() if e.shard_id not in sizes)
+            affected = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
             raise CheckpointNotFoundError(
-                f"checkpoint {self.prefix}: missing data shard(s) {', '.join(str(m) for m in missing)} "
-                f"(the index lists {self.num_shards} shard(s)); variables affected: {shown or 'none'}")
+                f"checkpoint {self.prefix}: missing data shard(s) {shown}{more} (the index lists {n} shard(s), "
+                f"{len(sizes)} found); variables affected: {affected or 'none'}")
+        return sizes
+
+    def _check_shards(self, sizes: dict[int, int]) -> None:
+        """Every readable entry's bytes lie inside its shard file, so reading one allocates no more than is on disk."""
+        for e in sorted(self._entries.values(), key=lambda e: (e.shard_id, e.offset + e.size)):
+            if e.partitioned:
+                continue
+            if e.shard_id not in sizes:
+                raise CheckpointError(f"{self.index_path}: variable {e.name!r} is in shard {e.shard_id} but the "
+                                      f"header lists {self.num_shards} shard(s); the index is corrupt")
+            if e.offset < 0 or e.size < 0:
+                raise CheckpointError(f"{self.index_path}: variable {e.name!r} has offset {e.offset} and size "
+                                      f"{e.size}; negative values mean the index is corrupt")
+            have = sizes[e.shard_id]
+            if e.offset + e.size > have:
+                raise CheckpointError(
+                    f"{self.shard_path(e.shard_id)}: truncated: {have} bytes, but variable {e.name!r} {list(e.shape)} "
+                    f"needs bytes {e.offset}..{e.offset + e.size}; copy the file again")
 
     def names(self) -> list[str]:
         """Variable names, sorted (as ``tf.train.list_variables`` gives them)."""
@@ -371,10 +419,6 @@ class TFCheckpoint:
         e = self.entry(name)
         self.check_supported(name)
         dtype = np.dtype(_NUMPY_CODES[e.dtype]).newbyteorder(">" if self.big_endian else "<")
-        count = int(np.prod(e.shape, dtype=np.int64))
-        if count * dtype.itemsize != e.size:
-            raise CheckpointError(f"checkpoint {self.prefix}: variable {name!r} {e.dtype}{list(e.shape)} should "
-                                  f"take {count * dtype.itemsize} bytes but the index says {e.size}; corrupt index")
         path = self.shard_path(e.shard_id)
         with open(path, "rb") as f:
             f.seek(e.offset)

@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from litebert.cli import add_config_arguments, given
+from litebert.checks import AT_LEAST_1, FRACTION
+from litebert.cli import add_config_arguments, given, ranged
 from litebert.errors import ConfigError
 from litebert.padding import ATTENTION
 from litebert.train.device import PRECISIONS
@@ -29,21 +30,22 @@ def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
 def run_command(name: str, args: argparse.Namespace) -> int:
     import torch
 
-    if getattr(args, "threads", None):
+    if getattr(args, "threads", None) is not None:
         torch.set_num_threads(args.threads)
     return {"finetune": run_finetune, "evaluate": run_evaluate, "predict": run_predict, "embed": run_embed}[name](args)
 
 
 
 def _common(p: argparse.ArgumentParser, training: bool = False) -> None:
-    if not training:  # finetune's come from FinetuneConfig
+    if not training:  # finetune's come from FinetuneConfig (and its --overwrite replaces the whole folder)
+        p.add_argument("--overwrite", action="store_true", help="--output exists: replace it")
         p.add_argument("--batch-size", type=int, help="inputs per batch (default: 64)")
         p.add_argument("--seq-len", type=int,
                        help="maximum pieces per input (default: the task's, capped by the model's "
                             "max_position_embeddings)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    ranged(p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)"), AT_LEAST_1)
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: fp32 on "
@@ -90,8 +92,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--columns", help="the data's columns, text_a=COL[,text_b=COL][,label=COL], as for finetune "
                                      "(default: those the folder was fine-tuned with)")
     p.add_argument("--tokenizer", help=_TOKENIZER)
-    p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
-                                                        "(default: the one chosen on dev during finetune)")
+    ranged(p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
+                                                               "(default: the one chosen on dev during finetune)"),
+           FRACTION)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="use a folder whose fine-tuning did not finish (its best model so far)")
     _common(p)
@@ -158,7 +161,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                       tokenizer=args.tokenizer, null_threshold=args.null_threshold,
                       allow_incomplete=args.allow_incomplete, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
                       device=args.device, precision=args.precision, attention=args.attention,
-                      encoding_errors=args.encoding_errors, progress=args.progress)
+                      encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
     print(json.dumps({"task": result.task, "data": str(result.data), **result.metrics}, indent=2))
     return 0
 
@@ -169,7 +172,7 @@ def run_predict(args: argparse.Namespace) -> int:
     result = predict(args.model, args.input, args.output, tokenizer=args.tokenizer,
                      allow_incomplete=args.allow_incomplete, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
                      seq_len=args.seq_len, device=args.device, precision=args.precision, attention=args.attention,
-                     encoding_errors=args.encoding_errors, progress=args.progress)
+                     encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
     print(f"wrote {result.count} predictions to {result.output}")
     return 0
 
@@ -179,6 +182,7 @@ def run_embed(args: argparse.Namespace) -> int:
 
     result = embed(args.model, args.input, args.output, text_field=args.text_field, pooling=args.pooling,
                    tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
-                   device=args.device, precision=args.precision, encoding_errors=args.encoding_errors)
+                   device=args.device, precision=args.precision, encoding_errors=args.encoding_errors,
+                   overwrite=args.overwrite)
     print(f"wrote {result.shape[0]} x {result.shape[1]} {result.pooling} embeddings to {result.output}")
     return 0

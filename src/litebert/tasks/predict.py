@@ -32,7 +32,7 @@ from tqdm import tqdm
 from litebert import text_input
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
-from litebert.folders import check_apart
+from litebert.folders import plan_file
 from litebert.tasks import readers as R
 from litebert.tasks import runner
 from litebert.tasks.runner import predict_outputs
@@ -74,13 +74,15 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
              columns: Mapping[str, str] | None = None, tokenizer: str | os.PathLike | None = None,
              null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
              seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
-             attention: str = "auto", encoding_errors: str = "strict", progress: bool = True) -> EvaluateResult:
+             attention: str = "auto", encoding_errors: str = "strict", progress: bool = True,
+             overwrite: bool = False) -> EvaluateResult:
     """Score the fine-tuned folder ``model`` (or an HF ALBERT task model) on the labelled ``data`` (a file, or a data
-    folder's dev split). ``output``: also write one JSONL row per example there. ``columns``: the data's columns
-    (default: those the folder was fine-tuned with). ``null_threshold``: SQuAD v2's no-answer threshold (default:
-    the one chosen on dev). ``allow_incomplete``: use a folder whose fine-tuning did not finish."""
+    folder's dev split). ``output``: also write one JSONL row per example there (an existing file only with
+    ``overwrite``). ``columns``: the data's columns (default: those the folder was fine-tuned with).
+    ``null_threshold``: SQuAD v2's no-answer threshold (default: the one chosen on dev). ``allow_incomplete``: use a
+    folder whose fine-tuning did not finish."""
     if output is not None:
-        check_apart(output, {"model": model, "data": data, "tokenizer": tokenizer}, name="output")
+        plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     runner.check_complete(model, allow_incomplete)
     preset, net, tok, meta = runner.load_finetuned(model, tokenizer)
@@ -110,12 +112,12 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
             tokenizer: str | os.PathLike | None = None, allow_incomplete: bool = False,
             batch_size: Optional[int] = None, batch_tokens: Optional[int] = None, seq_len: Optional[int] = None,
             device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
-            encoding_errors: str = "strict", progress: bool = True) -> PredictResult:
+            encoding_errors: str = "strict", progress: bool = True, overwrite: bool = False) -> PredictResult:
     """Predict every object of the JSONL ``input`` with the fine-tuned folder ``model`` and write each, with its
-    prediction added, to ``output`` (see the module docstring for the keys). ``batch_tokens``: batches by size, up
-    to ``batch_size`` inputs of at most this many tokens together (default: off); with ``batch_tokens`` alone, the
-    tokens decide."""
-    check_apart(output, {"model": model, "input": input, "tokenizer": tokenizer}, name="output")
+    prediction added, to ``output`` (an existing file only with ``overwrite``; see the module docstring for the
+    keys). ``batch_tokens``: batches by size, up to ``batch_size`` inputs of at most this many tokens together
+    (default: off); with ``batch_tokens`` alone, the tokens decide."""
+    plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
     runner.check_complete(model, allow_incomplete)
     loaded = runner.load_finetuned(model, tokenizer)
@@ -130,11 +132,11 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
 def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *, text_field: str = "text",
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
-          encoding_errors: str = "strict") -> EmbedResult:
+          encoding_errors: str = "strict", overwrite: bool = False) -> EmbedResult:
     """Embed each text of ``input`` (one a line, or JSONL with the text under ``text_field``) with the encoder of
-    ``model`` into the float32 [N, hidden_size] .npy ``output``. ``pooling``: mean (over real tokens), pooled (the
-    pooler output) or cls (the raw [CLS] vector)."""
-    check_apart(output, {"model": model, "input": input, "tokenizer": tokenizer}, name="output")
+    ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
+    ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector)."""
+    plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)

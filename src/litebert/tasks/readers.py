@@ -2,7 +2,8 @@
 
 Every reader names the file and line of a bad record (``DataError``) and refuses empty files. Files are opened
 through `litebert.text_input`: gzip, xz and bz2 are decompressed transparently (by their magic bytes), and invalid
-UTF-8 is an error naming the file, line and byte offset unless ``encoding_errors="replace"``. Formats:
+UTF-8 is an error naming the file, line and byte offset unless ``encoding_errors="replace"`` (so is a JSON escape
+that decodes to a lone surrogate, ``"\\ud800"``, naming the file, line and field). Formats:
 
 * GLUE TSV, as distributed by the GLUE benchmark (all nine tasks and the AX diagnostic): columns are found by header
   name; CoLA train/dev have no header and are read by position, as the official ``ColaProcessor`` does.
@@ -112,12 +113,13 @@ def _read_spans(path: Path, encoding_errors: str, **csv_options) -> list[tuple[i
 
 
 def _read_json(path: Path, encoding_errors: str = "strict"):
-    """A whole JSON document; an empty file or bad JSON is a DataError naming the file (and line)."""
+    """A whole JSON document; an empty file or bad JSON is a DataError naming the file (and line), a lone surrogate
+    one naming the file and field (or U+FFFD with ``encoding_errors="replace"``: `text_input.mend_lone_surrogates`)."""
     with open_text(path, encoding_errors=encoding_errors) as f:
         text = f.read()
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
-    return parse_json(text, path, DataError)
+    return text_input.mend_lone_surrogates(parse_json(text, path, DataError), text, str(path), encoding_errors)
 
 
 def _check_label(path, line: int, value: str, label_list: list[str] | None) -> str:

@@ -14,15 +14,22 @@ Two things the conversion to ``tokenizer.json`` changed are undone here:
 - The piece types: special added tokens are CONTROL (the unknown piece UNKNOWN); non-special added tokens and the
   pieces SentencePiece forces (score exactly 0, which no trained unigram piece has: scores are log-probabilities)
   are USER_DEFINED.
+
+A field of the wrong JSON kind (``added_tokens`` holding strings, a ``pre_tokenizer`` that is a list, a ``vocab``
+entry that is not a [piece, score] pair...) is a one-line `TokenizerError` naming the file and the field.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import math
+import reprlib
 from pathlib import Path
+from typing import Any
 
 from litebert.errors import TokenizerError
-from litebert.files import read_json
+from litebert.files import json_kind, read_json
 from litebert.protobuf import bytes_field, float_field, varint_field
 
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED = 1, 2, 3, 4
@@ -30,13 +37,27 @@ SPIECE_UNDERLINE = "▁"  # SentencePiece's meta symbol for a space
 DIGIT_COMMA_PENALTY = 100.0  # what HF's AlbertConverter subtracts from the score of "▁2010,"-like pieces
 
 
-def _normalizer_steps(node) -> list[dict]:
-    """The normalizers of a (possibly nested) ``Sequence``, flattened, in order."""
-    if not isinstance(node, dict):
-        return []
+def _a(kind: str) -> str:
+    """A JSON kind with its article: "object" -> "an object", "null" -> "null"."""
+    return kind if kind == "null" else ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def _checked(value: Any, kind: type, path: Path, field: str) -> Any:
+    """``value`` if it is a JSON ``kind`` (a boolean is no number here); otherwise a `TokenizerError` naming the
+    file and the field: ``tokenizer.json: added_tokens[0] is a string, expected an object``."""
+    if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+        return value
+    raise TokenizerError(f"{path}: {field} is {_a(json_kind(type(value)))}, expected {_a(json_kind(kind))}")
+
+
+def _normalizer_steps(node: Any, path: Path, field: str) -> list[tuple[str, dict]]:
+    """(field, normalizer) of each normalizer of a (possibly nested) ``Sequence``, flattened, in order."""
+    _checked(node, dict, path, field)
     if node.get("type") == "Sequence":
-        return [s for child in node.get("normalizers") or [] for s in _normalizer_steps(child)]
-    return [node]
+        children = _checked(node.get("normalizers"), list, path, f"{field}.normalizers")
+        return [step for i, child in enumerate(children)
+                for step in _normalizer_steps(child, path, f"{field}.normalizers[{i}]")]
+    return [(field, node)]
 
 
 def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
@@ -48,9 +69,9 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
     model = _unigram_model(data, path)
     vocab, unk_id = _vocab_and_unk_id(model, path)
     types = _piece_types(data, vocab, unk_id, path)
-    pieces = _serialized_pieces(vocab, types)
+    pieces = _serialized_pieces(vocab, types, path)
     charsmap, options = _normalizer_settings(data, path)
-    dummy_prefix = _adds_dummy_prefix(data)
+    dummy_prefix = _adds_dummy_prefix(data, path)
     proto = b"".join(pieces) + bytes_field(2, _trainer_spec(vocab, types, unk_id))
     proto += bytes_field(3, _normalizer_spec(charsmap, dummy_prefix))
     return proto, options
@@ -58,39 +79,66 @@ def model_proto_from_tokenizer_json(path: str | Path) -> tuple[bytes, dict]:
 
 def _unigram_model(data, path: Path) -> dict:
     """The ``model`` of a ``tokenizer.json``; an error unless it is a Unigram model."""
-    model = data.get("model") if isinstance(data, dict) else None
-    if not isinstance(model, dict) or model.get("type") != "Unigram":
-        kind = model.get("type") if isinstance(model, dict) else None
-        raise TokenizerError(f"{path}: 'model' is {kind!r}, not a SentencePiece 'Unigram' model; an ALBERT tokenizer "
-                             "needs a spiece.model or a Unigram tokenizer.json")
+    model = _checked(data.get("model"), dict, path, "model")
+    if model.get("type") != "Unigram":
+        raise TokenizerError(f"{path}: 'model' is {reprlib.repr(model.get('type'))}, not a SentencePiece 'Unigram' "
+                             "model; an ALBERT tokenizer needs a spiece.model or a Unigram tokenizer.json")
     return model
 
 
 def _vocab_and_unk_id(model: dict, path: Path) -> tuple[list, int]:
     """The Unigram model's [piece, score] vocabulary and unknown-piece id, checked."""
     vocab = model.get("vocab")
-    if not isinstance(vocab, list) or not vocab or not all(
-            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], (int, float))
-            for v in vocab):
+    if not isinstance(vocab, list) or not vocab:
         raise TokenizerError(f"{path}: 'model.vocab' must be a non-empty list of [piece, score] pairs")
-    if model.get("byte_fallback"):
+    _check_vocab_entries(vocab, path)
+    byte_fallback = model.get("byte_fallback")
+    if byte_fallback is not None and _checked(byte_fallback, bool, path, "model.byte_fallback"):
         raise TokenizerError(f"{path}: 'model.byte_fallback' is true; ALBERT tokenizers do not use byte fallback")
     unk_id = model.get("unk_id")
-    if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
+    if not isinstance(unk_id, int) or isinstance(unk_id, bool) or not 0 <= unk_id < len(vocab):
         raise TokenizerError(f"{path}: 'model.unk_id' must be an id of the vocabulary, got {unk_id!r}")
     return vocab, unk_id
+
+
+def _check_vocab_entries(vocab: list, path: Path) -> None:
+    """Each entry a [piece, score] pair, a non-empty piece not seen before and a finite score (SentencePiece refuses
+    the rest, without saying which entry)."""
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(vocab):
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and math.isfinite(entry[1])):
+            raise TokenizerError(f"{path}: model.vocab[{i}] is {_shown(entry)}, expected a [piece, score] pair (a "
+                                 "string and a finite number)")
+        if not entry[0]:
+            raise TokenizerError(f"{path}: model.vocab[{i}] is an empty piece, which SentencePiece cannot hold")
+        if entry[0] in seen:
+            raise TokenizerError(f"{path}: model.vocab[{i}] repeats the piece {_shown(entry[0])} of "
+                                 f"model.vocab[{seen[entry[0]]}]; each piece must be listed once")
+        seen[entry[0]] = i
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters, for a one-line message: a lone surrogate (which no terminal can
+    print) is shown as its escape."""
+    text = json.dumps(value, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _piece_types(data: dict, vocab: list, unk_id: int, path: Path) -> list[int]:
     """The SentencePiece type of each vocabulary piece, from the added tokens, the unknown id and the scores."""
     types = [PIECE_NORMAL] * len(vocab)
-    for k, token in enumerate(data.get("added_tokens") or []):
+    added = data.get("added_tokens")
+    for k, token in enumerate(_checked(added, list, path, "added_tokens") if added is not None else []):
+        _checked(token, dict, path, f"added_tokens[{k}]")
         tid, content = token.get("id"), token.get("content")
-        if not isinstance(tid, int) or not 0 <= tid < len(vocab) or vocab[tid][0] != content:
+        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < len(vocab) or vocab[tid][0] != content:
             raise TokenizerError(
-                f"{path}: added_tokens[{k}] ({content!r}, id {tid!r}) is not a piece of the Unigram vocabulary; "
-                "tokens added on top of a SentencePiece vocabulary cannot be stored in a spiece.model")
-        types[tid] = PIECE_CONTROL if token.get("special") else PIECE_USER_DEFINED
+                f"{path}: added_tokens[{k}] ({reprlib.repr(content)}, id {reprlib.repr(tid)}) is not a piece of the "
+                "Unigram vocabulary; tokens added on top of a SentencePiece vocabulary cannot be stored in a "
+                "spiece.model")
+        special = _checked(token.get("special", False), bool, path, f"added_tokens[{k}].special")
+        types[tid] = PIECE_CONTROL if special else PIECE_USER_DEFINED
     types[unk_id] = PIECE_UNKNOWN
     for i, (_, score) in enumerate(vocab):
         if types[i] == PIECE_NORMAL and score == 0.0:  # a piece SentencePiece forces (see the module docstring)
@@ -98,36 +146,50 @@ def _piece_types(data: dict, vocab: list, unk_id: int, path: Path) -> list[int]:
     return types
 
 
-def _serialized_pieces(vocab: list, types: list[int]) -> list[bytes]:
+def _serialized_pieces(vocab: list, types: list[int], path: Path) -> list[bytes]:
     """The ModelProto ``pieces`` fields, with the digit-comma penalty given back to the scores."""
     pieces = []
-    for (piece, score), kind in zip(vocab, types):
+    for i, ((piece, score), kind) in enumerate(zip(vocab, types)):
         if ends_digit_comma(piece) and score <= -DIGIT_COMMA_PENALTY:
             score += DIGIT_COMMA_PENALTY
-        pieces.append(bytes_field(1, bytes_field(1, piece) + float_field(2, score) + varint_field(3, kind)))
+        try:
+            utf8 = piece.encode("utf-8")
+        except UnicodeEncodeError:  # a "\ud800" escape without its other UTF-16 half: valid JSON, not Unicode
+            raise TokenizerError(f"{path}: model.vocab[{i}] is the piece {_shown(piece)}, which holds a lone "
+                                 "surrogate (not Unicode text)") from None
+        pieces.append(bytes_field(1, bytes_field(1, utf8) + float_field(2, score) + varint_field(3, kind)))
     return pieces
 
 
 def _normalizer_settings(data: dict, path: Path) -> tuple[bytes, dict]:
     """(the Precompiled normalizer's charsmap, or b"", the do_lower_case / keep_accents options) of the normalizer."""
-    steps = _normalizer_steps(data.get("normalizer"))
+    normalizer = data.get("normalizer")  # null: no normalizer
+    steps = _normalizer_steps(normalizer, path, "normalizer") if normalizer is not None else []
     charsmap = b""
-    for step in steps:
+    for field, step in steps:
         if step.get("type") == "Precompiled" and step.get("precompiled_charsmap"):
+            encoded = _checked(step["precompiled_charsmap"], str, path, f"{field}.precompiled_charsmap")
             try:
-                charsmap = base64.b64decode(step["precompiled_charsmap"], validate=True)
-            except (ValueError, TypeError) as e:
+                charsmap = base64.b64decode(encoded, validate=True)
+            except ValueError as e:
                 raise TokenizerError(f"{path}: the Precompiled normalizer's charsmap is not base64 ({e})") from None
-    options = {"do_lower_case": any(s.get("type") == "Lowercase" for s in steps),
-               "keep_accents": not any(s.get("type") == "StripAccents" for s in steps)}
+    options = {"do_lower_case": any(s.get("type") == "Lowercase" for _, s in steps),
+               "keep_accents": not any(s.get("type") == "StripAccents" for _, s in steps)}
     return charsmap, options
 
 
-def _adds_dummy_prefix(data: dict):
+def _adds_dummy_prefix(data: dict, path: Path):
     """Whether the ``Metaspace`` pre-tokenizer (if any) puts a ``▁`` before the text."""
-    pre = data.get("pre_tokenizer") or {}
-    metaspace = next((s for s in ([pre] + list(pre.get("pretokenizers") or [])) if s.get("type") == "Metaspace"), {})
-    return metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
+    pre = data.get("pre_tokenizer")  # null: no pre-tokenizer
+    steps = [] if pre is None else [("pre_tokenizer", _checked(pre, dict, path, "pre_tokenizer"))]
+    if pre is not None and pre.get("pretokenizers") is not None:
+        children = _checked(pre["pretokenizers"], list, path, "pre_tokenizer.pretokenizers")
+        steps += [(f"pre_tokenizer.pretokenizers[{i}]", _checked(s, dict, path, f"pre_tokenizer.pretokenizers[{i}]"))
+                  for i, s in enumerate(children)]
+    field, metaspace = next(((f, s) for f, s in steps if s.get("type") == "Metaspace"), ("", {}))
+    scheme = _checked(metaspace.get("prepend_scheme", "always"), str, path, f"{field}.prepend_scheme")
+    return scheme != "never" and _checked(metaspace.get("add_prefix_space", True), bool, path,
+                                          f"{field}.add_prefix_space")
 
 
 def _trainer_spec(vocab: list, types: list[int], unk_id: int) -> bytes:

@@ -22,7 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-from litebert.cli import add_config_arguments, given
+from litebert.checks import AT_LEAST_1
+from litebert.cli import add_config_arguments, given, ranged
 from litebert.config import SHARING
 from litebert.errors import ConfigError
 from litebert.padding import ATTENTION
@@ -72,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda (default: cuda when available)")
     parser.add_argument("--attention", choices=ATTENTION, default="auto",
                         help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
-    parser.add_argument("--threads", type=int, help="torch CPU threads per process")
+    ranged(parser.add_argument("--threads", type=int, help="torch CPU threads per process"), AT_LEAST_1)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     add_config_arguments(parser, TrainConfig, title="training (the recipe's or the defaults unless given)")
 
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     from litebert.train.pretrain import pretrain
 
     cfg, preset = build_train_config(args)
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     result = pretrain(args.data, args.out, model=model_spec(args, preset), train=cfg, eval_data=args.eval_data,
                       init_from=args.init_from, tokenizer=args.tokenizer, resume=args.resume,
