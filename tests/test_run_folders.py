@@ -139,12 +139,16 @@ def test_pretrain_resume_refusals_change_nothing(setup, tmp_path, capsys, monkey
     (out / "metrics.jsonl").write_text(lines[0] + "\n" + "garbage\n" + lines[1] + "\n")
     refused(capsys, pretrain(setup, out, "--resume"), out, "metrics.jsonl:2: not a metrics record")
     (out / "metrics.jsonl").write_text(good)
-    # every checkpoint corrupt: refused (it used to restart at step 0 and erase the metrics)
+    # no checkpoint verifies (here: corrupt; as well: killed while writing the first one): nothing to continue from,
+    # so --resume starts again from step 0, saying so, and the metrics are rewritten (no --overwrite needed)
     ckpt = out / "checkpoints" / "step-00000002.pt"
     data = bytearray(ckpt.read_bytes())
     data[len(data) // 2] ^= 0xFF
     ckpt.write_bytes(bytes(data))
-    refused(capsys, pretrain(setup, out, "--resume"), out, "none of the checkpoints")
+    capsys.readouterr()
+    assert main(pretrain(setup, out, "--resume")) == 0
+    assert "holds no checkpoint that verifies; starting from step 0" in capsys.readouterr().err
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
 
 
 def test_pretrain_start_removes_leftovers_of_killed_writes(setup, tmp_path, capsys, monkeypatch):

@@ -151,6 +151,12 @@ class AlbertConfig:
             shape.setdefault("intermediate_size", 4 * shape["hidden_size"])
         return dataclasses.replace(self, **shape)
 
+    def unique_blocks(self) -> tuple[int, int]:
+        """How many unique attention and FFN blocks the schedule uses (``max(ids) + 1`` of `schedule`, computed
+        without building it: a config's size can be judged before anything of that size exists)."""
+        steps, grouped = self.num_hidden_layers * self.inner_group_num, self.layer_groups * self.inner_group_num
+        return (steps if self.sharing == "ffn" else grouped), (steps if self.sharing == "attention" else grouped)
+
     def block_id(self, group: int, inner: int) -> int:
         """The unique block of inner block ``inner`` of layer group ``group``: the one numbering rule, which the
         schedule and the HF/official key maps (``albert_layer_groups.{g}.albert_layers.{i}``) share."""

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from litebert.errors import LitebertError, literal
-from litebert.files import TEMPORARY, process_alive, write_json
+from litebert.errors import LitebertError, WriteError, literal
+from litebert.files import TEMPORARY, io_failure, process_alive, write_json
 
 OWNER_FILE = ".litebert.json"
 ACTIONS = ("new", "overwrite", "restart", "resume", "finished")
@@ -322,7 +322,10 @@ def begin(plan_: FolderPlan, **info: Any) -> Writer:
     delete the old output (``overwrite``/``restart``) or the temporaries of killed writes, and mark the folder an
     unfinished output of its kind with ``info``. Call on one process only (rank 0)."""
     out = plan_.out
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WriteError("{out}: cannot create the folder (" + literal(io_failure(e) or e) + ")", out=out) from None
     fd = lock(out)
     try:
         if read_marker(out) != plan_.on_disk:

@@ -26,16 +26,80 @@ def count_parameters(config: AlbertConfig, heads: bool = False) -> int:
     """Parameters of `litebert.model.AlbertModel` (with its pooler) for ``config``; with ``heads``, of
     ``AlbertForPreTraining`` (+ the MLM transform H->E, its LayerNorm and V-sized bias, and the SOP classifier)."""
     v, e, h, i = config.vocab_size, config.embedding_size, config.hidden_size, config.intermediate_size
-    attention_ids, ffn_ids = config.schedule()
+    n_attention, n_ffn = config.unique_blocks()
     embeddings = (v + config.max_position_embeddings + config.type_vocab_size) * e + 2 * e  # + LayerNorm
     projection = e * h + h if config.has_embedding_projection else 0
     attention = 4 * (h * h + h) + 2 * h  # query, key, value, dense; LayerNorm
     ffn = (h * i + i) + (i * h + h) + 2 * h  # in, out; LayerNorm
     pooler = h * h + h
-    total = (embeddings + projection + (max(attention_ids) + 1) * attention + (max(ffn_ids) + 1) * ffn + pooler)
+    total = embeddings + projection + n_attention * attention + n_ffn * ffn + pooler
     if heads:
         total += (h * e + e) + 2 * e + v + (2 * h + 2)  # MLM transform, LayerNorm, decoder bias; SOP classifier
     return total
+
+
+def memory_bytes(config: AlbertConfig, batch: int, seq_len: int, training: bool = True) -> int:
+    """A lower bound on the memory a model needs in fp32, from its config alone: the weights (with their gradients
+    and the optimizer's two moments when ``training``) and the activations no implementation can do without at
+    ``batch`` x ``seq_len`` (training: each depth step's input, kept for the backward pass even with gradient
+    checkpointing; inference: one step's hidden states and attention scores)."""
+    h, steps = config.hidden_size, config.num_hidden_layers * config.inner_group_num
+    weights = count_parameters(config, heads=True) * 4 * (4 if training else 1)
+    tokens = batch * seq_len
+    one_step = tokens * (3 * h + config.intermediate_size) + batch * config.num_attention_heads * seq_len * seq_len
+    activations = (steps * tokens * h + one_step) if training else one_step
+    return weights + activations * 4
+
+
+# The fields a mistaken shape usually comes from, and a size of each no model needs to exceed (ALBERT-xxlarge's,
+# or a 256k vocabulary): the one that brings the estimate down most when capped there is named in the error.
+_SHAPE_FIELDS = {"vocab_size": 256_000, "embedding_size": 4096, "hidden_size": 4096, "intermediate_size": 16384,
+                 "num_hidden_layers": 48, "inner_group_num": 1, "num_attention_heads": 64,
+                 "max_position_embeddings": 512}
+
+
+def check_memory(config: AlbertConfig, batch: int, seq_len: int, available: int, training: bool = True) -> None:
+    """Refuse, before anything is allocated, a shape whose `memory_bytes` exceed ``available`` bytes: a one-line
+    `ConfigError` naming the config field most responsible and the sizes."""
+    from litebert.errors import ConfigError, Field
+
+    need = memory_bytes(config, batch, seq_len, training)
+    if need <= available:
+        return
+    drops = {}
+    for name, cap in _SHAPE_FIELDS.items():
+        if getattr(config, name) > cap:
+            smaller = dataclasses.replace(config, **{name: cap}, **({"num_hidden_groups": 1} if name ==
+                                                                   "num_hidden_layers" else {}))
+            drops[name] = need - memory_bytes(smaller, batch, seq_len, training)
+    culprit = max(drops, key=drops.get) if drops else "hidden_size"
+    raise ConfigError("{" + culprit + "}: " + f"this shape needs at least {_gb(need)} "
+                      f"({'training' if training else 'inference'} at batch {batch} x {seq_len} tokens), more than "
+                      f"the {_gb(available)} available; lower it", **{culprit: Field("AlbertConfig",
+                                                                                     getattr(config, culprit))})
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n < 2**60 else f"{n:.2e} bytes"
+
+
+def available_memory(device) -> int:
+    """Bytes a run on ``device`` may use: the GPU's free memory, or the host's available memory (Linux's
+    MemAvailable; the physical memory elsewhere)."""
+    import os
+
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def preset_table() -> list[tuple[str, int, int, str]]:

@@ -239,7 +239,9 @@ def parse_json_line(line: str, path: str | os.PathLike, lineno: int, encoding_er
         raise DataError(f"{path}:{lineno}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise DataError(f"{path}:{lineno}: expected a JSON object, got {json_kind(type(obj))}")
-    return mend_lone_surrogates(obj, line, f"{path}:{lineno}", encoding_errors)
+    if "\\" in line:  # only an escape gives a lone surrogate: a line without one costs a byte search, no more
+        obj = mend_lone_surrogates(obj, line, f"{path}:{lineno}", encoding_errors)
+    return obj
 
 
 def mend_lone_surrogates(value: Any, raw: str, where: str, encoding_errors: str = "strict") -> Any:
@@ -249,7 +251,7 @@ def mend_lone_surrogates(value: Any, raw: str, where: str, encoding_errors: str 
     it). ``encoding_errors="strict"``: a `DataError` naming ``where`` and the field; ``"replace"``: each becomes
     U+FFFD, as a bad UTF-8 byte does. Containers are mended in place (``value`` is fresh from ``json.loads``)."""
     if not _SURROGATE_ESCAPE.search(raw):
-        return value  # the usual line costs one scan: without such an escape every string is valid Unicode
+        return value  # the usual case: without such an escape every string is valid Unicode
     if encoding_errors == "replace":
         return _replace_lone_surrogates(value)
     found = _first_lone_surrogate(value)

@@ -43,8 +43,8 @@ from tqdm import tqdm
 from litebert import folders
 from litebert.data.readers import RawDocument, read_documents
 from litebert.data.splitter import split_sentences
-from litebert.errors import DataError
-from litebert.files import read_json, remove_stale_temporaries_of, sha256_file, write_json
+from litebert.errors import DataError, LitebertError, WriteError, literal
+from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
 from litebert.folders import OutputError
 from litebert.text_input import compression, expand_inputs
 
@@ -232,22 +232,42 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out: str | os.Path
         tokenizer = AlbertTokenizer.from_pretrained(tokenizer)
     files, facts = _check_before_writing(inputs, tokenizer, out, workers, overwrite)
     dtype = token_dtype(facts.vocab_size)
-    tmp = _fresh_temporary(out)
+    tmp = _writable(lambda: _fresh_temporary(out), out)
     empty_files: list[str] = []  # filled by _blocks as it reads the inputs
     try:
-        aux_files, tokenizer_folder = _write_aux_files(tmp, tokenizer, facts)
-        blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
-        shards, dropped_docs = _tokenize_into_shards(files, blocks, tokenizer, facts, tmp, dtype, workers,
-                                                     shard_tokens, progress)
-        manifest = _manifest(tmp, facts, dtype, shards, aux_files, tokenizer_folder, files=files, fmt=fmt,
-                             encoding_errors=encoding_errors, empty_files=empty_files, dropped_docs=dropped_docs)
-        write_json(tmp / MANIFEST, manifest, indent=1)
-        folders.mark(tmp, folders.STORE.kind, format=FORMAT, complete=True)
-        _swap_into_place(tmp, out)
+        _writable(lambda: _build(tmp, out, files, facts, dtype, tokenizer, empty_files, fmt, encoding_errors,
+                                 text_field, block_chars, workers, shard_tokens, progress), out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return TokenStore(out, verify=False)
+
+
+def _writable(write, out: Path):
+    """``write()``, with a failure of the file system (a full disk, a read-only folder, no permission) turned into
+    a one-line `WriteError` naming the store; nothing of the store is left half-written (the caller removes its
+    temporary folder)."""
+    try:
+        return write()
+    except OSError as e:
+        if isinstance(e, LitebertError):
+            raise
+        raise WriteError("{out}: cannot write the token store (" + literal(io_failure(e) or e) + ")",
+                         out=out) from None
+
+
+def _build(tmp: Path, out: Path, files, facts, dtype, tokenizer, empty_files: list, fmt: str, encoding_errors: str,
+           text_field: str, block_chars: int, workers: int, shard_tokens: int, progress: bool) -> None:
+    """The store built in ``tmp`` (aux files, shards, manifest, marker), then swapped into place at ``out``."""
+    aux_files, tokenizer_folder = _write_aux_files(tmp, tokenizer, facts)
+    blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
+    shards, dropped_docs = _tokenize_into_shards(files, blocks, tokenizer, facts, tmp, dtype, workers, shard_tokens,
+                                                 progress)
+    manifest = _manifest(tmp, facts, dtype, shards, aux_files, tokenizer_folder, files=files, fmt=fmt,
+                         encoding_errors=encoding_errors, empty_files=empty_files, dropped_docs=dropped_docs)
+    write_json(tmp / MANIFEST, manifest, indent=1)
+    folders.mark(tmp, folders.STORE.kind, format=FORMAT, complete=True)
+    _swap_into_place(tmp, out)
 
 
 def _check_before_writing(inputs: list[str | os.PathLike], tokenizer, out: Path, workers: int,

@@ -71,7 +71,7 @@ class PretrainingEvaluation:
     """`evaluate_pretraining`'s result: per model name, its folder and ``{objective: Accuracy}``."""
 
     data: Path
-    examples: int
+    examples: int  # the held-out sequences each model was scored on (at most the ones asked for)
     seq_len: int
     seed: int
     scores: dict = field(default_factory=dict)  # name -> {objective: Accuracy}
@@ -103,13 +103,15 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)
-    report = PretrainingEvaluation(Path(data), examples, seq_len or 128, seed)
+    report = PretrainingEvaluation(Path(data), 0, seq_len or 128, seed)
     for name, path in zip(model_names(models, names), models):
         model = load_for_evaluation(path, chosen, store.facts.vocab_size).to(dev)
         report.scores[name] = intrinsic_accuracy(model, store, chosen, examples=examples,
                                                  seq_len=model.config.sequence_length(seq_len, 128), seed=seed,
                                                  batch_size=batch_size, progress=progress)
         report.models[name] = Path(path)
+        report.examples = max(report.examples, _sequences(report.scores[name], store, examples, seed,
+                                                         model.config.sequence_length(seq_len, 128)))
         if progress:
             print(f"{name}: " + ", ".join(f"{o.upper()} {100 * a.accuracy:.1f}% [{100 * a.low:.1f}, "
                                           f"{100 * a.high:.1f}] of {a.total:,}" for o, a in report.scores[name].items()),
@@ -117,6 +119,17 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     if output is not None:
         write_json(output, report.to_json())
     return report
+
+
+def _sequences(scores: dict, store, asked: int, seed: int, seq_len: int) -> int:
+    """How many held-out sequences were scored: the sentence objectives' count, else (MLM alone) the examples the
+    store gives at this length, up to the number asked for."""
+    sentence = [a.total for o, a in scores.items() if o != "mlm"]
+    if sentence:
+        return max(sentence)
+    from litebert.data.pretraining import PretrainingDataset
+
+    return min(asked, PretrainingDataset(store, max_seq_length=seq_len, seed=seed, short_seq_prob=0.0).num_examples)
 
 
 def model_names(models: Sequence, names: Optional[Sequence[str]]) -> list[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from litebert import folders
 from litebert.config import SHARING
-from litebert.errors import ConfigError, LitebertError
+from litebert.errors import ConfigError, LitebertError, literal
 from litebert.files import atomic_write, read_json, write_json
 
 EXPERIMENTS = ("sentence-objective", "sharing", "embedding-size", "speedup")
@@ -126,15 +126,16 @@ def progress(message: str) -> None:
 # ---------------------------------------------------------------------------------------------------- settings
 
 
-def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan]:
+def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan, dict]:
     """Plan ``out`` (new, empty, or this experiment's own folder: re-running continues it) and check a folder's
-    recorded settings are these (a re-run given --minutes keeps the step count the first run chose). Writes
-    nothing."""
+    recorded settings are these (a re-run given --minutes keeps the step count the first run chose). Returns the
+    settings, the plan and what experiment.json recorded ({} for a new folder). Writes nothing."""
     plan = folders.plan(out, folders.EXPERIMENT, resume=True)
+    saved = _saved(out) if plan.action != "new" else {}
     begun = any((out / d).exists() for d in ("data", "timing", "arms"))  # work that the settings decided
-    if plan.action == "new" or not (out / "experiment.json").is_file() or not begun:
-        return s, plan
-    old = dict(read_json(out / "experiment.json", ConfigError).get("settings", {}))
+    if not saved or not begun:
+        return s, plan, saved
+    old = saved["settings"]
     new = s.to_json()
     if s.minutes is not None and old.get("minutes") == s.minutes:
         new["steps"] = old.get("steps")
@@ -142,9 +143,20 @@ def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan]:
     if changed:
         k = changed[0]
         raise ConfigError("{out} holds the " + f"{old.get('experiment')} experiment with other settings ({k}: "
-                          f"{old.get(k)!r} there, {new.get(k)!r} now); run it with the same settings to continue it, "
-                          "or choose another folder", out=out)
-    return dataclasses.replace(s, steps=new["steps"]), plan
+                          f"{literal(repr(old.get(k)))} there, {literal(repr(new.get(k)))} now); run it with the same "
+                          "settings to continue it, or choose another folder", out=out)
+    return dataclasses.replace(s, steps=new["steps"]), plan, saved
+
+
+def _saved(out: Path) -> dict:
+    """What an experiment folder's experiment.json records ({} without one), checked: its settings an object."""
+    if not (out / "experiment.json").is_file():
+        return {}
+    saved = read_json(out / "experiment.json", ConfigError)
+    if not isinstance(saved.get("settings"), dict) or not isinstance(saved.get("timing") or {}, dict):
+        raise ConfigError(f"{literal(out / 'experiment.json')}: 'settings' (or 'timing') is not a JSON object: the "
+                          "folder's record is damaged; restore the file, or run the experiment in another folder")
+    return saved
 
 
 def save_settings(out: Path, s: Settings, **extra) -> None:
@@ -211,6 +223,10 @@ def check_sources(s: Settings) -> None:
         if not Path(s.tokenizer).exists():
             raise ConfigError("{tokenizer}: no such file or folder; give a tokenizer folder or .model file",
                               tokenizer=s.tokenizer)
+    if s.device is not None:
+        from litebert.train.device import resolve_device
+
+        resolve_device(s.device)  # a device this machine lacks is refused before anything is written
     for task in ("sentiment", "mc"):
         folder = getattr(s, f"{task}_data")
         if folder is None or not Path(folder).is_dir():
@@ -424,10 +440,9 @@ def run_experiment(out: str | Path, s: Settings) -> dict:
                           steps=None, minutes=None)
     arm_list = arms(s)
     check_sources(s)
-    s, plan = open_folder(out, s)
+    s, plan, saved = open_folder(out, s)
     started = time.perf_counter()
     with folders.begin(plan, experiment=s.experiment) as writer:
-        saved = read_json(out / "experiment.json", ConfigError) if (out / "experiment.json").is_file() else {}
         timing = saved.get("timing")
         save_settings(out, s, **({"timing": timing} if timing else {}))  # before the work they decide
         train, held = prepare_data(out, s)

@@ -169,6 +169,10 @@ def speedup_experiment(out: str | Path, *, presets=DEFAULT_PRESETS, reference: s
         raise ConfigError("{processes}: expected process counts >= 1, e.g. 1,2",
                           processes=",".join(map(str, processes)))
     check_presets(presets, reference)
+    if device is not None:
+        from litebert.train.device import resolve_device
+
+        resolve_device(device)  # a device this machine lacks is refused before anything is written
     plan = folders.plan(out, folders.EXPERIMENT, resume=True)
     out = Path(out)
     with folders.begin(plan, experiment="speedup") as writer:

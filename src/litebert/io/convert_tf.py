@@ -299,6 +299,9 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
     cfg = _fit_projection(official_config(config), hf_names, ckpt)
     arch, cfg = _choose_head(head, hf_names, ckpt, cfg)
+    from litebert.params import available_memory, check_memory
+
+    check_memory(cfg, 1, 1, available_memory(None), training=False)  # a crafted config: before the model exists
     model = HEAD_CLASSES[arch](cfg)
     expected = _expected_shapes(model)
     tensors = _read_tensors(ckpt, conv_names, expected, verify, progress)

@@ -28,6 +28,8 @@ import torch
 from torch import nn
 
 from litebert import heads
+from litebert.checks import POSITIVE, Range
+from litebert.cli import ranged
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
 from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
 from litebert.files import atomic_write, read_json
@@ -282,12 +284,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists (an .onnx file only)")
     p.add_argument("--head", default="auto", choices=["auto", *HEAD_NAMES],
                    help="what to export; auto = the class in config.json 'architectures' (default)")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17; 18 with --exporter dynamo)")
+    ranged(p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17; 18 with --exporter "
+                                                                   "dynamo)"), Range(9))
     p.add_argument("--exporter", default="torchscript", choices=list(DEFAULT_OPSET),
                    help="torch.onnx exporter (default torchscript: no extra package, fastest; dynamo needs onnxscript)")
     p.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="compare onnxruntime with PyTorch on other shapes, with padding (default: on)")
-    p.add_argument("--atol", type=float, default=1e-4, help="largest accepted |onnx - torch| (default 1e-4)")
+    ranged(p.add_argument("--atol", type=float, default=1e-4, help="largest accepted |onnx - torch| (default 1e-4)"),
+           POSITIVE)
 
 
 def check_export_target(out: str | os.PathLike, model_dir: str | os.PathLike, overwrite: bool) -> None:

@@ -22,7 +22,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from litebert import folders
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
-from litebert.errors import ConfigError, DataError
+from litebert.errors import ConfigError, DataError, literal
 from litebert.files import write_json
 
 Log = Optional[Callable[[str], None]]
@@ -202,6 +202,10 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     tok = runner.load_tokenizer(model_dir, tokenizer)
     train_path, dev_path = split_paths(data, dev)
     labels = list(labels) if labels else None
+    if labels and len(set(labels)) != len(labels):
+        twice = next(x for x in labels if labels.count(x) > 1)
+        raise ConfigError("{labels}: " + f"{literal(repr(twice))} is given twice; give each label once",
+                          labels=",".join(labels))
     train_ex = kind.read(train_path, labels, columns, encoding_errors)[:cfg.max_train_examples]
     labels = labels or kind.collect_labels(train_ex, preset.labels)
     dev_ex = kind.read(dev_path, labels, columns, encoding_errors)[:cfg.max_eval_examples] if dev_path else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -181,11 +182,19 @@ def _check_glue_row(path: Path, line: int, row: list[str], spec: dict, col: dict
 def _glue_label(path: Path, line: int, raw: str, spec: dict) -> str | float:
     """The label of a GLUE row: a float for regression (STS-B), else one of the task's labels."""
     if spec["labels"] is None:
-        try:
-            return float(raw)
-        except ValueError:
-            raise DataError(f"{path}:{line}: {spec['label']!r} must be a number, got {raw!r}") from None
+        return _score(path, line, raw, spec["label"])
     return _check_label(path, line, raw, spec["labels"])
+
+
+def _score(path: Path, line: int, raw, column: str) -> float:
+    """A regression target: a finite number (NaN or infinity would train to a NaN loss and score NaN)."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise DataError(f"{path}:{line}: {column!r} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{line}: {column!r} is {raw!r}, expected a finite number")
+    return value
 
 
 def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -> list[TextExample]:
@@ -266,10 +275,7 @@ def _table_label(path: Path, line: int, raw, label: str, label_list: list[str] |
                  regression: bool) -> str | float:
     """A table label: a float for regression, else a class name (JSON values stringified) checked against the list."""
     if regression:
-        try:
-            return float(raw)
-        except (TypeError, ValueError):
-            raise DataError(f"{path}:{line}: column {label!r} must be a number, got {raw!r}") from None
+        return _score(path, line, raw, f"column {label!r}")
     raw = raw if isinstance(raw, str) else json.dumps(raw)
     return _check_label(path, line, raw.strip(), label_list)
 

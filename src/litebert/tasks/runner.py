@@ -171,7 +171,25 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
         raise CheckpointError(f"{meta_path}: kind {meta['kind']!r} does not match task {meta['task']!r}, a "
                               f"{preset.kind.name!r} task; is the file from another folder?")
     model = preset.kind.load_model(model_dir)
+    _check_labels(meta, model, meta_path)
     return preset, model, load_tokenizer(model_dir, tokenizer), meta
+
+
+def _check_labels(meta: dict, model, meta_path: Path) -> None:
+    """finetune.json's labels must be a list of distinct names, one per output of the head (predictions would
+    otherwise be written under other labels' names)."""
+    labels = meta.get("labels")
+    if labels is None:
+        return
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels):
+        raise CheckpointError(f"{literal(meta_path)}: 'labels' must be a list of distinct label names, got "
+                              f"{literal(repr(labels)[:80])}; write the folder again with `litebert finetune`")
+    outputs = getattr(getattr(model, "config", None), "num_labels", None)
+    classifier = getattr(getattr(model, "classifier", None), "out_features", None)
+    if classifier is not None and outputs is not None and outputs != 1 and len(labels) != outputs:
+        raise CheckpointError(f"{literal(meta_path)} names {len(labels)} labels but the model's head has {outputs} "
+                              f"outputs: the file does not belong to these weights; write the folder again with "
+                              f"`litebert finetune`")
 
 
 def _run(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,

@@ -47,9 +47,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--pieces", action="store_true", help="also print the pieces")
     e.add_argument("--offsets", action="store_true", help="also print character offsets into the input")
     e.add_argument("--no-special-tokens", action="store_true", help="omit [CLS]/[SEP]")
-    e.add_argument("--split-special-tokens", action="store_true",
+    # Not given (None): the folder's tokenizer_config.json decides, as it does for HF; a plain store_true would
+    # override a folder that says true with False.
+    e.add_argument("--split-special-tokens", action="store_const", const=True, default=None,
                    help="read [MASK], [CLS], ... written in the text as plain text (as the official tokenizer does), "
-                        "not as their ids")
+                        "not as their ids (default: split_special_tokens of the folder's tokenizer_config.json, "
+                        "else off)")
+    e.add_argument("--no-split-special-tokens", dest="split_special_tokens", action="store_const", const=False,
+                   help="read [MASK], [CLS], ... written in the text as their ids, whatever the folder says")
 
 
 def run(args) -> int:
@@ -60,7 +65,8 @@ def run(args) -> int:
                         text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet,
                         overwrite=args.overwrite)
         return 0
-    tok = AlbertTokenizer.from_pretrained(args.tokenizer, split_special_tokens=args.split_special_tokens)
+    given = {} if args.split_special_tokens is None else {"split_special_tokens": args.split_special_tokens}
+    tok = AlbertTokenizer.from_pretrained(args.tokenizer, **given)
     if args.text:
         texts: Iterable[str] = args.text
     elif args.input:

@@ -114,7 +114,7 @@ def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Opt
 def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
                        dist: D.Distributed) -> Optional[tuple]:
     """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; a refusal on rank 0 is
-    raised on every rank. None: no checkpoint yet."""
+    raised on every rank. None: no checkpoint yet, or none that verifies (the run then starts again)."""
     found, error = None, None
     if dist.is_main:
         try:
@@ -122,10 +122,9 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
             if found is not None:
                 steps = max_steps if max_steps is not None else _saved_max_steps(found[2])
                 check_compatible(found[2], identity(steps), found[1])
-            elif list_checkpoints(ckpt_dir):
-                raise CheckpointError("{resume:flag}: none of the checkpoints in " + literal(ckpt_dir) + " verifies "
-                                      "(see the warnings above); nothing was changed. Restore a good checkpoint, or "
-                                      "start again with {overwrite:flag}", resume=True, overwrite=True)
+            elif list_checkpoints(ckpt_dir):  # e.g. killed while writing its first one: nothing to continue from
+                warnings.warn(f"none of the checkpoints in {ckpt_dir} verifies (see the warnings above): the run "
+                              f"starts again from step 0", stacklevel=2)
         except LitebertError as e:
             error = e
     if D.broadcast_int(1 if error is not None else 0, dist):

@@ -103,6 +103,7 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     import torch
 
     from litebert.heads import AlbertForPreTraining
+    from litebert.params import available_memory, check_memory
     from litebert.train import distributed as D
     from litebert.train.checkpoint import run_identity
     from litebert.train.engine import Runtime, plan_run
@@ -116,6 +117,7 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     saved_tokenizer = (_tokenizer(tokenizer, train_data.store) if init is None or tokenizer is not None
                        else init_tokenizer)
     runtime = Runtime.resolve(dist, cfg.precision, attention, config, training=True)
+    check_memory(config, cfg.micro_batch, cfg.seq_len, available_memory(dist.device))  # before it is allocated
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = AlbertForPreTraining(config)
     note = load_init_weights(model, init) if init is not None else None
@@ -125,6 +127,10 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
                    cfg.max_steps, dist, default_max_steps=DEFAULT_MAX_STEPS, done_step=plan.marker.get("step"))
     if run.finished:
         return _finished(plan)
+    if plan.action == "resume" and run.checkpoint is None:  # nothing to continue from: start again in place
+        run = dataclasses.replace(run, folder=dataclasses.replace(plan, action="restart"))
+        if dist.is_main:
+            _say(f"{plan.out} holds no checkpoint that verifies; starting from step 0 (its metrics are rewritten)")
     cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
     cfg.accumulation(dist.world_size)  # refused here, before anything is written
     action = "reopen" if plan.action == "finished" else plan.action
