@@ -153,6 +153,33 @@ def test_vocab_size_the_corpus_cannot_support(corpus, tmp_path):
         train_tokenizer([corpus], tmp_path / "out", vocab_size=10, progress=False)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_threads": 0}, "num_threads = 0: must be >= 1"),
+    ({"character_coverage": 0.0}, r"character_coverage = 0.0: must lie in \(0, 1\]"),
+    ({"character_coverage": 1.01}, r"character_coverage = 1.01: must lie in \(0, 1\]"),
+    ({"character_coverage": float("nan")}, "character_coverage = nan: expected a number"),
+    ({"input_sentence_size": -1}, "input_sentence_size = -1: must be >= 0"),
+    ({"seed": -5}, "seed = -5: must be >= 0"),
+    ({"vocab_size": 3.5}, "vocab_size = 3.5: expected an integer"),
+    ({"seed": True}, "seed = True: expected an integer"),
+])
+def test_out_of_range_settings_are_refused_before_anything_is_written(corpus, tmp_path, kwargs, message):
+    from litebert.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        train_tokenizer([corpus], tmp_path / "out", vocab_size=kwargs.pop("vocab_size", 60), progress=False, **kwargs)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--threads", "0"), ("--character-coverage", "1.5"), ("--seed", "-1"),
+                                         ("--input-sentence-size", "-2"), ("--vocab-size", "0")])
+def test_out_of_range_options_are_one_line_errors_naming_the_flag(corpus, tmp_path, capsys, flag, value):
+    code = main(["tokenizer", "train", "--input", str(corpus), "--out", str(tmp_path / "out"), flag, value])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and f"{flag} {value}" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_input_and_bad_jsonl(tmp_path):
     with pytest.raises(DataError, match=r"nope\.txt' does not exist"):
         train_tokenizer([tmp_path / "nope.txt"], tmp_path / "out", progress=False)

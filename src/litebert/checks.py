@@ -55,13 +55,16 @@ FRACTION = Range(0, 1, high_closed=True)  # [0, 1]
 COVERAGE = Range(0, 1, low_open=True, high_closed=True)  # (0, 1]
 
 
-def check_values(**values: tuple[Any, Range]) -> None:
+def check_values(**values: tuple) -> None:
     """Arguments that are not config fields, checked as the configs check theirs: each ``name=(value, range)`` must
-    be a finite number (an integer where the range's bounds are) in its range; None means "not given". A failure is a
-    one-line `ConfigError` naming the argument (``workers = 0: must be >= 1``; on the command line, its flag)."""
-    for name, (value, rng) in values.items():
+    be a finite number in its range, each ``name=(value, range, int)`` an integer in its range; None means "not
+    given". A failure is a one-line `ConfigError` naming the argument (``workers = 0: must be >= 1``; on the command
+    line, its flag)."""
+    for name, (value, rng, *kind) in values.items():
         if value is None:
             continue
+        if kind == [int] and not _is_int(value):
+            raise ConfigError("{" + name + "}: expected an integer", **{name: value})
         if not _is_float(value):
             raise ConfigError("{" + name + "}: expected a number", **{name: value})
         if not rng.holds(value):

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Iterable
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, COVERAGE
+from litebert.cli import ranged
 from litebert.text_input import ENCODING_ERRORS, iter_lines
 from litebert.tokenizer.tokenizer import AlbertTokenizer
 from litebert.tokenizer.train import train_tokenizer
@@ -23,15 +25,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--out", required=True, help="output folder (created; one already holding a tokenizer needs "
                                                 "--overwrite)")
     t.add_argument("--overwrite", action="store_true", help="--out holds a tokenizer: replace it")
-    t.add_argument("--vocab-size", type=int, default=30000, help="pieces in the vocabulary, special pieces included")
+    ranged(t.add_argument("--vocab-size", type=int, default=30000,
+                          help="pieces in the vocabulary, special pieces included"), AT_LEAST_1)
     t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     t.add_argument("--keep-accents", action="store_true", help="skip NFKD accent stripping")
-    t.add_argument("--character-coverage", type=float, default=0.99995,
-                   help="fraction of the corpus's characters the vocabulary covers (the rest become <unk>)")
-    t.add_argument("--input-sentence-size", type=int, default=10_000_000,
-                   help="sample this many sentences from larger corpora (0 = all)")
-    t.add_argument("--threads", type=int, default=None, help="default: all cores")
-    t.add_argument("--seed", type=int, default=0, help="seed of SentencePiece's sentence sampling")
+    ranged(t.add_argument("--character-coverage", type=float, default=0.99995,
+                          help="fraction of the corpus's characters the vocabulary covers (the rest become <unk>)"),
+           COVERAGE)
+    ranged(t.add_argument("--input-sentence-size", type=int, default=10_000_000,
+                          help="sample this many sentences from larger corpora (0 = all)"), AT_LEAST_0)
+    ranged(t.add_argument("--threads", type=int, default=None, help="default: all cores"), AT_LEAST_1)
+    ranged(t.add_argument("--seed", type=int, default=0, help="seed of SentencePiece's sentence sampling"), AT_LEAST_0)
     t.add_argument("--text-field", default="text", help="JSONL field holding the text")
     t.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
                    help="invalid UTF-8: stop with file/line/byte offset (strict) or substitute U+FFFD (replace)")

@@ -27,6 +27,7 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from litebert import text_input
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, COVERAGE, check_values
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
 from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
@@ -70,6 +71,10 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
         inputs = [inputs]
     given_inputs = [f for f in inputs if "*" not in str(f) and "?" not in str(f)]
     files = text_input.expand_inputs(inputs)  # a missing input is reported before anything is written
+    check_values(vocab_size=(vocab_size, AT_LEAST_1, int), character_coverage=(character_coverage, COVERAGE),
+                 input_sentence_size=(input_sentence_size, AT_LEAST_0, int),
+                 max_sentence_length=(max_sentence_length, AT_LEAST_1, int),
+                 num_threads=(num_threads, AT_LEAST_1, int), seed=(seed, AT_LEAST_0, int))
     n_reserved = len(("<pad>", "<unk>")) + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
     if vocab_size <= n_reserved:
         raise TokenizerError("{vocab_size} leaves no room: the ALBERT special and user-defined pieces alone take "
