@@ -208,7 +208,7 @@ def _holds_output(out: Path, layout: Layout) -> Optional[dict]:
                           "or empty folder", out=out)
     if kind != layout.kind:
         noun = next((lay.noun for lay in LAYOUTS if lay.kind == kind), kind)
-        raise OutputError("{out} holds a litebert " + noun + ", not a " + layout.noun + "; choose another folder",
+        raise OutputError("{out} holds a litebert " + noun + ", not " + _article(layout.noun) + "; choose another folder",
                           out=out)
     return read_marker(out)
 
@@ -386,3 +386,7 @@ def remove_stale_temporaries(folder: str | os.PathLike, recursive: bool = False)
             except OSError:
                 pass
     return removed
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun

@@ -10,6 +10,7 @@ are new) and the SOP classifier.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 
 from litebert.config import PRESETS, SHARING, AlbertConfig
@@ -69,8 +70,10 @@ def check_memory(config: AlbertConfig, batch: int, seq_len: int, available: int,
     drops = {}
     for name, cap in _SHAPE_FIELDS.items():
         if getattr(config, name) > cap:
-            smaller = dataclasses.replace(config, **{name: cap}, **({"num_hidden_groups": 1} if name ==
-                                                                   "num_hidden_layers" else {}))
+            smaller = copy.copy(config)  # unchecked: the capped shape only measures this field's share
+            object.__setattr__(smaller, name, cap)
+            if name == "num_hidden_layers":
+                object.__setattr__(smaller, "num_hidden_groups", 1)
             drops[name] = need - memory_bytes(smaller, batch, seq_len, training)
     culprit = max(drops, key=drops.get) if drops else "hidden_size"
     raise ConfigError("{" + culprit + "}: " + f"this shape needs at least {_gb(need)} "

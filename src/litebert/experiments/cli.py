@@ -20,6 +20,7 @@ from pathlib import Path
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.cli import ranged
+from litebert.text_input import ENCODING_ERRORS
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -149,6 +150,9 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     data.add_argument("--tokenizer", type=Path, help="tokenizer for --corpus (bundled: data/albert-30k)")
     data.add_argument("--heldout-every", type=int, default=d.heldout_every,
                       help="every N-th document of the corpus is held out")
+    data.add_argument("--encoding-errors", default=d.encoding_errors, choices=ENCODING_ERRORS,
+                      help="invalid UTF-8 in --corpus: stop with file/line/byte offset (strict) or read it as U+FFFD "
+                           "(replace)")
     data.add_argument("--sentiment-data", type=Path, help="the sentiment task's data folder (bundled: "
                                                           "data/finetune/sentiment)")
     data.add_argument("--mc-data", type=Path, help="the multiple-choice task's data folder (bundled: "
@@ -193,6 +197,7 @@ def settings(args: argparse.Namespace):
         mc_steps=args.mc_steps, finetune_batch=args.finetune_batch, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, data=path(args.data), eval_data=path(args.eval_data),
         corpus=tuple(path(c) for c in corpus), tokenizer=path(tokenizer), heldout_every=args.heldout_every,
+        encoding_errors=args.encoding_errors,
         sentiment_data=path(args.sentiment_data or bundled.get("sentiment_data")),
         mc_data=path(args.mc_data or bundled.get("mc_data")))
 

@@ -68,18 +68,20 @@ class Settings:
     corpus: tuple[str, ...] = ()
     tokenizer: str | None = None
     heldout_every: int = 20
+    encoding_errors: str = "strict"    # invalid UTF-8 in the corpus: stop (strict) or read U+FFFD (replace)
     sentiment_data: str | None = None
     mc_data: str | None = None
 
     def __post_init__(self) -> None:
-        from litebert.checks import AT_LEAST_1, POSITIVE, check_fields
+        from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
+        from litebert.text_input import ENCODING_ERRORS
 
         check_fields(self, {**{k: AT_LEAST_1 for k in ("steps", "hidden_size", "num_layers", "embedding_size",
                                                        "seq_len", "batch", "eval_examples", "sentiment_steps",
                                                        "mc_steps", "finetune_batch", "max_train_examples",
                                                        "max_eval_examples", "heldout_every")},
-                            "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE},
-                     {"experiment": EXPERIMENTS})
+                            "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE, "seed": AT_LEAST_0},
+                     {"experiment": EXPERIMENTS, "encoding_errors": ENCODING_ERRORS})
         if any(e < 1 for e in self.embedding_sizes):
             raise ConfigError("{embedding_sizes}: expected integers >= 1",
                               embedding_sizes=",".join(map(str, self.embedding_sizes)))
@@ -135,7 +137,7 @@ def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan, d
     begun = any((out / d).exists() for d in ("data", "timing", "arms"))  # work that the settings decided
     if not saved or not begun:
         return s, plan, saved
-    old = saved["settings"]
+    old = {**_DEFAULTS, **saved["settings"]}  # a setting added since the folder was written has its default there
     new = s.to_json()
     if s.minutes is not None and old.get("minutes") == s.minutes:
         new["steps"] = old.get("steps")
@@ -159,6 +161,10 @@ def _saved(out: Path) -> dict:
     return saved
 
 
+_DEFAULTS = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
+             for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING}
+
+
 def save_settings(out: Path, s: Settings, **extra) -> None:
     write_json(out / "experiment.json", {"settings": s.to_json(), **extra})
 
@@ -166,20 +172,30 @@ def save_settings(out: Path, s: Settings, **extra) -> None:
 # ---------------------------------------------------------------------------------------------------- data
 
 
-def split_corpus(files: list[Path], every: int, train: Path, held: Path) -> None:
-    """Write the documents of ``files`` (official format: a blank line between documents; JSON lines: a document a
-    line), in order, to the training text ``train``, every ``every``-th one (the 20th, 40th, ...) to the held-out
-    text ``held`` instead. Streams (a pass to count, one per output): memory does not grow with the corpus."""
+def check_corpus(files: list[Path], every: int, encoding_errors: str = "strict") -> int:
+    """Read the corpus through once (streaming) and return its number of documents: a file that does not decode, or
+    too few documents to hold out every ``every``-th and train on the rest, is refused here, before anything is
+    written."""
     from litebert.data.readers import read_documents
 
-    def documents():
-        return (doc.parts for path in files for doc in read_documents(path))
-
-    total = sum(1 for _ in documents())
+    total = sum(1 for path in files for _ in read_documents(path, encoding_errors=encoding_errors))
     if total < every or total == every == 1:
         raise ConfigError("{corpus:flag}: " + f"{total} document(s) give no {'held-out' if total < every else 'training'} "
                           "document with {heldout_every}; give more documents (a blank line between them) or a "
                           "smaller {heldout_every:flag}", corpus=" ".join(map(str, files)), heldout_every=every)
+    return total
+
+
+def split_corpus(files: list[Path], every: int, train: Path, held: Path, encoding_errors: str = "strict") -> None:
+    """Write the documents of ``files`` (official format: a blank line between documents; JSON lines: a document a
+    line), in order, to the training text ``train``, every ``every``-th one (the 20th, 40th, ...) to the held-out
+    text ``held`` instead. Streams (a pass to check, one per output): memory does not grow with the corpus."""
+    from litebert.data.readers import read_documents
+
+    def documents():
+        return (doc.parts for path in files for doc in read_documents(path, encoding_errors=encoding_errors))
+
+    check_corpus(files, every, encoding_errors)
 
     def write(keep_held: bool):
         def fill(tmp: Path) -> None:
@@ -219,10 +235,13 @@ def check_sources(s: Settings) -> None:
             raise ConfigError("give the corpus and its tokenizer ({corpus:flag} FILES {tokenizer:flag} DIR), or "
                               "prepared stores ({data:flag} and {eval_data:flag})", corpus=None, tokenizer=None,
                               data=None, eval_data=None)
-        expand_inputs(list(s.corpus))
         if not Path(s.tokenizer).exists():
             raise ConfigError("{tokenizer}: no such file or folder; give a tokenizer folder or .model file",
                               tokenizer=s.tokenizer)
+        from litebert.tokenizer import AlbertTokenizer
+
+        AlbertTokenizer.from_pretrained(s.tokenizer)  # a damaged tokenizer is named now, not after the split
+        check_corpus(expand_inputs(list(s.corpus)), s.heldout_every, s.encoding_errors)
     if s.device is not None:
         from litebert.train.device import resolve_device
 
@@ -253,7 +272,8 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
 
     files = expand_inputs(list(s.corpus))
     progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
-    split_corpus(files, s.heldout_every, folder / "text" / "train.txt", folder / "text" / "heldout.txt")
+    split_corpus(files, s.heldout_every, folder / "text" / "train.txt", folder / "text" / "heldout.txt",
+                 s.encoding_errors)
     tok = AlbertTokenizer.from_pretrained(s.tokenizer)
     for name, store in (("train", train), ("heldout", held)):
         progress(f"data: preparing the {name} store {store}")

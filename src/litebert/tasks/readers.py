@@ -182,18 +182,19 @@ def _check_glue_row(path: Path, line: int, row: list[str], spec: dict, col: dict
 def _glue_label(path: Path, line: int, raw: str, spec: dict) -> str | float:
     """The label of a GLUE row: a float for regression (STS-B), else one of the task's labels."""
     if spec["labels"] is None:
-        return _score(path, line, raw, spec["label"])
+        return _score(path, line, raw, f"column {spec['label']!r}")
     return _check_label(path, line, raw, spec["labels"])
 
 
 def _score(path: Path, line: int, raw, column: str) -> float:
-    """A regression target: a finite number (NaN or infinity would train to a NaN loss and score NaN)."""
+    """A regression target in ``column`` (its description: "column 'label'"): a finite number (NaN or infinity
+    would train to a NaN loss and score NaN)."""
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise DataError(f"{path}:{line}: {column!r} must be a number, got {raw!r}") from None
+        raise DataError(f"{path}:{line}: {column} must be a number, got {raw!r}") from None
     if not math.isfinite(value):
-        raise DataError(f"{path}:{line}: {column!r} is {raw!r}, expected a finite number")
+        raise DataError(f"{path}:{line}: {column} is {raw!r}, expected a finite number")
     return value
 
 

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from litebert import text_input
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, COVERAGE, check_values
-from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
+from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
 from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
@@ -86,10 +86,10 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
     plan = folders.plan(out, folders.TOKENIZER, overwrite=overwrite, inputs={"inputs": [*given_inputs, *files]})
     # Scratch space beside --out, removed at the end (or, if killed, at the next start): --out itself is written
     # only once the vocabulary is trained, so bad input leaves it as it was.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries_of(out, "train.tmp")
     tmp = out.parent / f".{out.name}.train.tmp-{os.getpid()}"
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries_of(out, "train.tmp")
         tmp.mkdir()
         tok = _train(tmp, files, stats, vocab_size, do_lower_case, keep_accents, character_coverage,
                      input_sentence_size, max_sentence_length, num_threads, seed, text_field, encoding_errors, progress)
@@ -103,7 +103,7 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
     except OSError as e:
         if isinstance(e, LitebertError):
             raise
-        raise WriteError(f"{out}: cannot write the tokenizer ({e.strerror or e})") from None
+        raise WriteError("{out}: cannot write the tokenizer (" + literal(e.strerror or e) + ")", out=out) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     tok = AlbertTokenizer.from_pretrained(out)

@@ -47,7 +47,7 @@ class TrainConfig:
         compile: torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster steps where it
             fuses the elementwise work (measured in docs/BENCHMARKS.md)
         eval_every: evaluate every N steps (0: at start and end only)
-        eval_examples: held-out examples per evaluation
+        eval_examples: held-out examples per evaluation (without held-out data, no evaluation runs)
         save_every: checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
         keep_last: checkpoints to keep (0: all)
         log_every: write train metrics every N steps
@@ -142,8 +142,8 @@ class TrainConfig:
 
 _RANGES = {
     **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions",
-                                     "max_ngram", "log_every", "max_bad_steps")},
-    **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "eval_examples", "save_every", "keep_last",
+                                     "max_ngram", "log_every", "max_bad_steps", "eval_examples")},
+    **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "save_every", "keep_last",
                                      "weight_decay", "seed")},
     "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
     "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
