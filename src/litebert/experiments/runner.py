@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import sys
 import time
+from typing import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,13 +173,35 @@ def save_settings(out: Path, s: Settings, **extra) -> None:
 # ---------------------------------------------------------------------------------------------------- data
 
 
+def _corpus_lines(files: list[Path], encoding_errors: str) -> Iterator[str | None]:
+    """The corpus's lines (official format: its sentences; JSON lines: each document's paragraphs), ``None`` after
+    each document. A line at a time, so memory does not grow with a document's size either."""
+    from litebert.data.readers import read_documents
+    from litebert.text_input import is_jsonl, iter_lines
+
+    for path in files:
+        if is_jsonl(path):
+            for doc in read_documents(path, "jsonl", encoding_errors):
+                yield from doc.parts
+                yield None
+            continue
+        in_document = False
+        for _, _, line in iter_lines(path, encoding_errors):
+            if line.strip():
+                in_document = True
+                yield line.strip()
+            elif in_document:
+                in_document = False
+                yield None
+        if in_document:
+            yield None
+
+
 def check_corpus(files: list[Path], every: int, encoding_errors: str = "strict") -> int:
     """Read the corpus through once (streaming) and return its number of documents: a file that does not decode, or
     too few documents to hold out every ``every``-th and train on the rest, is refused here, before anything is
     written."""
-    from litebert.data.readers import read_documents
-
-    total = sum(1 for path in files for _ in read_documents(path, encoding_errors=encoding_errors))
+    total = sum(1 for line in _corpus_lines(files, encoding_errors) if line is None)
     if total < every or total == every == 1:
         raise ConfigError("{corpus:flag}: " + f"{total} document(s) give no {'held-out' if total < every else 'training'} "
                           "document with {heldout_every}; give more documents (a blank line between them) or a "
@@ -190,21 +213,20 @@ def split_corpus(files: list[Path], every: int, train: Path, held: Path, encodin
     """Write the documents of ``files`` (official format: a blank line between documents; JSON lines: a document a
     line), in order, to the training text ``train``, every ``every``-th one (the 20th, 40th, ...) to the held-out
     text ``held`` instead. Streams (a pass to check, one per output): memory does not grow with the corpus."""
-    from litebert.data.readers import read_documents
-
-    def documents():
-        return (doc.parts for path in files for doc in read_documents(path, encoding_errors=encoding_errors))
-
     check_corpus(files, every, encoding_errors)
 
     def write(keep_held: bool):
         def fill(tmp: Path) -> None:
             with open(tmp, "w", encoding="utf-8") as f:
-                first = True
-                for i, parts in enumerate(documents(), 1):
-                    if (i % every == 0) == keep_held:
-                        f.write(("" if first else "\n") + "\n".join(parts) + "\n")
-                        first = False
+                doc, written, first_line = 1, False, True  # the document read; this output has one; its 1st line
+                for line in _corpus_lines(files, encoding_errors):
+                    if line is None:
+                        doc, first_line = doc + 1, True
+                        continue
+                    if (doc % every == 0) == keep_held:
+                        f.write(("\n" if first_line and written else "") + line + "\n")
+                        written = True
+                    first_line = False
         return fill
 
     atomic_write(train, write(False))
