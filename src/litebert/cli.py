@@ -209,6 +209,23 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"
 
 
+_MODEL_OPTIONS = {"model", "models", "init_from", "tokenizer"}
+
+
+def _add_offline(parser: argparse.ArgumentParser) -> None:
+    """``--offline`` on every command that takes a model or tokenizer (which may be a hub id, `litebert.hub`)."""
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        subparsers = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in subparsers:
+            stack.extend(action.choices.values())
+        if not subparsers and any(a.dest in _MODEL_OPTIONS for a in p._actions):
+            p.add_argument("--offline", action="store_true",
+                           help="a hub id (org/name[@revision]) given as a model or tokenizer is taken from the local "
+                                "Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.formatwarning = _one_line_warning
@@ -236,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     # A module serving several commands (finetune/evaluate/...) exposes configure_command/run_command.
     several = hasattr(module, "configure_command")
     module.configure_command(name, parser) if several else module.configure(parser)
+    _add_offline(parser)
     args = parser.parse_args(argv[1:])
+    if getattr(args, "offline", False):
+        os.environ["HF_HUB_OFFLINE"] = "1"  # read by litebert.hub when a hub id is resolved
     try:
         check_ranges(parser, args)
         code = module.run_command(name, args) if several else module.run(args)

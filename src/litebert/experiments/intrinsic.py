@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 import torch
 from tqdm import tqdm
 
+from litebert import hub
 from litebert.errors import CheckpointError, ConfigError
 
 OBJECTIVES = ("mlm", "sop", "nsp")
@@ -99,12 +100,14 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     from litebert.train.device import resolve_device
 
     chosen = parse_objectives(objectives)
+    names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
+    models = [hub.local(m, "model") for m in models]
     _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)
     report = PretrainingEvaluation(Path(data), 0, seq_len or 128, seed)
-    for name, path in zip(model_names(models, names), models):
+    for name, path in zip(names, models):
         model = load_for_evaluation(path, chosen, store.facts.vocab_size).to(dev)
         report.scores[name] = intrinsic_accuracy(model, store, chosen, examples=examples,
                                                  seq_len=model.config.sequence_length(seq_len, 128), seed=seed,

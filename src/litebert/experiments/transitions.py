@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 import torch
 from tqdm import tqdm
 
+from litebert import hub
 from litebert.errors import ConfigError
 from litebert.files import atomic_write
 
@@ -44,6 +45,8 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     from litebert.train.device import resolve_device
 
     out = Path(out)
+    names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
+    models = [hub.local(m, "model") for m in models]
     if out.suffix.lower() not in PLOT_FORMATS:
         raise ConfigError("{out}: the plot is written as " + ", ".join(PLOT_FORMATS) + " (the numbers go beside it, "
                           "as .csv); give one of these names", out=out)
@@ -56,7 +59,7 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
         plan_file(path, name="out", overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)
     rows = {}
-    for name, path in zip(model_names(models, names), models):
+    for name, path in zip(names, models):
         model = AlbertModel.from_pretrained(path).to(dev)
         if model.config.vocab_size != store.facts.vocab_size:
             raise ConfigError(f"{path}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "

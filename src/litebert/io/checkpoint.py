@@ -169,8 +169,11 @@ def load_hf_state_dict(model: torch.nn.Module, tensors: dict[str, torch.Tensor])
 
 
 def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **config_overrides):
-    """Build ``cls`` from the config in ``path`` and load its weights (see `PretrainedMixin.from_pretrained`)."""
-    path = Path(path)
+    """Build ``cls`` from the config in ``path`` (a folder, or a hub id: `litebert.hub.local`) and load its weights
+    (see `PretrainedMixin.from_pretrained`)."""
+    from litebert import hub
+
+    path = hub.local(path, "model")
     if not path.exists():
         raise CheckpointNotFoundError(f"model folder not found: {path}")
     config = load_config(path, **config_overrides)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from litebert import hub
 from litebert import folders
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
 from litebert.errors import ConfigError, DataError, literal
@@ -154,6 +155,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     from litebert.train import distributed as D
 
     preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite,
                         inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
     if plan.action == "finished":

@@ -29,6 +29,7 @@ from typing import Mapping, Optional
 import numpy as np
 from tqdm import tqdm
 
+from litebert import hub
 from litebert import text_input
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
@@ -81,6 +82,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     ``overwrite``). ``columns``: the data's columns (default: those the folder was fine-tuned with).
     ``null_threshold``: SQuAD v2's no-answer threshold (default: the one chosen on dev). ``allow_incomplete``: use a
     folder whose fine-tuning did not finish."""
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
@@ -117,6 +119,7 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     prediction added, to ``output`` (an existing file only with ``overwrite``; see the module docstring for the
     keys). ``batch_tokens``: batches by size, up to ``batch_size`` inputs of at most this many tokens together
     (default: off); with ``batch_tokens`` alone, the tokens decide."""
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
     runner.check_complete(model, allow_incomplete)
@@ -136,6 +139,7 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
     """Embed each text of ``input`` (one a line, or JSONL with the text under ``text_field``) with the encoder of
     ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
     ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector)."""
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:

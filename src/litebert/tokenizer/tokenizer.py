@@ -110,8 +110,11 @@ class AlbertTokenizer:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides) -> "AlbertTokenizer":
         """Load a tokenizer folder (HF layout: ``spiece.model``, or only ``tokenizer.json`` as transformers 5 saves
-        it; ``tokenizer_config.json`` optional), a SentencePiece ``.model`` file or a ``tokenizer.json`` file."""
-        path = Path(path)
+        it; ``tokenizer_config.json`` optional), a SentencePiece ``.model`` file, a ``tokenizer.json`` file, or a hub id
+        (`litebert.hub.local`)."""
+        from litebert import hub
+
+        path = hub.local(path, "tokenizer")
         if path.is_dir():
             model, hf_json, cfg_path = path / MODEL_NAME, path / HF_JSON_NAME, path / CONFIG_NAME
             options = {}

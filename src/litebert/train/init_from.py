@@ -62,7 +62,9 @@ def weights_sha256(tensors: dict[str, torch.Tensor]) -> str:
 
 def model_folder(path: Path) -> Path:
     """The model folder ``path`` names (``init_from``): the folder itself, or a pretraining run folder's model/."""
-    folder = Path(path)
+    from litebert import hub
+
+    folder = hub.local(path, "model")  # a hub id: its folder in the Hugging Face cache
     if not folder.exists():
         raise CheckpointError("{init_from}: no such model folder", init_from=folder)
     if not folder.is_dir():

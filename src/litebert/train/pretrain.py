@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from litebert import hub
 from litebert import folders
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
@@ -72,6 +73,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
 
     cfg = train or TrainConfig(max_steps=None)
     out = Path(out)
+    init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
                         inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
     if plan.action == "finished" and cfg.max_steps in (None, plan.marker.get("step")):
