@@ -27,3 +27,67 @@ class IntTokenizer:
 
     def fingerprint(self):
         return hashlib.sha256(f"{self.name}-{self.vocab_size}".encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------ a Hugging Face hub cache
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def cache_repo(hf_home, repo: str, folder, commit: str = COMMIT, ref: str | None = "main"):
+    """Put ``folder``'s files into ``hf_home``'s hub cache as huggingface_hub lays them out: blobs by hash,
+    snapshots/COMMIT/ symlinks to them, refs/REF naming the commit. Returns the snapshot folder."""
+    import os
+
+    root = hf_home / "hub" / ("models--" + repo.replace("/", "--"))
+    snapshot = root / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (root / "blobs").mkdir(exist_ok=True)
+    for f in sorted(folder.iterdir()):
+        data = f.read_bytes()
+        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / f.name).symlink_to(os.path.relpath(blob, snapshot))
+    if ref is not None:
+        (root / "refs").mkdir(exist_ok=True)
+        (root / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+# ------------------------------------------------------------------------- a BERT-style WordPiece vocabulary
+CJK = "我你他她们的是不在有人这个中国大学生爱北京天安门上海今年好很多说话来去看书日本语东西南小月水山"
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "un", "##aff", "##able", "hello", "world",
+         "cafe", "café", "naive", "naïve", "resume", "résumé", "zurich", "zürich", "paris", "is", "capital", "of",
+         "france", "berlin", "germany", "and", "in", "to", "it", "was", "whale", "sea", "ship", "##ed", "##ing",
+         "##er", "##ly", "The", "Hello", "Café", "Zürich", "Paris", "CAFÉ", "mask", "2010", "中国", "北京"]
+
+
+def wordpiece_vocab() -> list[str]:
+    """A small BERT-style vocabulary: [PAD], two [unusedN], [UNK], [CLS], [SEP], [MASK] (BERT's order), ASCII and CJK
+    punctuation, lower-case letters, digits and a few accented letters with their ``##`` forms (so that every
+    lower-case word has pieces), CJK characters (and ``##`` forms), English and accented words, some cased."""
+    specials = ["[PAD]", "[unused1]", "[unused2]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    punct = list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + list("，。！？、：；（）《》")
+    letters = list("abcdefghijklmnopqrstuvwxyz0123456789éüïà")
+    cjk = list(CJK)
+    return list(dict.fromkeys(specials + punct + letters + ["##" + c for c in letters + cjk] + cjk + WORDS))
+
+
+def write_wordpiece_vocab(path):
+    """``wordpiece_vocab()`` written as a vocab.txt at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(t + "\n" for t in wordpiece_vocab()), encoding="utf-8")
+    return path
+
+
+def bert_tokenizer_folder(folder, **options):
+    """A tokenizer folder as transformers' ``BertTokenizer.save_pretrained`` writes it (vocab.txt,
+    tokenizer_config.json, special_tokens_map.json) for ``wordpiece_vocab()``; returns HF's tokenizer."""
+    import tempfile
+    from pathlib import Path
+
+    import transformers
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = transformers.BertTokenizer(str(write_wordpiece_vocab(Path(tmp) / "vocab.txt")), **options)
+        hf.save_pretrained(folder)
+    return hf

@@ -3,14 +3,13 @@ offline; the download path with `litebert.hub.download` replaced (no network in 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import COMMIT, cache_repo
 
 from litebert import hub
 from litebert.cli import main
@@ -18,7 +17,6 @@ from litebert.errors import CheckpointError
 
 REPO = Path(__file__).resolve().parents[1]
 SPM = REPO / "data" / "albert-30k" / "spiece.model"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 
 
@@ -37,24 +35,6 @@ def hf_folder(path: Path, head: str = "mlm", seed: int = 0) -> Path:
     model.save_pretrained(path)
     transformers.AlbertTokenizer(str(SPM)).save_pretrained(path)
     return path
-
-
-def cache_repo(hf_home: Path, repo: str, folder: Path, commit: str = COMMIT, ref: str | None = "main") -> Path:
-    """Put ``folder``'s files into ``hf_home``'s hub cache as huggingface_hub lays them out: blobs by hash,
-    snapshots/COMMIT/ symlinks to them, refs/REF naming the commit. Returns the snapshot folder."""
-    root = hf_home / "hub" / ("models--" + repo.replace("/", "--"))
-    snapshot = root / "snapshots" / commit
-    snapshot.mkdir(parents=True, exist_ok=True)
-    (root / "blobs").mkdir(exist_ok=True)
-    for f in sorted(folder.iterdir()):
-        data = f.read_bytes()
-        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        (snapshot / f.name).symlink_to(os.path.relpath(blob, snapshot))
-    if ref is not None:
-        (root / "refs").mkdir(exist_ok=True)
-        (root / "refs" / ref).write_text(commit)
-    return snapshot
 
 
 @pytest.fixture(scope="module")

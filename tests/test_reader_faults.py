@@ -53,7 +53,7 @@ def _squad() -> bytes:
 
 
 def _predict_rows(path: Path):
-    return Classification().examples_from_json(list(R._jsonl(path)), path)
+    return Classification().examples_from_json(list(R.records(path)), path)
 
 
 # name: (file name, valid content, reader)

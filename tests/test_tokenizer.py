@@ -338,7 +338,7 @@ def test_preprocess_text_is_official_default():
 
 def test_longest_first_is_the_official_pop_loop():
     """Closed-form truncation equals the official run_classifier `_truncate_seq_pair` loop, exhaustively."""
-    from litebert.tokenizer.tokenizer import _truncated_lengths
+    from litebert.tokenizer.base import _truncated_lengths
 
     for n1 in range(0, 25):
         for n2 in range(0, 25):

@@ -149,7 +149,7 @@ def write_json(path: Path, data) -> Path:
 
 
 def test_bad_folders_and_files_are_one_line_errors(saved, tmp_path):
-    with pytest.raises(TokenizerError, match=r"no spiece.model or tokenizer.json in this folder") as e:
+    with pytest.raises(TokenizerError, match=r"no spiece.model, vocab.txt or tokenizer.json in this folder") as e:
         load_tokenizer(tmp_path)
     assert "\n" not in str(e.value) and "save_pretrained" in str(e.value)
     data = json.loads((saved / "tokenizer.json").read_text())

@@ -155,8 +155,9 @@ def test_vocab_size_the_corpus_cannot_support(corpus, tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"num_threads": 0}, "num_threads = 0: must be >= 1"),
-    ({"character_coverage": 0.0}, r"character_coverage = 0.0: must lie in \(0, 1\]"),
-    ({"character_coverage": 1.01}, r"character_coverage = 1.01: must lie in \(0, 1\]"),
+    ({"character_coverage": 0.0}, r"character_coverage = 0.0: must lie in \[0.98, 1\]"),
+    ({"character_coverage": 0.97}, r"character_coverage = 0.97: must lie in \[0.98, 1\]"),
+    ({"character_coverage": 1.01}, r"character_coverage = 1.01: must lie in \[0.98, 1\]"),
     ({"character_coverage": float("nan")}, "character_coverage = nan: expected a number"),
     ({"input_sentence_size": -1}, "input_sentence_size = -1: must be >= 0"),
     ({"seed": -5}, "seed = -5: must be >= 0"),

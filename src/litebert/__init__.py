@@ -19,6 +19,8 @@ _LAZY = {
     "AlbertForQuestionAnswering": "litebert.heads",
     "AlbertForMultipleChoice": "litebert.heads",
     "AlbertTokenizer": "litebert.tokenizer",
+    "WordPieceTokenizer": "litebert.tokenizer",
+    "load_tokenizer": "litebert.tokenizer",
     "Packing": "litebert.padding",
     # the commands, as functions, and their typed settings and results
     "train_tokenizer": "litebert.tokenizer",

@@ -76,7 +76,7 @@ def _legacy(kind: str, needs: tuple[str, ...], complete: Optional[bool]) -> Call
     return recognise
 
 
-TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "tokenizer_config.json", "tokenizer.json",
+TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer_config.json", "tokenizer.json",
                          "special_tokens_map.json")
 MODEL_FILES = _names("config.json", "model.safetensors", "litebert_model.safetensors") + TOKENIZER_FILES
 TENSORBOARD = Layout(None, files=(r"events\.out\.tfevents\..+",))

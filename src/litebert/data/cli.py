@@ -19,17 +19,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("prepare", help="tokenize a corpus into a sharded, memory-mapped token store",
                        description="Tokenize files/directories/globs into a token store for `litebert pretrain`.")
     p.add_argument("--input", dest="inputs", nargs="+", required=True, metavar="PATH",
-                   help="files, directories (read recursively) or globs; gzip/xz/bz2 are decompressed transparently")
+                   help="files, directories (read recursively) or globs; gzip/xz/bz2/zstd are decompressed "
+                        "transparently; .parquet/.arrow tables and datasets folders are read a row a document")
     p.add_argument("--tokenizer", required=True, metavar="DIR",
-                   help="tokenizer folder (spiece.model [+ tokenizer_config.json]) or a .model file")
+                   help="tokenizer folder (spiece.model or a BERT-style vocab.txt [+ tokenizer_config.json]), "
+                        "one of those files, or a hub id")
     p.add_argument("--out", required=True, metavar="STORE",
                    help="store folder to create (new or empty; an existing store only with --overwrite)")
     ranged(p.add_argument("--workers", type=int, default=1, help="tokenizing processes (default 1)"), AT_LEAST_1)
     p.add_argument("--format", default="auto", choices=FORMATS,
                    help="official: a sentence per line, blank line between documents; paragraphs: a document per "
-                        "paragraph; files: a document per file; jsonl: a document per line; auto (default): "
-                        "jsonl for *.jsonl/*.json, official otherwise")
-    p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+                        "paragraph; files: a document per file; jsonl: a document per line (or table row); auto "
+                        "(default): jsonl for *.jsonl/*.json and tables, official otherwise")
+    p.add_argument("--text-field", default="text",
+                   help="JSONL field or table column holding the text (default: text)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
     ranged(p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)"),
@@ -64,9 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_tokenizer(path: str):
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer import load_tokenizer
 
-    return AlbertTokenizer.from_pretrained(path)
+    return load_tokenizer(path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,11 +8,14 @@ Formats (``--format``):
 ``paragraphs``  plain text, one document per paragraph (paragraphs are separated by blank lines; lines inside a
                 paragraph are joined), split into sentences by :func:`litebert.data.splitter.split_sentences`.
 ``files``       plain text, one document per file; each paragraph is split into sentences.
-``jsonl``       one JSON object per line with a string field (``text`` by default) holding one document; each line
-                of that string is a paragraph, split into sentences.
-``auto``        ``jsonl`` for ``*.jsonl`` / ``*.json`` / ``*.ndjson`` (optionally compressed), ``official`` otherwise.
+``jsonl``       one record per document: a JSON object per line, or a row of a table (Parquet, Arrow, a `datasets`
+                folder), whose string field or column (``text`` by default) holds the document; each line of that
+                string is a paragraph, split into sentences. Texts given in Python (`litebert.columnar.TextSource`)
+                are read the same way, each string a document.
+``auto``        ``jsonl`` for ``*.jsonl`` / ``*.json`` / ``*.ndjson`` (optionally compressed), for tables and for texts
+                given in Python; ``official`` otherwise.
 
-Opening, decompressing and decoding the files, with the errors that name file, line and byte offset, is
+Opening, decompressing and decoding the files, with the errors that name file, line (or row) and byte offset, is
 `litebert.text_input`'s; expanding directories and globs into files too (`litebert.text_input.expand_inputs`).
 
 Sentence splitting of ``paragraphs``/``files``/``jsonl`` text is done later, in the tokenizing workers: a reader
@@ -25,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from litebert.columnar import WHAT, TextSource
 from litebert.errors import DataError
-from litebert.text_input import is_jsonl, iter_lines, parse_json_line, text_field
+from litebert.text_input import is_records, iter_lines, iter_record_texts, parse_json_line, table_kind, text_field
 
 FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
 
@@ -64,23 +68,39 @@ def _read_jsonl(path: Path, encoding_errors: str, field: str) -> Iterator[RawDoc
     for lineno, _, line in iter_lines(path, encoding_errors):
         if line.strip():
             text = text_field(parse_json_line(line, path, lineno, encoding_errors), field, path, lineno)
-            paragraphs = [p for p in text.splitlines() if p.strip()]
-            yield RawDocument(paragraphs, split=True, nbytes=len(line) + 1)
+            yield RawDocument(_paragraphs(text), split=True, nbytes=len(line) + 1)
 
 
-def detect_format(path: Path) -> str:
-    return "jsonl" if is_jsonl(path) else "official"
+def _read_records(source: Path | TextSource, encoding_errors: str, field: str) -> Iterator[RawDocument]:
+    """The documents of a table or of texts given in Python: each text a document, as a JSON line's."""
+    for _, text in iter_record_texts(source, field, encoding_errors):
+        yield RawDocument(_paragraphs(text), split=True, nbytes=len(text) + 1)
 
 
-def read_documents(path: Path, fmt: str = "auto", encoding_errors: str = "strict",
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in text.splitlines() if p.strip()]
+
+
+def detect_format(path: Path | TextSource) -> str:
+    return "jsonl" if is_records(path) else "official"
+
+
+def read_documents(path: Path | TextSource, fmt: str = "auto", encoding_errors: str = "strict",
                    text_field: str = "text") -> Iterator[RawDocument]:
-    """Stream the documents of one file in the given format (see the module docstring). Empty documents are
-    skipped; an empty file yields nothing."""
+    """Stream the documents of one input in the given format (see the module docstring): a file, a `datasets`
+    folder or texts given in Python. Empty documents are skipped; an empty file yields nothing."""
     if fmt not in FORMATS:
         raise DataError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "auto":
         fmt = detect_format(path)
-    if fmt == "jsonl":
+    kind = "texts" if isinstance(path, TextSource) else table_kind(path)
+    if kind is not None:
+        if fmt != "jsonl":
+            what = "texts given in Python" if kind == "texts" else WHAT[kind]
+            raise DataError(f"{path}: {what}, records rather than lines of text; read them with the format auto or "
+                            f"jsonl (a document a record), not {fmt}")
+        yield from _read_records(path, encoding_errors, text_field)
+    elif fmt == "jsonl":
         yield from _read_jsonl(path, encoding_errors, text_field)
     elif fmt == "official":
         for group, nbytes in _blank_separated(path, encoding_errors):

@@ -3,8 +3,9 @@
 Layout of a store directory::
 
     manifest.json              format, tokenizer facts and fingerprint, counts, every file's size and sha256
-    tokenizer/                 the tokenizer the store was prepared with (``save_pretrained``: spiece.model,
-                               tokenizer_config.json, tokenizer.json), so that `pretrain` can save it beside the model
+    tokenizer/                 the tokenizer the store was prepared with (``save_pretrained``: spiece.model or
+                               vocab.txt, tokenizer_config.json, tokenizer.json), so that `pretrain` can save it
+                               beside the model
     word_start.npy             bool[vocab]: piece starts a word (official ``_is_start_piece``), for whole-word masking
     normal_ids.npy             int32[n]: ids of normal pieces, the pool for the 10% random replacements
     shard-00000.tokens         uint16 (vocab <= 65536) or uint32, little-endian: all token ids of the shard, flat
@@ -46,14 +47,15 @@ from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
 from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
 from litebert.folders import OutputError
-from litebert.text_input import compression, expand_inputs
+from litebert.text_input import corpus_sources, input_bytes
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 TOKENIZER_FOLDER = "tokenizer"
 TOKEN_DTYPES = ("<u2", "<u4")
-_TOKENIZER_FILES = ("spiece.model", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+_TOKENIZER_FILES = ("spiece.model", "vocab.txt", "tokenizer_config.json", "tokenizer.json",
+                    "special_tokens_map.json")
 _COUNTS = ("num_tokens", "num_sentences", "num_documents")  # the counts of a store and of each shard
 _SCAN_ITEMS = 1 << 22  # elements per chunk when scanning token ids and offsets (32 MiB of int64 at most)
 
@@ -182,7 +184,9 @@ class _ShardWriter:
 
 def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_chars: int,
             empty_files: list[str]) -> Iterator[list[RawDocument]]:
-    """Group the documents of all files into blocks of roughly ``block_chars`` characters."""
+    """Group the documents of all files into blocks of roughly ``block_chars`` characters. The characters of the
+    text are counted, not the input's bytes, so that the same text gives the same blocks (and shards) whatever the
+    format it comes in."""
     block: list[RawDocument] = []
     chars = 0
     for path in files:
@@ -190,7 +194,7 @@ def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_cha
         for doc in read_documents(path, fmt, errors, text_field):
             n += 1
             block.append(doc)
-            chars += doc.nbytes
+            chars += sum(len(part) + 1 for part in doc.parts)
             if chars >= block_chars:
                 yield block
                 block, chars = [], 0
@@ -198,6 +202,30 @@ def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_cha
             empty_files.append(str(path))
     if block:
         yield block
+
+
+def _watch_stripped_marks(blocks: Iterator[list[RawDocument]], tokenizer) -> Iterator[list[RawDocument]]:
+    """``blocks``, passed through; when ``tokenizer`` strips accents, the text they hold is measured on the way
+    for combining marks that its script needs and stripping removes (one warning, `StrippedMarksCheck`)."""
+    if hasattr(tokenizer, "strip_accents"):  # WordPiece: BERT's rule, strip_accents None follows do_lower_case
+        strips = tokenizer.do_lower_case if tokenizer.strip_accents is None else tokenizer.strip_accents
+        advice = "prepare with a tokenizer whose tokenizer_config.json sets \"strip_accents\": false to keep them"
+    else:  # SentencePiece; anything else normalizes in its own way (TokenizerFacts)
+        strips = not getattr(tokenizer, "keep_accents", True)
+        advice = "prepare with a tokenizer trained with --keep-accents (keep_accents=True) to keep them"
+    if not strips:
+        yield from blocks
+        return
+    from litebert.tokenizer.normalize import StrippedMarksCheck
+
+    check = StrippedMarksCheck(advice)
+    for block in blocks:
+        if not check.done:
+            for doc in block:
+                for part in doc.parts:
+                    check.add(part)
+        yield block
+    check.finish()
 
 
 def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
@@ -212,25 +240,30 @@ def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
         yield pending.popleft().get()
 
 
-def prepare_store(inputs: list[str | os.PathLike], tokenizer, out: str | os.PathLike, workers: int = 1, *,
+def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
                   shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
                   progress: bool = True) -> "TokenStore":
-    """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` (an `AlbertTokenizer`, or its folder or
-    .model file) into a new store at ``out`` (an existing store is replaced only with ``overwrite``).
+    """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` (a tokenizer, or what
+    `litebert.tokenizer.load_tokenizer` reads: its folder or file, a hub id) into a new store at ``out`` (an existing
+    store is replaced only with ``overwrite``).
 
     ``workers`` tokenizing processes run in parallel (1 = in this process); the output does not depend on it.
     A new shard starts once the current one holds ``shard_tokens`` tokens (at a document boundary).
+
+    ``inputs`` may also be texts held in Python (`litebert.text_input.corpus_sources`): a ``datasets.Dataset`` or
+    ``IterableDataset`` (its ``text_field`` column), or an iterator of strings; each text is a document whose lines
+    are paragraphs, as a JSON line's text is. A list always names files.
     """
     out = Path(out)
     if shard_tokens < 1:
         raise DataError("{shard_tokens}: expected an integer >= 1", shard_tokens=shard_tokens)
     if isinstance(tokenizer, (str, os.PathLike)):
         check_store_out(out, overwrite)  # before the tokenizer loads
-        from litebert.tokenizer import AlbertTokenizer
+        from litebert.tokenizer import load_tokenizer
 
-        tokenizer = AlbertTokenizer.from_pretrained(tokenizer)
-    files, facts = _check_before_writing(inputs, tokenizer, out, workers, overwrite)
+        tokenizer = load_tokenizer(tokenizer)
+    files, facts = _check_before_writing(inputs, tokenizer, out, workers, overwrite, text_field)
     dtype = token_dtype(facts.vocab_size)
     tmp = _writable(lambda: _fresh_temporary(out), out)
     empty_files: list[str] = []  # filled by _blocks as it reads the inputs
@@ -240,7 +273,10 @@ def prepare_store(inputs: list[str | os.PathLike], tokenizer, out: str | os.Path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return TokenStore(out, verify=False)
+    # Not read back: its ids were checked against the vocabulary as they were written and its offsets come from the
+    # lengths. Scanning it here would read a large store twice and map all of it, so that the peak memory of
+    # `data prepare` would grow with the corpus; a reader (pretrain, data inspect) checks it in full when it opens it.
+    return TokenStore(out, verify=False, _check_content=False)
 
 
 def _writable(write, out: Path):
@@ -260,7 +296,8 @@ def _build(tmp: Path, out: Path, files, facts, dtype, tokenizer, empty_files: li
            text_field: str, block_chars: int, workers: int, shard_tokens: int, progress: bool) -> None:
     """The store built in ``tmp`` (aux files, shards, manifest, marker), then swapped into place at ``out``."""
     aux_files, tokenizer_folder = _write_aux_files(tmp, tokenizer, facts)
-    blocks = _blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files)
+    blocks = _watch_stripped_marks(_blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files),
+                                   tokenizer)
     shards, dropped_docs = _tokenize_into_shards(files, blocks, tokenizer, facts, tmp, dtype, workers, shard_tokens,
                                                  progress)
     manifest = _manifest(tmp, facts, dtype, shards, aux_files, tokenizer_folder, files=files, fmt=fmt,
@@ -270,15 +307,15 @@ def _build(tmp: Path, out: Path, files, facts, dtype, tokenizer, empty_files: li
     _swap_into_place(tmp, out)
 
 
-def _check_before_writing(inputs: list[str | os.PathLike], tokenizer, out: Path, workers: int,
-                          overwrite: bool) -> tuple[list[Path], TokenizerFacts]:
+def _check_before_writing(inputs, tokenizer, out: Path, workers: int, overwrite: bool,
+                          text_field: str = "text") -> tuple[list, TokenizerFacts]:
     """Check the arguments, ``out`` and the tokenizer before anything is written; returns the input files and facts."""
     if workers < 1:
         raise DataError("{workers}: expected an integer >= 1", workers=workers)
     check_store_out(out, overwrite)
-    files = expand_inputs(inputs)
+    files = corpus_sources(inputs, text_field)
     if out.exists():
-        inside = [f for f in files if _is_within(f, out)]
+        inside = [f for f in files if isinstance(f, Path) and _is_within(f, out)]
         if inside:
             raise OutputError("{inputs} lies inside {out}, which would be replaced; choose a folder outside the "
                               "corpus", inputs=inside[0], out=out)
@@ -322,7 +359,8 @@ def _tokenize_into_shards(files: list[Path], blocks: Iterator[list[RawDocument]]
                           progress: bool) -> tuple[list[dict], int]:
     """Tokenize ``blocks`` into shards in ``tmp``; returns the shard records and the count of dropped documents."""
     # The bar counts input bytes; its total is unknown when some input is compressed.
-    total = None if any(compression(f) for f in files) else sum(f.stat().st_size for f in files)
+    sizes = [input_bytes(f) for f in files]
+    total = None if None in sizes else sum(sizes)
     bar = tqdm(total=total, unit="B", unit_scale=True, desc="prepare", disable=not progress)
     pool, encoded = _start_encoding(blocks, tokenizer, workers)
     shards: list[dict] = []
@@ -590,7 +628,9 @@ class TokenStore:
         folder = self._field(m, "tokenizer_folder", "tokenizer_folder", str, optional=True)
         if folder is not None and folder != TOKENIZER_FOLDER:
             raise bad(f"{MANIFEST} field tokenizer_folder is {folder!r}, expected {TOKENIZER_FOLDER!r} or null")
-        needed = ["word_start.npy", "normal_ids.npy"] + ([f"{TOKENIZER_FOLDER}/spiece.model"] if folder else [])
+        needed = ["word_start.npy", "normal_ids.npy"]
+        if folder and f"{TOKENIZER_FOLDER}/vocab.txt" not in aux:  # a WordPiece tokenizer's folder holds vocab.txt
+            needed.append(f"{TOKENIZER_FOLDER}/spiece.model")
         for name in needed:
             if name not in aux:
                 raise bad(f"{MANIFEST} field aux_files has no {name}")
@@ -698,13 +738,13 @@ class TokenStore:
         return self.path / folder if folder else None
 
     def tokenizer(self):
-        """The `AlbertTokenizer` the store was prepared with, or None if the store holds none (prepared by an older
+        """The tokenizer the store was prepared with, or None if the store holds none (prepared by an older
         litebert, or with a tokenizer that cannot save itself)."""
         if self.tokenizer_path is None:
             return None
-        from litebert.tokenizer import AlbertTokenizer
+        from litebert.tokenizer import load_tokenizer
 
-        tok = AlbertTokenizer.from_pretrained(self.tokenizer_path)
+        tok = load_tokenizer(self.tokenizer_path)
         self.check_tokenizer(tok)
         return tok
 
@@ -712,7 +752,7 @@ class TokenStore:
         """Raise :class:`DataError` unless ``tokenizer`` (or its facts) is the one the store was made with."""
         got = tokenizer.fingerprint if isinstance(tokenizer, TokenizerFacts) else tokenizer.fingerprint()
         if got != self.facts.fingerprint:
-            raise DataError(f"store {self.path} was prepared with a different tokenizer (spiece.model sha256 "
+            raise DataError(f"store {self.path} was prepared with a different tokenizer (vocabulary sha256 "
                             f"{self.facts.fingerprint[:12]}..., this one {got[:12]}...); prepare the corpus again "
                             f"with this tokenizer or use the original one")
 

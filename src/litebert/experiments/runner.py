@@ -177,10 +177,10 @@ def _corpus_lines(files: list[Path], encoding_errors: str) -> Iterator[str | Non
     """The corpus's lines (official format: its sentences; JSON lines: each document's paragraphs), ``None`` after
     each document. A line at a time, so memory does not grow with a document's size either."""
     from litebert.data.readers import read_documents
-    from litebert.text_input import is_jsonl, iter_lines
+    from litebert.text_input import is_records, iter_lines
 
     for path in files:
-        if is_jsonl(path):
+        if is_records(path):  # JSON lines or a table
             for doc in read_documents(path, "jsonl", encoding_errors):
                 yield from doc.parts
                 yield None
@@ -260,9 +260,9 @@ def check_sources(s: Settings) -> None:
         if not Path(s.tokenizer).exists():
             raise ConfigError("{tokenizer}: no such file or folder; give a tokenizer folder or .model file",
                               tokenizer=s.tokenizer)
-        from litebert.tokenizer import AlbertTokenizer
+        from litebert.tokenizer import load_tokenizer
 
-        AlbertTokenizer.from_pretrained(s.tokenizer)  # a damaged tokenizer is named now, not after the split
+        load_tokenizer(s.tokenizer)  # a damaged tokenizer is named now, not after the split
         check_corpus(expand_inputs(list(s.corpus)), s.heldout_every, s.encoding_errors)
     if s.device is not None:
         from litebert.train.device import resolve_device
@@ -279,7 +279,7 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
     """The training and held-out stores: the user's (--data/--eval-data), or the corpus split by documents and
     prepared once under OUT/data (reused when both stores open)."""
     from litebert.data.store import TokenStore, prepare_store
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer import load_tokenizer
 
     if s.data:
         return Path(s.data), Path(s.eval_data)
@@ -296,7 +296,7 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
     progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
     split_corpus(files, s.heldout_every, folder / "text" / "train.txt", folder / "text" / "heldout.txt",
                  s.encoding_errors)
-    tok = AlbertTokenizer.from_pretrained(s.tokenizer)
+    tok = load_tokenizer(s.tokenizer)
     for name, store in (("train", train), ("heldout", held)):
         progress(f"data: preparing the {name} store {store}")
         prepare_store([folder / "text" / f"{name}.txt"], tok, store, overwrite=True, progress=False)

@@ -26,7 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                   "--overwrite)")
     tf.add_argument("--overwrite", action="store_true",
                     help="--out holds a model written by `litebert convert`: replace it")
-    tf.add_argument("--spm", help="SentencePiece model (e.g. 30k-clean.model) to save as the folder's tokenizer")
+    tf.add_argument("--spm", help="the tokenizer to save in the folder: a SentencePiece model (e.g. 30k-clean.model) "
+                                  "or a BERT-style vocabulary (e.g. the Chinese models' vocab_chinese.txt)")
     from litebert.io.convert_tf import HEADS
 
     tf.add_argument("--head", default="auto", choices=["auto", *HEADS],

@@ -330,11 +330,11 @@ def spm_tokenizer(result: Conversion, spm: str | os.PathLike | None):
     """The tokenizer of ``spm`` (None without one), checked against the converted model's vocabulary."""
     if spm is None:
         return None
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer import load_tokenizer
 
-    tokenizer = AlbertTokenizer.from_pretrained(spm)
+    tokenizer = load_tokenizer(spm)
     if tokenizer.vocab_size != result.model.config.vocab_size:
-        raise TokenizerError(f"{spm}: the SentencePiece model has {tokenizer.vocab_size} pieces but the config's "
+        raise TokenizerError(f"{spm}: the tokenizer has {tokenizer.vocab_size} pieces but the config's "
                              f"vocab_size is {result.model.config.vocab_size}; pass the model the checkpoint was "
                              "trained with")
     return tokenizer

@@ -61,11 +61,13 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli, squad1, squad2, race, mc, "
                                 "conll, classify, regress, sentiment")
     p.add_argument("--model", required=True, help="pretrained model folder (litebert or HF ALBERT)")
-    p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names) or the "
-                                                 "training file")
+    p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names; a datasets "
+                                                 "DatasetDict folder) or the training file (.parquet/.arrow and "
+                                                 "datasets folders too, with --columns)")
     p.add_argument("--dev", help="the dev file (default: found in the --data folder)")
     p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
-    p.add_argument("--tokenizer", help="tokenizer folder or .model file (default: the --model folder)")
+    p.add_argument("--tokenizer", help="tokenizer folder (spiece.model or vocab.txt) or file (default: the "
+                                       "--model folder)")
     p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
     p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
     p.add_argument("--keep-checkpoints", action="store_true",
@@ -81,7 +83,7 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
 
 _TASK_MODEL = ("a folder written by `litebert finetune`, or an ALBERT task model saved by HF transformers (its "
                "config.json names the head and the labels)")
-_TOKENIZER = "tokenizer folder or .model file (default: the --model folder's)"
+_TOKENIZER = "tokenizer folder (spiece.model or vocab.txt) or file (default: the --model folder's)"
 
 
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
@@ -102,7 +104,8 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
 
 def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help=_TASK_MODEL)
-    p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md)")
+    p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md); or a table "
+                                                   "(.parquet, .arrow, a datasets folder): one object per row")
     p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
     p.add_argument("--tokenizer", help=_TOKENIZER)
     p.add_argument("--allow-incomplete", action="store_true",
@@ -115,11 +118,12 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
 
 def _configure_embed(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="any litebert/HF ALBERT folder")
-    p.add_argument("--input", required=True, help="text (one a line) or .jsonl (the text under --text-field); "
-                                                   "gzip/xz/bz2 are read transparently")
+    p.add_argument("--input", required=True, help="text (one a line), .jsonl or a table (.parquet, .arrow, a "
+                                                   "datasets folder) with the text under --text-field; gzip, xz, bz2 "
+                                                   "and zstd are read transparently")
     p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
     p.add_argument("--tokenizer", help=_TOKENIZER)
-    p.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    p.add_argument("--text-field", default="text", help="JSONL field or table column holding the text")
     p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
                    help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
                         "raw [CLS] vector")

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from litebert import heads
+from litebert import heads, text_input
 from litebert.errors import DataError
 from litebert.tasks import metrics as M
 from litebert.tasks import readers as R
@@ -151,9 +151,9 @@ class _SentenceKind(TaskKind):
         text_a = tuple(dict.fromkeys([cols.get("text_a", "text_a"), "text_a", "text", "sentence"]))
         out = []
         for line, o in rows:
-            a = json_text(o, text_a, f"{path}:{line}")
+            a = json_text(o, text_a, text_input.where(path, line))
             bkey = next((k for k in (cols.get("text_b"), "text_b", "text_pair") if k and k in o), None)
-            b = json_text(o, (bkey,), f"{path}:{line}") if bkey else None
+            b = json_text(o, (bkey,), text_input.where(path, line)) if bkey else None
             out.append(R.TextExample(str(o.get("id", line)), a, b))
         return out
 
@@ -234,9 +234,9 @@ class TokenClassification(TaskKind):
         for line, o in rows:
             words = o.get("words")
             if words is None:
-                words = json_text(o, ("text",), f"{path}:{line}").split()
+                words = json_text(o, ("text",), text_input.where(path, line)).split()
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-                raise DataError(f"{path}:{line}: 'words' must be a list of strings")
+                raise DataError(f"{text_input.where(path, line)}: 'words' must be a list of strings")
             out.append(R.TokenExample(str(o.get("id", line)), words))
         return out
 
@@ -304,10 +304,10 @@ class MultipleChoice(TaskKind):
         for line, o in rows:
             choices = o.get("choices")
             if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
-                raise DataError(f"{path}:{line}: 'choices' must be a list of at least two strings")
-            context = json_text(o, ("context",), f"{path}:{line}") if "context" in o else ""
+                raise DataError(f"{text_input.where(path, line)}: 'choices' must be a list of at least two strings")
+            context = json_text(o, ("context",), text_input.where(path, line)) if "context" in o else ""
             out.append(R.MultipleChoiceExample(str(o.get("id", line)), context,
-                                               json_text(o, ("question",), f"{path}:{line}"), choices))
+                                               json_text(o, ("question",), text_input.where(path, line)), choices))
         if len({len(e.choices) for e in out}) > 1:  # one [B, K, L] batch needs the same K
             raise DataError(f"{path}: every item needs the same number of choices")
         return out
@@ -346,8 +346,8 @@ class ExtractiveQA(TaskKind):
         return R.read_squad(path, encoding_errors=encoding_errors)[0]
 
     def examples_from_json(self, rows, path, columns=None):
-        return [R.SquadExample(str(o.get("id", line)), json_text(o, ("question",), f"{path}:{line}"),
-                               json_text(o, ("context",), f"{path}:{line}")) for line, o in rows]
+        return [R.SquadExample(str(o.get("id", line)), json_text(o, ("question",), text_input.where(path, line)),
+                               json_text(o, ("context",), text_input.where(path, line))) for line, o in rows]
 
     def featurize(self, tok, examples, labels, max_length, training=False):
         feats = self._windows(tok, examples, max_length, training)

@@ -1,6 +1,7 @@
 """Inference with fine-tuned and pretrained models, as typed functions (``litebert evaluate``, ``predict`` and
 ``embed`` map their flags onto them): `evaluate` (labelled data -> metrics and per-example rows), `predict` (JSONL in,
-JSONL out) and `embed` (texts -> .npy).
+JSONL out) and `embed` (texts -> .npy). Where they read JSON lines they read tables too (Parquet, Arrow, a `datasets`
+folder: `litebert.text_input.iter_records`), a row for a line.
 
 Input objects by task kind (extra keys are kept and echoed back):
 
@@ -29,7 +30,7 @@ from typing import Mapping, Optional
 import numpy as np
 from tqdm import tqdm
 
-from litebert import hub
+from litebert import columnar, hub
 from litebert import text_input
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
@@ -89,7 +90,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     runner.check_complete(model, allow_incomplete)
     preset, net, tok, meta = runner.load_finetuned(model, tokenizer)
     path = Path(data)
-    if path.is_dir():
+    if path.is_dir() and columnar.dataset_folder(path) != "dataset":  # a folder of splits (a Dataset is one split)
         path = runner.find_split(path, "dev") or runner.find_split(path, "test")
         if path is None:
             raise DataError("{data}: no dev/valid file in this folder", data=data)
@@ -136,8 +137,8 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
           encoding_errors: str = "strict", overwrite: bool = False) -> EmbedResult:
-    """Embed each text of ``input`` (one a line, or JSONL with the text under ``text_field``) with the encoder of
-    ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
+    """Embed each text of ``input`` (one a line, or JSONL or a table with the text under ``text_field``) with the
+    encoder of ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
     ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
@@ -201,7 +202,7 @@ def _predict_stream(preset, model, tok, meta: dict, input_path, output_path, max
         nonlocal count
         with open(tmp, "w", encoding="utf-8") as f, \
                 tqdm(desc="predicting", unit=" inputs", disable=not progress, leave=False) as bar:
-            for rows in chunks(R._jsonl(path, encoding_errors=encoding_errors), chunk_size):
+            for rows in chunks(R.records(path, encoding_errors=encoding_errors), chunk_size):
                 examples = kind.examples_from_json(rows, path, meta.get("columns"))
                 feats = kind.featurize(tok, examples, labels, max_len)
                 outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp, max_tokens=max_tokens,
@@ -228,10 +229,11 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
 
 
 def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "strict") -> Iterator[str]:
-    """The texts `embed` reads: the ``text_field`` of each JSONL object, or each non-blank line of a text file."""
-    if text_input.is_jsonl(path):
-        for n, o in R._jsonl(path, encoding_errors=encoding_errors):
-            yield text_input.text_field(o, text_field, path, n)
+    """The texts `embed` reads: the ``text_field`` of each record (a JSONL object, a table's row), or each non-blank
+    line of a text file."""
+    if text_input.is_records(path):
+        for _, text in text_input.iter_record_texts(path, text_field, encoding_errors):
+            yield text
     else:
         for _, _, line in text_input.iter_lines(path, encoding_errors):
             if line.strip():
@@ -242,8 +244,9 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
                encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
                tokenizer: str | Path | None = None) -> np.ndarray:
-    """Embed each text of ``input_path`` (text, one a line, or JSONL with the text under ``text_field``; compressed
-    or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path`` (.npy).
+    """Embed each text of ``input_path`` (text, one a line, or JSONL or a table with the text under ``text_field``;
+    compressed or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path``
+    (.npy).
     ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector). The model
     runs on ``device`` (default: CPU), under autocast to ``amp`` when given; ``tokenizer`` replaces the folder's own.
 

@@ -1,9 +1,10 @@
 """Readers for the standard fine-tuning formats, each returning plain dataclasses.
 
-Every reader names the file and line of a bad record (``DataError``) and refuses empty files. Files are opened
-through `litebert.text_input`: gzip, xz and bz2 are decompressed transparently (by their magic bytes), and invalid
-UTF-8 is an error naming the file, line and byte offset unless ``encoding_errors="replace"`` (so is a JSON escape
-that decodes to a lone surrogate, ``"\\ud800"``, naming the file, line and field). Formats:
+Every reader names the file and line (a table's row) of a bad record (``DataError``) and refuses empty files. Files
+are opened through `litebert.text_input`: gzip, xz, bz2 and zstd are decompressed transparently (by their magic
+bytes), what is not text is refused naming its format, and invalid UTF-8 is an error naming the file, line and byte
+offset unless ``encoding_errors="replace"`` (so is a JSON escape that decodes to a lone surrogate, ``"\\ud800"``,
+naming the file, line and field). Formats:
 
 * GLUE TSV, as distributed by the GLUE benchmark (all nine tasks and the AX diagnostic): columns are found by header
   name; CoLA train/dev have no header and are read by position, as the official ``ColaProcessor`` does.
@@ -11,7 +12,9 @@ that decodes to a lone surrogate, ``"\\ud800"``, naming the file, line and field
 * RACE JSON (one passage per file: ``article``, ``questions``, ``options``, ``answers``), a file or a folder of them.
 * Multiple-choice JSONL: ``{"id", "context", "question", "choices": [...], "label": 0 | "A"}`` one object a line.
 * CoNLL-2003: ``word POS chunk NER`` a line, blank lines between sentences, ``-DOCSTART-`` lines skipped.
-* A user's own CSV / TSV / JSONL with a column mapping (``text_a``, optional ``text_b``, ``label``).
+* A user's own CSV / TSV / JSONL, or table (Parquet, Arrow, a `datasets` folder: `litebert.columnar`), with a
+  column mapping (``text_a``, optional ``text_b``, ``label``). The multiple-choice reader and `records` (what
+  ``predict`` reads) take tables too, a row for a JSON line.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert import text_input
+from litebert import columnar, text_input
 from litebert.errors import DataError, literal
 from litebert.files import parse_json
 
@@ -123,9 +126,10 @@ def _read_json(path: Path, encoding_errors: str = "strict"):
     return text_input.mend_lone_surrogates(parse_json(text, path, DataError), text, str(path), encoding_errors)
 
 
-def _check_label(path, line: int, value: str, label_list: list[str] | None) -> str:
+def _check_label(at: str, value: str, label_list: list[str] | None) -> str:
+    """``value``, a label read at ``at`` (``file:line``), which must be one of ``label_list`` when it is given."""
     if label_list is not None and value not in label_list:
-        raise DataError(f"{path}:{line}: label {value!r} is not one of the task's labels {label_list}")
+        raise DataError(f"{at}: label {value!r} is not one of the task's labels {label_list}")
     return value
 
 
@@ -182,19 +186,19 @@ def _check_glue_row(path: Path, line: int, row: list[str], spec: dict, col: dict
 def _glue_label(path: Path, line: int, raw: str, spec: dict) -> str | float:
     """The label of a GLUE row: a float for regression (STS-B), else one of the task's labels."""
     if spec["labels"] is None:
-        return _score(path, line, raw, f"column {spec['label']!r}")
-    return _check_label(path, line, raw, spec["labels"])
+        return _score(f"{path}:{line}", raw, f"column {spec['label']!r}")
+    return _check_label(f"{path}:{line}", raw, spec["labels"])
 
 
-def _score(path: Path, line: int, raw, column: str) -> float:
-    """A regression target in ``column`` (its description: "column 'label'"): a finite number (NaN or infinity
-    would train to a NaN loss and score NaN)."""
+def _score(at: str, raw, column: str) -> float:
+    """A regression target in ``column`` (its description: "column 'label'") read at ``at`` (``file:line``): a
+    finite number (NaN or infinity would train to a NaN loss and score NaN)."""
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise DataError(f"{path}:{line}: {column} must be a number, got {raw!r}") from None
+        raise DataError(f"{at}: {column} must be a number, got {raw!r}") from None
     if not math.isfinite(value):
-        raise DataError(f"{path}:{line}: {column} is {raw!r}, expected a finite number")
+        raise DataError(f"{at}: {column} is {raw!r}, expected a finite number")
     return value
 
 
@@ -202,6 +206,10 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
     """Read one GLUE split file. Test files (no label column) give examples with ``label=None``."""
     name, path = glue_task_name(task), Path(path)
     spec = GLUE_TASKS[name]
+    if text_input.table_kind(path):
+        raise DataError(f"{literal(path)}: {columnar.WHAT[text_input.table_kind(path)]}, but the GLUE tasks read the "
+                        "benchmark's TSV files; fine-tune a table with the task classify (regress for STS-B) and a "
+                        "column mapping, e.g. {columns}", columns="text_a=sentence,label=label")
     # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
     rows = _read_rows(path, encoding_errors, delimiter="\t", quotechar=None)
     header, body, first = _glue_layout(name, spec, path, rows)
@@ -223,11 +231,11 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
     return out
 
 
-def _jsonl(path: Path, *, encoding_errors: str = "strict"):
-    """Yield (line number, object) of a JSON-lines file (`litebert.text_input.iter_jsonl`); an empty file is a
-    DataError."""
+def records(path: str | Path, *, encoding_errors: str = "strict", columns: list[str] | None = None):
+    """Yield ``(number, object)`` of each record of a JSON-lines file or a table (`litebert.text_input.iter_records`:
+    line numbers, or row numbers from 0); an empty file is a DataError."""
     empty = True
-    for record in text_input.iter_jsonl(path, encoding_errors):
+    for record in text_input.iter_records(path, encoding_errors, columns):
         empty = False
         yield record
     if empty:
@@ -251,63 +259,86 @@ def _delimited_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple
     return records
 
 
-def _table_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple[int, dict]]:
-    """``(line, record)`` of each example of a JSONL, CSV or TSV file; an unknown format or no records is an error."""
-    if fmt == "jsonl":
-        records = list(_jsonl(path, encoding_errors=encoding_errors))
+def _table_rows(path: Path, kind: str, columns: list[str], encoding_errors: str) -> list[tuple[int, dict]]:
+    """``(row, record)`` of each row of a table, in ``columns`` (and ``id`` when it has one): a missing column is a
+    DataError naming the file and the columns it has."""
+    have = columnar.column_names(path, kind)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise DataError(f"{literal(path)}: no column {literal(repr(missing[0]))} (it has {literal(', '.join(have))}); "
+                        "set the column mapping, e.g. {columns}", columns="text_a=review,label=stars")
+    wanted = list(dict.fromkeys(columns + (["id"] if "id" in have else [])))
+    return list(records(path, encoding_errors=encoding_errors, columns=wanted))
+
+
+def _table_records(path: Path, fmt: str, encoding_errors: str, columns: list[str]) -> list[tuple[int, dict]]:
+    """``(line, record)`` of each example of a JSONL, CSV or TSV file, or ``(row, record)`` of a table (only
+    ``columns`` read); an unknown format or no records is an error."""
+    kind = text_input.table_kind(path)
+    if kind is not None:
+        records_ = _table_rows(path, kind, columns, encoding_errors)
+    elif fmt == "jsonl":
+        records_ = list(records(path, encoding_errors=encoding_errors))
     elif fmt in ("csv", "tsv"):
-        records = _delimited_records(path, fmt, encoding_errors)
+        records_ = _delimited_records(path, fmt, encoding_errors)
     else:
-        raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv or .jsonl (or pass fmt)")
-    if not records:
+        raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv, .jsonl, .parquet or .arrow (or pass fmt)")
+    if not records_:
         raise DataError(f"{path}: no examples (only a header?)")
-    return records
+    return records_
 
 
-def _column(path: Path, line: int, rec: dict, key: str):
-    """``rec[key]``; a missing column is a DataError that says how to map the columns."""
+def _column(at: str, rec: dict, key: str):
+    """``rec[key]``, of the record at ``at``; a missing column is a DataError that says how to map the columns."""
     if key not in rec:
-        raise DataError(f"{literal(path)}:{line}: missing column {literal(repr(key))} (has: {literal(sorted(rec))}); "
+        raise DataError(f"{literal(at)}: missing column {literal(repr(key))} (has: {literal(sorted(rec))}); "
                         "set the column mapping, e.g. {columns}", columns="text_a=review,label=stars")
     return rec[key]
 
 
-def _table_label(path: Path, line: int, raw, label: str, label_list: list[str] | None,
-                 regression: bool) -> str | float:
-    """A table label: a float for regression, else a class name (JSON values stringified) checked against the list."""
+def _table_label(at: str, raw, label: str, label_list: list[str] | None, regression: bool) -> str | float:
+    """A table label: a float for regression, else a class name (JSON values stringified) checked against the list.
+    An empty one (null; -1 in a ``datasets`` ClassLabel column) is an error: a labelled file labels every example."""
+    if raw is None:
+        raise DataError(f"{at}: column {label!r} is empty (null, or -1 in a datasets ClassLabel: a test split?); "
+                        f"label every example, or use predict for unlabelled data")
     if regression:
-        return _score(path, line, raw, f"column {label!r}")
+        return _score(at, raw, f"column {label!r}")
     raw = raw if isinstance(raw, str) else json.dumps(raw)
-    return _check_label(path, line, raw.strip(), label_list)
+    return _check_label(at, raw.strip(), label_list)
 
 
-def _table_example(path: Path, line: int, rec: dict, text_a: str, text_b: str | None, label: str | None,
+def _table_example(at: str, number: int, rec: dict, text_a: str, text_b: str | None, label: str | None,
                    label_list: list[str] | None, regression: bool) -> TextExample:
-    """One record of a user's table as a `TextExample`; text columns must hold text."""
-    a = _column(path, line, rec, text_a)
+    """One record of a user's table (record ``number``, at ``at``) as a `TextExample`; text columns must hold
+    text."""
+    a = _column(at, rec, text_a)
     if not isinstance(a, str):
-        raise DataError(f"{path}:{line}: column {text_a!r} must be text, got {a!r}")
-    b = _column(path, line, rec, text_b) if text_b else None
+        raise DataError(f"{at}: column {text_a!r} must be text, got {a!r}")
+    b = _column(at, rec, text_b) if text_b else None
     if b is not None and not isinstance(b, str):
-        raise DataError(f"{path}:{line}: column {text_b!r} must be text, got {b!r}")
+        raise DataError(f"{at}: column {text_b!r} must be text, got {b!r}")
     y = None
     if label is not None:
-        y = _table_label(path, line, _column(path, line, rec, label), label, label_list, regression)
-    return TextExample(str(rec.get("id", line)), a, b, y, rec.get("id"))
+        y = _table_label(at, _column(at, rec, label), label, label_list, regression)
+    return TextExample(str(rec.get("id", number)), a, b, y, rec.get("id"))
 
 
 def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None, label: str | None = "label",
                label_list: list[str] | None = None, regression: bool = False, fmt: str | None = None, *,
                encoding_errors: str = "strict") -> list[TextExample]:
-    """A user's CSV (header row), TSV (header row) or JSONL file, with the columns named by the mapping.
+    """A user's CSV (header row), TSV (header row) or JSONL file, or a table (Parquet, Arrow, a `datasets` folder;
+    only the mapped columns are read), with the columns named by the mapping.
 
     ``label=None`` reads unlabelled data (for ``predict``). Class labels are kept as strings (JSON numbers are
-    stringified); with ``label_list`` given, a label outside it is an error naming the file and line.
+    stringified; a ``datasets`` ClassLabel gives its names); with ``label_list`` given, a label outside it is an
+    error naming the file and line (row).
     """
     path = Path(path)
     fmt = fmt or {"json": "jsonl"}.get(_format_of(path), _format_of(path))
-    records = _table_records(path, fmt, encoding_errors)
-    return [_table_example(path, line, rec, text_a, text_b, label, label_list, regression) for line, rec in records]
+    columns = [c for c in (text_a, text_b, label) if c]
+    return [_table_example(text_input.where(path, n), n, rec, text_a, text_b, label, label_list, regression)
+            for n, rec in _table_records(path, fmt, encoding_errors, columns)]
 
 
 def _format_of(path: Path) -> str:
@@ -411,7 +442,7 @@ def _race_objects(path: Path, encoding_errors: str) -> list[tuple[str, object]]:
             raise DataError(f"{path}: no RACE .txt/.json files in this folder")
         return [(str(p), _read_json(p, encoding_errors)) for p in files]
     if _format_of(path) == "jsonl":
-        return [(f"{path}:{n}", o) for n, o in _jsonl(path, encoding_errors=encoding_errors)]
+        return [(f"{path}:{n}", o) for n, o in records(path, encoding_errors=encoding_errors)]
     doc = _read_json(path, encoding_errors)
     return [(f"{path}[{i}]", o) for i, o in enumerate(doc)] if isinstance(doc, list) else [(str(path), doc)]
 
@@ -454,25 +485,27 @@ def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[Mult
 
 
 def read_multiple_choice(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
-    """Generic multiple-choice JSONL: ``question`` and ``choices`` required; ``context``, ``id``, ``label`` optional."""
+    """Generic multiple-choice JSONL (or a table with these columns, ``choices`` a list column): ``question`` and
+    ``choices`` required; ``context``, ``id``, ``label`` optional."""
     path = Path(path)
     out, n_choices = [], None
-    for line, o in _jsonl(path, encoding_errors=encoding_errors):
+    for line, o in records(path, encoding_errors=encoding_errors):
+        at = text_input.where(path, line)
         for key in ("question", "choices"):
             if key not in o:
-                raise DataError(f"{path}:{line}: missing key {key!r} (has: {sorted(o)})")
+                raise DataError(f"{at}: missing key {key!r} (has: {sorted(o)})")
         choices = o["choices"]
         if not isinstance(choices, list) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
-            raise DataError(f"{path}:{line}: 'choices' must be a list of at least two strings")
+            raise DataError(f"{at}: 'choices' must be a list of at least two strings")
         if n_choices is not None and len(choices) != n_choices:
-            raise DataError(f"{path}:{line}: {len(choices)} choices, but earlier lines have {n_choices}; "
+            raise DataError(f"{at}: {len(choices)} choices, but earlier lines have {n_choices}; "
                             f"every item needs the same number")
         n_choices = len(choices)
         for key in ("question", "context"):
             if not isinstance(o.get(key, ""), str):
-                raise DataError(f"{path}:{line}: {key!r} must be a string")
+                raise DataError(f"{at}: {key!r} must be a string")
         label = o.get("label")
-        label = None if label is None else _letter_or_index(label, len(choices), f"{path}:{line}")
+        label = None if label is None else _letter_or_index(label, len(choices), at)
         out.append(MultipleChoiceExample(str(o.get("id", line)), o.get("context", ""), o["question"], choices, label,
                                          o.get("id")))
     return out
@@ -506,7 +539,7 @@ def read_conll(path: str | Path, label_list: list[str] | None = None, *,
             raise DataError(f"{path}:{line_no}: {len(parts)} columns, but earlier lines have {ncols}")
         words.append(parts[0])
         if ncols > 1:
-            labels.append(_check_label(path, line_no, parts[-1], label_list))
+            labels.append(_check_label(f"{path}:{line_no}", parts[-1], label_list))
     flush()
     if not out:
         raise DataError(f"{path}: the file is empty (no sentences)")

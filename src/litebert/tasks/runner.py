@@ -1,11 +1,12 @@
 """Saving and loading fine-tuned folders, finding a data folder's splits, and evaluating on labelled examples.
 
 A fine-tuned folder holds the model (HF layout, with the label names as ``id2label`` in config.json), the tokenizer
-(``spiece.model``), and ``finetune.json`` with the task, its kind, its labels, the metric, the chosen hyperparameters
-and the dev results — everything `evaluate`/`predict` need. A task-head folder without finetune.json (an ALBERT
-fine-tuned by HF transformers) is read from its config.json instead (`meta_from_config`). What differs between kinds
-of task is in `kinds.py`. While training runs the folder holds the best model so far and ``finetune.json`` says
-``"complete": false``; `check_complete` refuses such a folder (a killed run) unless asked not to.
+(``spiece.model`` or ``vocab.txt``), and ``finetune.json`` with the task, its kind, its labels, the metric, the chosen
+hyperparameters and the dev results — everything `evaluate`/`predict` need. A task-head folder without finetune.json
+(an ALBERT fine-tuned by HF transformers) is read from its config.json instead (`meta_from_config`). What differs
+between kinds of task is in `kinds.py`. While training runs the folder holds the best model so far and
+``finetune.json`` says ``"complete": false``; `check_complete` refuses such a folder (a killed run) unless asked not
+to.
 """
 
 from __future__ import annotations
@@ -71,23 +72,22 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
 # defaults `predict`/`evaluate` use for it (its labels come from config.json's id2label).
 _TASK_OF_HEAD = {"AlbertForSequenceClassification": "classify", "AlbertForTokenClassification": "conll",
                  "AlbertForMultipleChoice": "mc", "AlbertForQuestionAnswering": "squad1"}
-TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
-
-
 def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
-    """The tokenizer of ``model_dir``, or the one at ``tokenizer`` (a folder or ``.model`` file) when given; a model
-    folder without one is a `TokenizerError` that suggests ``--tokenizer``."""
+    """The tokenizer of ``model_dir``, or the one at ``tokenizer`` (a folder or file) when given
+    (`litebert.tokenizer.load_tokenizer`); a model folder without one is a `TokenizerError` that suggests
+    ``--tokenizer``."""
     from litebert.errors import TokenizerError
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer import TOKENIZER_FILES
+    from litebert.tokenizer import load_tokenizer as load
 
     if tokenizer is not None:
-        return AlbertTokenizer.from_pretrained(tokenizer)
+        return load(tokenizer)
     model_dir = Path(model_dir)
     if model_dir.is_dir() and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        raise TokenizerError("{model}: " + f"no tokenizer in this folder (no {' or '.join(TOKENIZER_FILES)}); pass "
-                             "{tokenizer:flag} PATH, the tokenizer folder or .model file the model was trained with",
+        raise TokenizerError("{model}: " + f"no tokenizer in this folder (no {', '.join(TOKENIZER_FILES)}); pass "
+                             "{tokenizer:flag} PATH, the tokenizer folder or file the model was trained with",
                              model=model_dir, tokenizer=None)
-    return AlbertTokenizer.from_pretrained(model_dir)
+    return load(model_dir)
 
 
 def _labels_of_config(config: dict, file: Path) -> list[str]:

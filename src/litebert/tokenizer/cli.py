@@ -7,10 +7,9 @@ import json
 import sys
 from typing import Iterable
 
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, COVERAGE
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE
 from litebert.cli import ranged
 from litebert.text_input import ENCODING_ERRORS, iter_lines
-from litebert.tokenizer.tokenizer import AlbertTokenizer
 from litebert.tokenizer.train import train_tokenizer
 
 
@@ -20,30 +19,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        description="Train an ALBERT SentencePiece unigram vocabulary; writes spiece.model, "
                                    "tokenizer_config.json and tokenizer.json (HF layout) to --out.")
     t.add_argument("--input", dest="inputs", nargs="+", required=True, metavar="PATH",
-                   help="files, directories (read recursively) or globs: plain text (a sentence a line) or JSON "
-                        "lines (*.jsonl/*.json); gzip/xz/bz2 are decompressed transparently")
+                   help="files, directories (read recursively) or globs: plain text (a sentence a line), JSON "
+                        "lines (*.jsonl/*.json) or tables (*.parquet/*.arrow, datasets folders); gzip/xz/bz2/zstd "
+                        "are decompressed transparently")
     t.add_argument("--out", required=True, help="output folder (created; one already holding a tokenizer needs "
                                                 "--overwrite)")
     t.add_argument("--overwrite", action="store_true", help="--out holds a tokenizer: replace it")
     ranged(t.add_argument("--vocab-size", type=int, default=30000,
                           help="pieces in the vocabulary, special pieces included"), AT_LEAST_1)
     t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
-    t.add_argument("--keep-accents", action="store_true", help="skip NFKD accent stripping")
+    t.add_argument("--keep-accents", action="store_true", help="keep accents and combining marks (no NFKD stripping): needed for "
+                                                                "Indic scripts, Arabic, Hebrew, Thai... (docs/tokenizer.md)")
     ranged(t.add_argument("--character-coverage", type=float, default=0.99995,
-                          help="fraction of the corpus's characters the vocabulary covers (the rest become <unk>)"),
-           COVERAGE)
+                          help="fraction of the corpus's characters the vocabulary covers, 0.98 to 1 (the rest "
+                               "become <unk>; 0.9995 for CJK)"),
+           CHARACTER_COVERAGE)
     ranged(t.add_argument("--input-sentence-size", type=int, default=10_000_000,
                           help="sample this many sentences from larger corpora (0 = all)"), AT_LEAST_0)
     ranged(t.add_argument("--threads", type=int, default=None, help="default: all cores"), AT_LEAST_1)
     ranged(t.add_argument("--seed", type=int, default=0, help="seed of SentencePiece's sentence sampling"), AT_LEAST_0)
-    t.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    t.add_argument("--text-field", default="text", help="JSONL field or table column holding the text")
     t.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
                    help="invalid UTF-8: stop with file/line/byte offset (strict) or substitute U+FFFD (replace)")
     t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     e = sub.add_parser("encode", help="encode text to ids (JSON lines)",
                        description="Encode each input line (or --text) and print one JSON object per line.")
     e.add_argument("--tokenizer", required=True,
-                   help="a tokenizer folder (spiece.model, or tokenizer.json alone) or a .model file")
+                   help="a tokenizer folder (spiece.model, a BERT-style vocab.txt, or tokenizer.json alone), one of "
+                        "those files, or a hub id")
     e.add_argument("--text", action="append", help="text to encode (repeatable); default: read --input or stdin")
     e.add_argument("--input", help="a text file, one text per line (gzip/xz/bz2 decompressed transparently)")
     e.add_argument("--encoding-errors", default="strict", choices=ENCODING_ERRORS,
@@ -70,7 +73,9 @@ def run(args) -> int:
                         overwrite=args.overwrite)
         return 0
     given = {} if args.split_special_tokens is None else {"split_special_tokens": args.split_special_tokens}
-    tok = AlbertTokenizer.from_pretrained(args.tokenizer, **given)
+    from litebert.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(args.tokenizer, **given)
     if args.text:
         texts: Iterable[str] = args.text
     elif args.input:

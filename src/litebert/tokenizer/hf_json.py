@@ -82,7 +82,7 @@ def _unigram_model(data, path: Path) -> dict:
     model = _checked(data.get("model"), dict, path, "model")
     if model.get("type") != "Unigram":
         raise TokenizerError(f"{path}: 'model' is {reprlib.repr(model.get('type'))}, not a SentencePiece 'Unigram' "
-                             "model; an ALBERT tokenizer needs a spiece.model or a Unigram tokenizer.json")
+                             "model; litebert reads a Unigram (ALBERT) or a WordPiece (BERT-style) tokenizer.json")
     return model
 
 

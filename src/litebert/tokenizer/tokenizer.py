@@ -28,7 +28,9 @@ import sentencepiece as spm
 from litebert.errors import TokenizerError
 from litebert.files import atomic_write, read_json, write_json
 from litebert.protobuf import fields
-from litebert.tokenizer.batch import BatchEncoding, as_id_list, to_tensors
+from litebert.tokenizer.base import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase,
+                                     clean_up_tokenization)
+from litebert.tokenizer.batch import as_id_list
 from litebert.tokenizer.hf_json import ends_digit_comma, model_proto_from_tokenizer_json, tokenizer_json
 from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
 
@@ -40,11 +42,7 @@ SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 _START_PUNCT = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCT  # pieces made only of these can continue a word
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
-CONFIG_NAME = "tokenizer_config.json"
 MODEL_NAME = "spiece.model"
-HF_JSON_NAME = "tokenizer.json"
-# What HF's AlbertTokenizer returns, written into tokenizer_config.json: transformers 5 otherwise drops token_type_ids.
-MODEL_INPUT_NAMES = ["input_ids", "token_type_ids", "attention_mask"]
 
 
 def _check_specials(sp: spm.SentencePieceProcessor, where: str) -> dict[str, int]:
@@ -62,7 +60,7 @@ def _check_specials(sp: spm.SentencePieceProcessor, where: str) -> dict[str, int
     return ids
 
 
-class AlbertTokenizer:
+class AlbertTokenizer(TokenizerBase):
     """SentencePiece + official ALBERT normalization. ``from_pretrained(folder_or_model_file)`` to load."""
 
     def __init__(self, model_file: str | os.PathLike, *, do_lower_case: bool = True, keep_accents: bool = False,
@@ -222,9 +220,6 @@ class AlbertTokenizer:
         for piece in self.sp.encode(self.normalize(text), out_type=str):
             out.extend(self._resplit_piece(piece) if ends_digit_comma(piece) else [piece])
         return out
-
-    def _splits_specials(self, split_special_tokens: bool | None) -> bool:
-        return self.split_special_tokens if split_special_tokens is None else bool(split_special_tokens)
 
     def _special_segments(self, text: str) -> list[tuple[int, int, int | None]]:
         """``text`` cut at the special tokens written in it, as HF's slow tokenizer does: [(start, end, id)] for the
@@ -387,85 +382,6 @@ class AlbertTokenizer:
                 ids.append(self.sp.piece_to_id(p)), spans.append(to_original(x, y, p))
         return ids, spans
 
-    def __call__(self, text, text_pair=None, *, max_length: int | None = None, truncation=False, padding=False,
-                 return_offsets: bool = False, add_special_tokens: bool = True, return_tensors: str | None = None,
-                 return_offsets_mapping: bool = False, split_special_tokens: bool | None = None,
-                 return_token_type_ids: bool | None = None, return_attention_mask: bool | None = None
-                 ) -> BatchEncoding:
-        """Model inputs: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with token types 0 / 1, as HF does.
-
-        ``text`` is a string (lists come back) or a list of strings (lists of lists come back); ``text_pair`` likewise.
-        ``truncation``: False, True (= "longest_first"), "longest_first", "only_first" or "only_second", to
-        ``max_length`` tokens including the special ones. ``padding``: False, True / "longest" (to the longest in the
-        batch) or "max_length". ``return_tensors``: "pt" (torch) or "np" (numpy), ``[batch, length]`` int64 (a single
-        text is a batch of one). Special tokens written in the text (``"Paris is [MASK]."``) become their ids unless
-        ``split_special_tokens`` (default: the tokenizer's, False). Returns ``input_ids``, ``token_type_ids``,
-        ``attention_mask`` (the latter two left out with ``return_token_type_ids=False`` /
-        ``return_attention_mask=False``) and, with ``return_offsets``, ``offsets`` (with ``return_offsets_mapping``,
-        the same under HF's name ``offset_mapping``): per token its [start, end) character span in its own original
-        text ((0, 0) for special and padding tokens that are not written in the text).
-        """
-        return_offsets = return_offsets or return_offsets_mapping
-        single = isinstance(text, str)
-        texts = [text] if single else list(text)
-        pairs = _pair_list(text_pair, len(texts))
-        strategy = _truncation_strategy(truncation, max_length)
-        pad_to = _padding_target(padding, max_length)
-
-        split = self._splits_specials(split_special_tokens)
-        enc_a = self._encode_texts(texts, return_offsets, split)
-        enc_b = self._encode_texts(pairs, return_offsets, split) if pairs is not None else [None] * len(texts)
-        rows = []
-        for (a, sa), b_enc in zip(enc_a, enc_b):
-            b, sb = b_enc if b_enc is not None else (None, None)
-            if strategy:
-                a, sa, b, sb = _truncate_pair(a, sa, b, sb, max_length, strategy, add_special_tokens)
-            rows.append(self._build(a, sa, b, sb, add_special_tokens, return_offsets))
-        if pad_to:
-            self._pad_rows(rows, max_length if pad_to == "max_length" else None, return_offsets)
-        enc = _collate(rows, single, return_offsets_mapping, return_token_type_ids, return_attention_mask)
-        return to_tensors(enc, return_tensors, single)
-
-    def _pad_rows(self, rows: list[dict], width: int | None, return_offsets: bool) -> None:
-        """Pads each row in place to ``width`` tokens (None: to the longest row)."""
-        if width is None:
-            width = max(len(r["input_ids"]) for r in rows)
-        for r in rows:
-            n = width - len(r["input_ids"])
-            if n > 0:
-                r["input_ids"] += [self.pad_token_id] * n
-                r["token_type_ids"] += [0] * n
-                r["attention_mask"] += [0] * n
-                if return_offsets:
-                    r["offsets"] += [(0, 0)] * n
-
-    def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, *,
-               max_length: int | None = None, truncation=False, padding=False, return_tensors: str | None = None,
-               split_special_tokens: bool | None = None):
-        """The ``input_ids`` of one text (or pair), as HF's ``encode``: a list, or a ``[1, length]`` tensor/array
-        with ``return_tensors``. For a batch, call the tokenizer."""
-        if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
-            raise TokenizerError("encode takes one text (and optionally one text_pair) as strings; call the "
-                                 "tokenizer, tok(texts), for a batch")
-        return self(text, text_pair, add_special_tokens=add_special_tokens, max_length=max_length,
-                    truncation=truncation, padding=padding, return_tensors=return_tensors,
-                    split_special_tokens=split_special_tokens)["input_ids"]
-
-    def _build(self, a, sa, b, sb, add_special_tokens, return_offsets) -> dict:
-        cls, sep, none = [self.cls_token_id], [self.sep_token_id], [(0, 0)]
-        if add_special_tokens:
-            ids = cls + a + sep + (b + sep if b is not None else [])
-            types = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
-            offs = none + sa + none + (sb + none if b is not None else []) if return_offsets else None
-        else:
-            ids = a + (b if b is not None else [])
-            types = [0] * len(a) + ([1] * len(b) if b is not None else [])
-            offs = sa + (sb if b is not None else []) if return_offsets else None
-        row = {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
-        if return_offsets:
-            row["offsets"] = offs
-        return row
-
     def decode(self, ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = False) -> str:
         """Text of ``ids`` (a list, a 1-D array or tensor), as HF's ``AlbertTokenizer.decode``: the pieces between
         special tokens through SentencePiece (``▁`` read as a space), each special token appended as its text with a
@@ -484,105 +400,11 @@ class AlbertTokenizer:
                 run.append(self._checked_id(i))
                 prev_special = False
         out = (out + self.sp.decode(run)).strip()
-        return _clean_up_tokenization(out) if clean_up_tokenization_spaces else out
-
-    def batch_decode(self, sequences, skip_special_tokens: bool = False,
-                     clean_up_tokenization_spaces: bool = False) -> list[str]:
-        """:meth:`decode` of each row of ``sequences`` (a list of lists, a 2-D array or tensor)."""
-        if hasattr(sequences, "tolist"):
-            sequences = sequences.tolist()
-        return [self.decode(row, skip_special_tokens, clean_up_tokenization_spaces) for row in sequences]
-
-    def __len__(self) -> int:
-        return self.vocab_size
+        return clean_up_tokenization(out) if clean_up_tokenization_spaces else out
 
     def __repr__(self) -> str:
         return (f"AlbertTokenizer({str(self.model_file)!r}, vocab_size={self.vocab_size}, "
                 f"do_lower_case={self.do_lower_case}, keep_accents={self.keep_accents})")
-
-
-def _pair_list(text_pair, n_texts: int) -> list[str] | None:
-    """``text_pair`` as a list (None without one), checked to pair off with the ``n_texts`` texts."""
-    pairs = None if text_pair is None else ([text_pair] if isinstance(text_pair, str) else list(text_pair))
-    if pairs is not None and len(pairs) != n_texts:
-        raise TokenizerError(f"text has {n_texts} entries but text_pair has {len(pairs)}")
-    return pairs
-
-
-def _truncation_strategy(truncation, max_length: int | None) -> str | None:
-    """The truncation strategy named by ``truncation`` (None: no truncation), checked against ``max_length``."""
-    strategy = "longest_first" if truncation is True else (truncation or None)
-    if strategy not in (None, "longest_first", "only_first", "only_second"):
-        raise TokenizerError(f"truncation={truncation!r}: use False, True, 'longest_first', 'only_first' "
-                             "or 'only_second'")
-    if strategy and max_length is None:
-        raise TokenizerError("truncation needs max_length")
-    return strategy
-
-
-def _padding_target(padding, max_length: int | None) -> str | None:
-    """What ``padding`` pads to: None, "longest" or "max_length" (checked against ``max_length``)."""
-    pad_to = {False: None, None: None, True: "longest", "longest": "longest", "max_length": "max_length"}.get(
-        padding, "invalid")
-    if pad_to == "invalid" or (pad_to == "max_length" and max_length is None):
-        raise TokenizerError(f"padding={padding!r}: use False, True/'longest', or 'max_length' with max_length")
-    return pad_to
-
-
-def _truncate_pair(a, sa, b, sb, max_length: int, strategy: str, add_special_tokens: bool):
-    """(a, sa, b, sb) cut so that the text (and pair) fit ``max_length`` with their special tokens."""
-    n_special = (3 if b is not None else 2) if add_special_tokens else 0
-    la, lb = _truncated_lengths(len(a), None if b is None else len(b), max_length - n_special, strategy)
-    a, sa = a[:la], sa and sa[:la]
-    if b is not None:
-        b, sb = b[:lb], sb and sb[:lb]
-    return a, sa, b, sb
-
-
-def _collate(rows: list[dict], single: bool, return_offsets_mapping: bool, return_token_type_ids: bool | None,
-             return_attention_mask: bool | None) -> dict:
-    """The rows as one encoding dict (lists of rows, or the one row of a single text), less the keys not asked for."""
-    keys = list(rows[0].keys()) if rows else ["input_ids", "token_type_ids", "attention_mask"]
-    enc = {k: rows[0][k] for k in keys} if single else {k: [r[k] for r in rows] for k in keys}
-    if return_offsets_mapping:
-        enc["offset_mapping"] = enc.pop("offsets")
-    if return_token_type_ids is False:
-        del enc["token_type_ids"]
-    if return_attention_mask is False:
-        del enc["attention_mask"]
-    return enc
-
-
-def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
-    """Lengths after truncation to ``budget`` pieces (strategies as HF's; longest_first as the official
-    `_truncate_seq_pair` and HF's SentencePiece AlbertTokenizer)."""
-    if budget < 0:
-        raise TokenizerError(f"max_length is too small to hold even the special tokens")
-    if n2 is None:
-        if strategy == "only_second":
-            raise TokenizerError("truncation='only_second' needs a text pair")
-        return min(n1, budget), None
-    if n1 + n2 <= budget:
-        return n1, n2
-    # HF refuses to truncate a text away entirely ("Sequence to truncate too short"); so do we.
-    if strategy == "only_first":
-        if n2 >= budget:
-            raise TokenizerError(f"truncation='only_first' cannot fit: the second text alone has {n2} pieces, "
-                                 f"leaving none of the {budget} left by max_length for the first")
-        return budget - n2, n2
-    if strategy == "only_second":
-        if n1 >= budget:
-            raise TokenizerError(f"truncation='only_second' cannot fit: the first text alone has {n1} pieces, "
-                                 f"leaving none of the {budget} left by max_length for the second")
-        return n1, budget - n1
-    # The official `_truncate_seq_pair`: pop from the longer text, from the second on a tie. In closed form: the
-    # longer loses the difference first, then the rest is split, the second text losing the odd piece.
-    remove = n1 + n2 - budget
-    first = min(abs(n1 - n2), remove)
-    second = remove - first
-    if n1 > n2:
-        return n1 - first - second // 2, n2 - (second - second // 2)
-    return n1 - second // 2, n2 - first - (second - second // 2)
 
 
 def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
@@ -598,9 +420,3 @@ def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
     return types, charsmap
 
 
-def _clean_up_tokenization(text: str) -> str:
-    """HF's ``clean_up_tokenization``: no space before punctuation and in English contractions."""
-    for old, new in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                     (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
-        text = text.replace(old, new)
-    return text

@@ -7,10 +7,13 @@ The settings are those of the official ALBERT English vocabulary (google-researc
       --shuffle_input_sentence=true --input_sentence_size=10000000 --character_coverage=0.99995 --model_type=unigram
 
 Every line goes through the same normalization the tokenizer applies at encoding time (lower-casing, accent
-stripping), which is why the released vocabulary holds no upper-case pieces.
+stripping), which is why the released vocabulary holds no upper-case pieces. Stripping is meant for Latin, Greek
+and Cyrillic diacritics; a corpus in a script whose combining marks it would remove (Devanagari, Arabic, Thai...)
+gets a one-time warning naming ``keep_accents`` (`litebert.tokenizer.normalize.StrippedMarksCheck`).
 
-The corpus is read through `litebert.text_input`: files, directories and globs; gzip, xz and bz2; plain text (a line
-is a sentence) or JSON lines (the text under ``text_field``, each of its lines a sentence).
+The corpus is read through `litebert.text_input`: files, directories and globs; gzip, xz, bz2 and zstd; plain text
+(a line is a sentence), or records: JSON lines, Parquet and Arrow tables, `datasets` folders, or texts given in Python
+(the text under ``text_field``, each of its lines a sentence).
 """
 
 from __future__ import annotations
@@ -21,31 +24,32 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import sentencepiece as spm
 from tqdm import tqdm
 
 from litebert import text_input
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, COVERAGE, check_values
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_values
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
 from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
+from litebert.tokenizer.normalize import StrippedMarksCheck
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 
 
-def corpus_lines(inputs: Iterable[str | os.PathLike], *, text_field: str = "text",
-                 encoding_errors: str = "strict") -> Iterator[str]:
-    """The lines of text in ``inputs`` (files, directories, globs: `litebert.text_input.expand_inputs`): a line of a
-    plain text file, or a line of the ``text_field`` string of a JSON-lines record (``*.jsonl``, ``*.json``,
-    ``*.ndjson``, optionally compressed)."""
-    for path in text_input.expand_inputs(list(inputs)):
-        if text_input.is_jsonl(path):
-            for lineno, record in text_input.iter_jsonl(path, encoding_errors):
-                yield from text_input.text_field(record, text_field, path, lineno).splitlines()
+def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "strict") -> Iterator[str]:
+    """The lines of text in ``inputs`` (files, directories, globs, or texts held in Python:
+    `litebert.text_input.corpus_sources`): a line of a plain text file, or a line of the ``text_field`` string of a
+    record (a JSON line of ``*.jsonl``, ``*.json``, ``*.ndjson``, optionally compressed; a row of a Parquet or Arrow
+    table or a `datasets` folder; a text given in Python)."""
+    for path in text_input.corpus_sources(inputs, text_field):
+        if text_input.is_records(path):
+            for _, text in text_input.iter_record_texts(path, text_field, encoding_errors):
+                yield from text.splitlines()
         else:
             for _, _, line in text_input.iter_lines(path, encoding_errors):
                 yield line
@@ -56,8 +60,9 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
-    """Train an ALBERT unigram vocabulary on ``inputs`` (files, directories, globs; see `corpus_lines`) and save it
-    to ``out`` in the HF layout.
+    """Train an ALBERT unigram vocabulary on ``inputs`` (files, directories, globs; or, in Python, a
+    ``datasets.Dataset``/``IterableDataset`` or an iterator of strings, each of whose lines is a sentence: see
+    `corpus_lines`) and save it to ``out`` in the HF layout.
 
     Uses the official settings (see the module docstring); SentencePiece samples ``input_sentence_size`` sentences
     when the corpus is larger (its sampling is seeded with ``seed``), on ``num_threads`` threads (default: all cores).
@@ -67,11 +72,10 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
     ``out`` must be absent, empty, or hold a tokenizer written by this function: an unfinished one (a killed
     run) is replaced, a finished one only with ``overwrite``; anything else is refused before anything is written.
     """
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    given_inputs = [f for f in inputs if "*" not in str(f) and "?" not in str(f)]
-    files = text_input.expand_inputs(inputs)  # a missing input is reported before anything is written
-    check_values(vocab_size=(vocab_size, AT_LEAST_1, int), character_coverage=(character_coverage, COVERAGE),
+    files = text_input.corpus_sources(inputs, text_field)  # a missing input is reported before anything is written
+    given = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs if isinstance(inputs, (list, tuple)) else []
+    given_inputs = [f for f in given if "*" not in str(f) and "?" not in str(f)]
+    check_values(vocab_size=(vocab_size, AT_LEAST_1, int), character_coverage=(character_coverage, CHARACTER_COVERAGE),
                  input_sentence_size=(input_sentence_size, AT_LEAST_0, int),
                  max_sentence_length=(max_sentence_length, AT_LEAST_1, int),
                  num_threads=(num_threads, AT_LEAST_1, int), seed=(seed, AT_LEAST_0, int))
@@ -83,7 +87,8 @@ def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool
     out = Path(out)
     _remove_old_leftovers(out)
     # the output must not be, hold or lie inside what is read
-    plan = folders.plan(out, folders.TOKENIZER, overwrite=overwrite, inputs={"inputs": [*given_inputs, *files]})
+    plan = folders.plan(out, folders.TOKENIZER, overwrite=overwrite,
+                        inputs={"inputs": [*given_inputs, *(f for f in files if isinstance(f, Path))]})
     # Scratch space beside --out, removed at the end (or, if killed, at the next start): --out itself is written
     # only once the vocabulary is trained, so bad input leaves it as it was.
     tmp = out.parent / f".{out.name}.train.tmp-{os.getpid()}"
@@ -132,13 +137,19 @@ def _train(tmp: Path, files, stats, vocab_size, do_lower_case, keep_accents, cha
     # inside its sentence iterator would surface as an opaque RuntimeError), and SentencePiece samples from it.
     # A scratch file in the scratch folder (never a result), so it is written directly.
     corpus = os.path.join(tmp, "corpus.txt")
+    # Stripping accents from a script that needs its marks (the Devanagari virama, the Arabic hamza) says so, once.
+    check = None if keep_accents else StrippedMarksCheck("train with --keep-accents (keep_accents=True) to keep them")
     with open(corpus, "w", encoding="utf-8") as f:
         lines = corpus_lines(files, text_field=text_field, encoding_errors=encoding_errors)
         for line in tqdm(lines, desc="reading corpus", unit=" lines", disable=not progress):
+            if check is not None:
+                check.add(line)
             text = preprocess_text(line, lower=do_lower_case, keep_accents=keep_accents)
             if text:
                 stats["lines"] += 1
                 f.write(text + "\n")
+    if check is not None:
+        check.finish()
     if stats["lines"] == 0:
         raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
     spm.set_random_generator_seed(seed)

@@ -58,8 +58,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="--out holds a run: delete what it wrote (checkpoints, metrics, model) and start again")
     parser.add_argument("--tokenizer", type=Path,
-                        help="tokenizer folder/.model to save beside the final model (default: the one the store "
-                             "--data was prepared with)")
+                        help="tokenizer folder or file (spiece.model, vocab.txt) to save beside the final model "
+                             "(default: the one the store --data was prepared with)")
     shape = parser.add_argument_group("model shape", "change the shape of --preset / --model-config (the paper's "
                                       "ablations: litebert pretrain --preset albert-base-v2 --sharing none ...)")
     shape.add_argument("--sharing", choices=SHARING, help="cross-layer sharing: all (ALBERT), attention, ffn, none "

@@ -41,8 +41,9 @@ class InitModel:
     tensors: dict[str, torch.Tensor]
     sha256: str                  # of the weights, `weights_sha256`
     architecture: str            # config.json "architectures"[0], for messages
-    tokenizer: object | None     # the folder's AlbertTokenizer, when it has a spiece.model
-    pieces: list[str] | None     # the folder's vocabulary (spiece.model or tokenizer.json), None when it has none
+    tokenizer: object | None     # the folder's tokenizer, when it has a spiece.model or vocab.txt (or a WordPiece
+    #                              tokenizer.json)
+    pieces: list[str] | None     # the folder's vocabulary (its tokenizer's, or tokenizer.json's), None when it has none
 
     def identity(self) -> dict:
         """What the run's checkpoints record of it (`litebert.train.checkpoint.check_compatible`)."""
@@ -98,15 +99,15 @@ def read_init_model(path: Path) -> InitModel:
 
 
 def _vocabulary(folder: Path) -> tuple[object | None, list[str] | None]:
-    """The folder's tokenizer (when it has a spiece.model) and its pieces by id (from spiece.model, else from the
-    Unigram vocabulary of a tokenizer.json, as transformers 5.x saves it), or (None, None)."""
-    if (folder / "spiece.model").is_file():
-        from litebert.tokenizer import AlbertTokenizer
+    """The folder's tokenizer (when it has a spiece.model, a vocab.txt or a WordPiece tokenizer.json) and its pieces
+    by id (from it, else from the Unigram vocabulary of a tokenizer.json, as transformers 5.x saves it), or
+    (None, None)."""
+    from litebert.tokenizer import MODEL_NAME, VOCAB_NAME, load_tokenizer
 
-        tok = AlbertTokenizer.from_pretrained(folder)
-        return tok, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     file = folder / "tokenizer.json"
-    if file.is_file():
+    if not (folder / MODEL_NAME).is_file() and not (folder / VOCAB_NAME).is_file():
+        if not file.is_file():
+            return None, None
         try:
             model = json.loads(file.read_text(encoding="utf-8")).get("model") or {}
             if model.get("type") == "Unigram" and isinstance(model.get("vocab"), list):
@@ -114,7 +115,10 @@ def _vocabulary(folder: Path) -> tuple[object | None, list[str] | None]:
         except (ValueError, OSError, TypeError, IndexError, AttributeError) as e:
             raise ConfigError("{init_from}: " + f"{file.name} is not a readable tokenizer.json ({e})",
                               init_from=folder) from None
-    return None, None
+        if model.get("type") != "WordPiece":
+            return None, None
+    tok = load_tokenizer(folder)
+    return tok, tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
 
 
 def check_model_agrees(init: InitModel, given: AlbertConfig | None, spec=None) -> None:
@@ -145,15 +149,15 @@ def check_vocabulary(init: InitModel, store):
                           f"corpus with the model's tokenizer (`litebert data prepare --tokenizer {init.folder}`)",
                           **names)
     if init.tokenizer is not None and init.tokenizer.fingerprint() == facts.fingerprint:
-        return init.tokenizer  # the very spiece.model the store was prepared with
+        return init.tokenizer  # the very vocabulary the store was prepared with
     store_tok = store.tokenizer()
     if init.pieces is None:
         return store_tok  # nothing to compare beyond the size; the store's tokenizer goes with the model
     if store_tok is None:
         raise ConfigError("{init_from}: its tokenizer is not the one {data} was prepared with (another "
-                          "spiece.model), and the store holds no tokenizer to compare pieces with; prepare the corpus "
+                          "vocabulary), and the store holds no tokenizer to compare pieces with; prepare the corpus "
                           "with the model's tokenizer", **names)
-    theirs = [store_tok.sp.id_to_piece(i) for i in range(store_tok.vocab_size)]
+    theirs = store_tok.convert_ids_to_tokens(list(range(store_tok.vocab_size)))
     if len(init.pieces) != len(theirs):
         raise ConfigError("{init_from}: its tokenizer has " + f"{len(init.pieces)} pieces, the one " + "{data} was "
                           f"prepared with has {len(theirs)}: token ids would mean different things; prepare the "

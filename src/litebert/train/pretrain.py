@@ -202,9 +202,9 @@ def _tokenizer(path, store):
     store holds none)."""
     if path is None:
         return store.tokenizer()
-    from litebert.tokenizer import AlbertTokenizer
+    from litebert.tokenizer import load_tokenizer
 
-    tok = AlbertTokenizer.from_pretrained(path)
+    tok = load_tokenizer(path)
     store.check_tokenizer(tok)
     return tok
 

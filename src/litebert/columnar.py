@@ -1,0 +1,364 @@
+"""Tables as inputs: Parquet, Arrow IPC (file and stream formats), `datasets` folders, and texts held in Python.
+
+Tables are read with pyarrow (the ``litebert[datasets]`` extra), imported only when such an input is given. A table
+is read a record batch at a time (Parquet: `BATCH_ROWS` rows at a time, its pages read as they are needed) and only
+in the columns asked for, so memory follows the size of a batch, not of the file (nor of a Parquet row group).
+`litebert.text_input` decides which inputs are tables (by name and magic bytes) and reads them through this module:
+
+* ``*.parquet``: Parquet.
+* ``*.arrow``, ``*.feather``: Arrow IPC, the file format (``ARROW1``; Feather v2) or the stream format (what
+  `datasets` writes).
+* a `datasets` ``save_to_disk`` folder: a ``Dataset`` (``state.json``, ``dataset_info.json`` and Arrow stream files
+  ``data-*.arrow``, read in the order ``state.json`` lists them) or a ``DatasetDict`` (``dataset_dict.json`` and a
+  sub-folder per split, of which `choose_split` picks one).
+* in Python, a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a pandas ``DataFrame``, or any other
+  iterable of strings (`text_source`).
+
+Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. A
+``ClassLabel`` column (`datasets` keeps its features in the schema's metadata) reads as its label names, and -1, its
+"no label", as null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from litebert.errors import DataError, literal
+
+INSTALL_HINT = "pip install 'litebert[datasets]'"
+BATCH_ROWS = 1024
+DATASET_FILES = ("state.json", "dataset_info.json")
+DATASET_DICT = "dataset_dict.json"
+WHAT = {"parquet": "a Parquet file", "arrow": "an Arrow IPC file", "arrow-stream": "an Arrow IPC stream",
+        "dataset": "a datasets folder"}
+
+
+# ---------------------------------------------------------------------------------------------- datasets folders
+def dataset_folder(path: str | os.PathLike) -> str | None:
+    """``"dataset"`` for a ``Dataset.save_to_disk`` folder, ``"dataset_dict"`` for a ``DatasetDict``'s, else None."""
+    path = Path(path)
+    if (path / DATASET_DICT).is_file():
+        return "dataset_dict"
+    if all((path / name).is_file() for name in DATASET_FILES):
+        return "dataset"
+    return None
+
+
+def choose_split(splits: list[str], where: str, prefer: tuple[str, ...] = ()) -> str:
+    """The split to read of a ``DatasetDict`` at ``where``: the first of ``prefer`` it has, else its only split;
+    several splits and none preferred is a `DataError` listing them."""
+    for name in prefer:
+        if name in splits:
+            return name
+    if len(splits) == 1:
+        return splits[0]
+    wanted = f"no {' or '.join(map(repr, prefer))} split and " if prefer else ""
+    raise DataError(f"{where}: a DatasetDict with {wanted}the splits {literal(', '.join(splits))}; give one split "
+                    f"(its folder: {literal(os.path.join(where, splits[0]))})")
+
+
+def split_folder(folder: str | os.PathLike, prefer: tuple[str, ...] = ()) -> Path:
+    """The folder of the split of the ``DatasetDict`` folder ``folder`` to read (`choose_split`)."""
+    splits = _json(Path(folder) / DATASET_DICT).get("splits")
+    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
+        raise DataError(f"{folder}/{DATASET_DICT}: expected a non-empty list of split names under 'splits'")
+    return Path(folder) / choose_split(splits, str(folder), prefer)
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: cannot read it as JSON ({literal(e)})") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: expected a JSON object")
+    return value
+
+
+def _data_files(folder: Path) -> list[Path]:
+    """The Arrow files of a ``Dataset.save_to_disk`` folder, in order (``state.json``'s ``_data_files``)."""
+    entries = _json(folder / "state.json").get("_data_files")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("filename"), str)
+                                                and "/" not in e["filename"] for e in entries):
+        raise DataError(f"{folder}/state.json: expected a list of {{'filename': NAME}} under '_data_files'")
+    files = [folder / e["filename"] for e in entries]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise DataError(f"{missing[0]}: listed in {folder}/state.json but missing; copy the whole folder again")
+    return files
+
+
+# ---------------------------------------------------------------------------------------------------- opening
+def _pyarrow(path, what: str):
+    """pyarrow (with ipc and parquet loaded), or a `DataError` naming ``path`` and the extra to install."""
+    try:
+        import pyarrow
+        import pyarrow.ipc
+        import pyarrow.parquet  # noqa: F401  (loaded here so that a missing part fails here)
+    except ImportError:
+        raise DataError(f"{path}: {what}; reading it needs pyarrow ({INSTALL_HINT})") from None
+    return pyarrow
+
+
+@dataclass
+class _Table:
+    """An opened table: its name for messages, its schema, and ``batches(columns)``, its record batches."""
+
+    path: Path
+    kind: str
+    schema: Any  # pyarrow.Schema
+    batches: Callable[[list[str] | None], Iterator]
+
+
+def _open(path: Path, kind: str) -> _Table:
+    pa = _pyarrow(path, WHAT[kind])
+    try:
+        if kind == "parquet":
+            return _parquet(pa, path)
+        if kind == "dataset":
+            return _dataset(pa, path)
+        schema = _ipc_schema(pa, path, kind)
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(path, kind, e) from None
+    return _Table(path, kind, schema, lambda columns: _ipc_batches(pa, path, kind, columns))
+
+
+def _parquet(pa, path: Path) -> _Table:
+    import pyarrow.parquet as pq
+
+    # pre_buffer (pyarrow's default) reads ahead the byte ranges of every row group asked for: the whole file when
+    # it is read in one go. Without it, and with buffered reads (buffer_size), the pages of a column chunk are read
+    # and decoded as the batches need them: memory follows the batch, not the row group (`datasets` writes row
+    # groups of up to ~100 MB).
+    file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+
+    def batches(columns):
+        for group in range(file.num_row_groups):
+            yield from file.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns,
+                                         use_threads=False)
+
+    return _Table(path, "parquet", file.schema_arrow, batches)
+
+
+def _ipc_reader(pa, source, kind: str):
+    return pa.ipc.open_file(source) if kind == "arrow" else pa.ipc.open_stream(source)
+
+
+def _ipc_schema(pa, path: Path, kind: str):
+    with pa.OSFile(str(path)) as source:
+        return _ipc_reader(pa, source, kind).schema
+
+
+def _ipc_batches(pa, path: Path, kind: str, columns: list[str] | None) -> Iterator:
+    # read, not memory-mapped: a batch is in memory while it is used, then freed
+    with pa.OSFile(str(path)) as source:
+        reader = _ipc_reader(pa, source, kind)
+        if kind == "arrow":
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        else:
+            batches = iter(reader)
+        for batch in batches:
+            yield batch.select(columns) if columns is not None else batch
+
+
+def _dataset(pa, folder: Path) -> _Table:
+    if dataset_folder(folder) == "dataset_dict":
+        folder = split_folder(folder)
+    files = _data_files(folder)
+    schema = _ipc_schema(pa, files[0], "arrow-stream") if files else pa.schema([])
+
+    def batches(columns):
+        for f in files:
+            yield from _ipc_batches(pa, f, "arrow-stream", columns)
+
+    return _Table(folder, "dataset", schema, batches)
+
+
+def _unreadable(path: Path, kind: str, e: Exception) -> DataError:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return DataError(f"{path}: cannot read it as {WHAT[kind]} ({literal(first)}); is it complete and undamaged?")
+
+
+def _batches(table: _Table, columns: list[str] | None) -> Iterator:
+    """The record batches of ``table`` in ``columns``; a damaged file is a `DataError` naming it."""
+    import pyarrow as pa
+
+    try:
+        yield from table.batches(columns)
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(table.path, table.kind, e) from None
+
+
+def column_names(path: str | os.PathLike, kind: str) -> list[str]:
+    """The column names of the table ``path`` (of `litebert.text_input.table_kind` ``kind``)."""
+    return list(_open(Path(path), kind).schema.names)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+def iter_texts(path: str | os.PathLike, kind: str, field: str) -> Iterator[tuple[int, str]]:
+    """``(row, text)`` of each row of the table ``path``, the text from its string column ``field``; a missing or
+    non-string column, or a null, is a `DataError` naming the file (and row)."""
+    table = _open(Path(path), kind)
+    _check_text_column(table, field)
+    row = 0
+    for batch in _batches(table, [field]):
+        for i, text in enumerate(batch.column(0).to_pylist()):
+            if text is None:
+                raise DataError(f"{literal(path)}: row {row + i}: column {literal(repr(field))} is null, not text; "
+                                "drop such rows or choose the column holding the text with {text_field:flag}",
+                                text_field=field)
+            yield row + i, text
+        row += batch.num_rows
+
+
+def _check_text_column(table: _Table, field: str) -> None:
+    import pyarrow as pa
+
+    if field not in table.schema.names:
+        raise DataError(f"{literal(table.path)}: no column {literal(repr(field))} (it has "
+                        f"{literal(', '.join(table.schema.names) or 'none')}); choose the column holding the text "
+                        "with {text_field:flag}", text_field=field)
+    kind = table.schema.field(field).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    is_view = getattr(pa.types, "is_string_view", lambda t: False)
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_view(kind)):
+        raise DataError(f"{literal(table.path)}: column {literal(repr(field))} holds {literal(kind)}, not text; "
+                        "choose the column holding the text with {text_field:flag}", text_field=field)
+
+
+def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """``(row, {column: value})`` of each row of the table ``path`` (only ``columns``, which it must have; all
+    when None). Values are JSON values: strings, numbers, booleans, None, lists and dicts (a date, a time or bytes
+    as a string); a ``ClassLabel`` column gives its label names."""
+    table = _open(Path(path), kind)
+    missing = [c for c in columns or [] if c not in table.schema.names]
+    if missing:
+        raise DataError(f"{path}: no column {missing[0]!r} (it has {', '.join(table.schema.names) or 'none'})")
+    names = _class_names(table.schema)
+    row = 0
+    for batch in _batches(table, columns):
+        values = {name: _python_values(batch.column(i), names.get(name))
+                  for i, name in enumerate(batch.schema.names)}
+        for i in range(batch.num_rows):
+            yield row + i, {name: column[i] for name, column in values.items()}
+        row += batch.num_rows
+
+
+def _class_names(schema) -> dict[str, list[str]]:
+    """{column: label names} of the ``ClassLabel`` columns that `datasets` recorded in the schema's metadata."""
+    raw = (schema.metadata or {}).get(b"huggingface")
+    try:
+        features = json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {name: f["names"] for name, f in features.items()
+            if isinstance(f, dict) and f.get("_type") == "ClassLabel" and isinstance(f.get("names"), list)}
+
+
+def _python_values(column, class_names: list[str] | None) -> list:
+    values = column.to_pylist()
+    if class_names is not None:
+        return [class_names[v] if isinstance(v, int) and 0 <= v < len(class_names) else None if v == -1 else v
+                for v in values]
+    if _json_type(column.type):
+        return values
+    return [_jsonable(v) for v in values]
+
+
+def _json_type(kind) -> bool:
+    """Whether values of the Arrow type ``kind`` come out of ``to_pylist`` as JSON values already."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(kind):
+        return _json_type(kind.value_type)
+    if t.is_list(kind) or t.is_large_list(kind) or t.is_fixed_size_list(kind):
+        return _json_type(kind.value_type)
+    if t.is_struct(kind):
+        return all(_json_type(kind.field(i).type) for i in range(kind.num_fields))
+    return (t.is_string(kind) or t.is_large_string(kind) or t.is_integer(kind) or t.is_floating(kind)
+            or t.is_boolean(kind) or t.is_null(kind))
+
+
+def _jsonable(value):
+    """``value`` (from ``to_pylist``) as a JSON value: dates and times in ISO 8601, bytes as text, others by str."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+# ------------------------------------------------------------------------------------------------ texts in memory
+class TextSource:
+    """Texts given in Python in place of files. ``name`` stands for them in messages and the store's manifest;
+    `rows` gives ``(row, text)`` (once, for an iterator)."""
+
+    def __init__(self, name: str, rows: Callable[[], Iterator[tuple[int, Any]]]):
+        self.name, self._rows = name, rows
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"TextSource({self.name!r})"
+
+    def rows(self) -> Iterator[tuple[int, str]]:
+        for row, text in self._rows():
+            if not isinstance(text, str):
+                raise DataError(f"{literal(self.name)}: row {row} is {literal(type(text).__name__)}, not a string")
+            yield row, text
+
+
+def text_source(obj: Any, field: str = "text") -> TextSource:
+    """``obj`` as texts: a ``datasets`` ``Dataset``/``IterableDataset`` or a pandas ``DataFrame`` (its column
+    ``field``), a ``DatasetDict`` (its "train" split, or its only one), or any other iterable of strings. ``datasets``
+    and pandas are recognised by their module, never imported here."""
+    package = type(obj).__module__.split(".")[0]
+    if package == "datasets":
+        return _dataset_source(obj, field)
+    if package == "pandas" and hasattr(obj, "columns"):
+        if field not in obj.columns:
+            raise _no_column(f"<DataFrame column {field!r}>", field, [str(c) for c in obj.columns])
+        return TextSource(f"<DataFrame column {field!r}>", lambda: enumerate(obj[field]))
+    if isinstance(obj, (str, bytes, bytearray, Mapping)) or not isinstance(obj, Iterable):
+        raise DataError(f"inputs: expected files, a datasets.Dataset or an iterable of strings, not "
+                        f"{literal(type(obj).__name__)}")
+    return TextSource("<texts>", lambda: enumerate(obj))
+
+
+def _no_column(name: str, field: str, have: list[str]) -> DataError:
+    return DataError(f"{literal(name)}: no column {literal(repr(field))} (it has {literal(', '.join(have))}); choose "
+                     "the column holding the text with {text_field:flag}", text_field=field)
+
+
+def _dataset_source(ds: Any, field: str) -> TextSource:
+    if isinstance(ds, Mapping):  # a DatasetDict / IterableDatasetDict: {split: dataset}
+        split = choose_split(list(ds), f"<{type(ds).__name__}>", ("train",))
+        ds = ds[split]
+    name = f"<{type(ds).__name__} column {field!r}>"
+    have = getattr(ds, "column_names", None)  # None: an IterableDataset whose features are not known yet
+    if have is not None and field not in have:
+        raise _no_column(name, field, list(have))
+
+    def rows():
+        part = ds.select_columns([field]) if have is not None and hasattr(ds, "select_columns") else ds
+        row = 0
+        for batch in part.iter(batch_size=BATCH_ROWS):
+            if field not in batch:
+                raise _no_column(name, field, list(batch))
+            for text in batch[field]:
+                yield row, text
+                row += 1
+
+    return TextSource(name, rows)
