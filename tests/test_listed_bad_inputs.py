@@ -26,24 +26,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bad_input_battery import _pretrain, base_command, built_inputs, cli, one_line_error, snapshot
+from test_bad_input_battery import inp, unchanged_inputs  # noqa: F401 - the shared fixtures
+from test_bad_input_battery import _pretrain, base_command, cli, one_line_error, snapshot
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def inp(tmp_path_factory) -> dict:
-    return built_inputs(tmp_path_factory)
-
-
-@pytest.fixture
-def unchanged_inputs(inp):
-    """The shared inputs are byte for byte as they were after the test."""
-    before = snapshot(inp["root"])
-    yield
-    assert snapshot(inp["root"]) == before, "a refused command changed one of its inputs"
 
 
 def nothing_in(folder: Path, *keep: str) -> None:
