@@ -319,6 +319,25 @@ def test_bf16_autocast_on_cpu_trains(base, tmp_path, capsys):
     assert weights(out)["classifier.weight"].dtype == torch.float32  # autocast: the weights stay fp32
 
 
+def test_evaluation_runs_under_the_training_autocast(base, tmp_path, monkeypatch):
+    """The dev evaluation of a bf16 run runs in bf16 as training does: on a GPU the attention chosen for half precision
+    (flash's varlen kernel) refuses fp32 inputs, so an evaluation outside the autocast fails there."""
+    from litebert.model import AlbertModel
+
+    seen, forward = [], AlbertModel.forward
+
+    def recording(self, *args, **kwargs):
+        seen.append((self.training, torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(AlbertModel, "forward", recording)
+    assert main(finetune(base, tmp_path / "o", "--max-steps", "2", "--batch-size", "8", "--eval-every", "1",
+                         "--precision", "bf16", "--device", "cpu")) == 0
+    evaluation = [s for s in seen if not s[0]]
+    assert evaluation and any(s[0] for s in seen)
+    assert all(s[1:] == (True, torch.bfloat16) for s in seen), sorted(set(seen))
+
+
 def test_fp16_on_cpu_is_refused_before_writing(base, tmp_path, capsys):
     assert main(finetune(base, tmp_path / "o", "--precision", "fp16", "--device", "cpu")) == 2
     err = capsys.readouterr().err

@@ -247,7 +247,7 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
 
     def evaluate(m):
         return runner.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
-                               varlen=runtime.varlen)[0]
+                               amp=runtime.amp, varlen=runtime.varlen)[0]
 
     def save(m, step, metrics):
         runner.save_finetuned(m, t.tok, plan.out, {**meta, **preset.kind.chosen_on_dev(metrics), "best_step": step,

@@ -276,7 +276,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
         with torch.no_grad():
             for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
                 b = {k: v.to(device) for k, v in collate([feats[i] for i in idx], tok.pad_token_id).items()}
-                with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                with runner.autocast(device, amp):
                     res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
                 if pooling == "pooled":
                     v = res.pooler_output.float()

@@ -11,6 +11,7 @@ to.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -257,7 +258,7 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
         for key in ("labels", "start_positions", "end_positions", "is_impossible"):
             batch.pop(key, None)
         batch = prepare_batch(batch, device, pack=True, varlen=varlen)
-        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+        with autocast(device, amp):
             out = model(**batch)
         names = ("logits", "start_logits", "end_logits", "na_logits")
         pending.append((idx, {n: _to_host(getattr(out, n).float()) for n in names
@@ -267,6 +268,12 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     for idx, outs in pending:
         _collect(outs, idx, lengths, results)
     return results
+
+
+def autocast(device: torch.device, amp: torch.dtype | None):
+    """Autocast to ``amp``; with None, the caller's autocast (if any) stays in force: ``torch.autocast(enabled=False)``
+    would switch it off, and a model whose attention was chosen for half precision would then run in fp32."""
+    return contextlib.nullcontext() if amp is None else torch.autocast(device.type, dtype=amp)
 
 
 def _to_host(t: torch.Tensor) -> torch.Tensor:
