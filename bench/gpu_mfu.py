@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import sys
 import time
@@ -53,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="SDPA backend to force (default flash; auto lets torch choose)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--compile-mode", default=None, help="torch.compile mode (e.g. max-autotune)")
+    p.add_argument("--compile-optimizer", action="store_true",
+                   help="also torch.compile the optimizer step (LAMB's foreach kernels fused)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing of every encoder step")
     p.add_argument("--optimizer", default="lamb", choices=["lamb", "adamw"], help="default lamb (official)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps (default 5; 15 with --compile)")
@@ -63,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "of the script's logic: no MFU, the peak table is for GPUs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="print the plan and FLOP count, run nothing")
+    p.add_argument("--json", help="also write the settings and the measurements to this file")
     args = p.parse_args(argv)
     config = AlbertConfig.from_preset(args.preset)
     if not 1 <= args.seq_len <= config.max_position_embeddings:
@@ -87,7 +91,8 @@ def plan(args: argparse.Namespace) -> str:
     flops = step_flops(c, args.batch, args.seq_len, args.predictions)
     return (f"{args.preset}: H {c.hidden_size}, E {c.embedding_size}, {c.num_hidden_layers} layers, "
             f"{c.num_attention_heads} heads; batch {args.batch} x {args.seq_len}, {args.predictions} MLM predictions "
-            f"per sequence; {args.dtype}, SDPA {args.attention}, compile {'on' if args.compile else 'off'}, "
+            f"per sequence; {args.dtype}, SDPA {args.attention}, compile {'on' if args.compile else 'off'}"
+            f"{' (and the optimizer step)' if args.compile_optimizer else ''}, "
             f"checkpointing {'on' if args.checkpointing else 'off'}, {args.optimizer}\n"
             f"training FLOPs per step: {flops / 1e12:.4g} TFLOP ({flops / (args.batch * args.seq_len) / 1e9:.4g} "
             "GFLOP per token)")
@@ -156,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     model = AlbertForPreTraining(args.config).to(device).train()
     model.set_gradient_checkpointing(args.checkpointing)
     optimizer = build_optimizer(model, args.optimizer, lr=1e-4)
+    if args.compile_optimizer:  # the scaler and the loop call optimizer.step(): the compiled one
+        optimizer.step = torch.compile(optimizer.step, fullgraph=False)
     scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
     forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
     generator = torch.Generator().manual_seed(args.seed)
@@ -199,6 +206,17 @@ def run(args: argparse.Namespace) -> int:
           f"{args.batch * args.seq_len / t:,.0f} tokens/s; {args.batch / t:.1f} sequences/s")
     memory = f"; peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB" if cuda else ""
     print(f"achieved {tflops:.3g} TFLOP/s; MFU {mfu}{memory}")
+    if args.json:
+        settings = {k: getattr(args, k) for k in ("preset", "batch", "seq_len", "predictions", "dtype", "attention",
+                                                  "compile", "compile_mode", "compile_optimizer", "checkpointing",
+                                                  "optimizer", "steps")}
+        result = {**settings, "device": name, "torch": torch.__version__, "step_ms": t * 1e3,
+                  "step_ms_min": min(times) * 1e3, "step_ms_max": max(times) * 1e3,
+                  "tokens_per_s": args.batch * args.seq_len / t, "tflops": tflops, "peak_tflops": peak,
+                  "mfu": tflops / peak if peak else None,
+                  "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None}
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     return 0
 
 

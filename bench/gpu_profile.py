@@ -13,6 +13,7 @@ clipping at 1.0, LAMB).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections import defaultdict
@@ -53,6 +54,7 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=20, help="kernels listed (default 20)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--trace", help="also write a Chrome trace here")
+    p.add_argument("--json", help="also write the groups and the top kernels to this file")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -112,8 +114,18 @@ def main(argv=None) -> int:
     for group, t in sorted(by_group.items(), key=lambda x: -x[1]):
         print(f"  {group:<22} {t / args.steps / 1e3:8.2f} ms  {100 * t / total:5.1f}%")
     print(f"top {args.top} kernels (ms per step, calls per step):")
-    for e in sorted(events, key=time_of, reverse=True)[:args.top]:
+    top = sorted(events, key=time_of, reverse=True)[:args.top]
+    for e in top:
         print(f"  {time_of(e) / args.steps / 1e3:8.2f}  {e.count // args.steps:5d}  [{group_of(e.key)}] {e.key[:110]}")
+    if args.json:
+        result = {"preset": args.preset, "batch": b, "seq_len": l, "predictions": k, "compiled": args.compile,
+                  "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
+                  "kernel_ms_per_step": per_step_ms, "tflops_over_kernel_time": flops / (per_step_ms / 1e3) / 1e12,
+                  "groups": {g: {"ms": t / args.steps / 1e3, "share": t / total} for g, t in by_group.items()},
+                  "top": [{"ms": time_of(e) / args.steps / 1e3, "calls": e.count // args.steps,
+                           "group": group_of(e.key), "kernel": e.key[:200]} for e in top]}
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     return 0
 
 

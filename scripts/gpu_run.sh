@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The GPU proof in stages, each sized to one 10-minute call of a lent GPU machine (docs/GPU.md, "Running the GPU
+# proof"). Runs with the machine's own python3 and the repository's src/ (PYTHONPATH), nothing installed.
+#
+#   scripts/gpu_run.sh tests mfu       # pytest -m gpu; ALBERT-large 512 bf16 LAMB: kernel profile + MFU levers
+#   scripts/gpu_run.sh demo            # scripts/demo_gpu.py: ALBERT-base pretrained DEMO_MINUTES, then sentiment
+#   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
+#   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
+#   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/test_gpu_script.py)
+#
+# Results: OUT (default runs/gpu-proof), flat, per stage STAGE.log and STAGE.json (+ STAGE.md, STAGE.png for demo
+# and experiment); models, stores and checkpoints stay in WORK (default runs/gpu-work). The stages of one call share
+# DEADLINE seconds (default 570): each step gets what is left, a step with too little left is recorded as skipped,
+# so the call ends, with its results written, inside the 10-minute cap.
+# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (5.5), EXP_MINUTES (2),
+# MFU_VARIANTS (';'-separated bench/gpu_mfu.py argument lists), TESTS_TIMEOUT (240).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-$REPO/runs/gpu-proof}
+WORK=${WORK:-$REPO/runs/gpu-work}
+DEADLINE=${DEADLINE:-570}
+DRY_RUN=${DRY_RUN:-0}
+DEMO_MINUTES=${DEMO_MINUTES:-5.5}
+EXP_MINUTES=${EXP_MINUTES:-2}
+TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
+export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+stages=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    tests|mfu|demo|experiment) stages+=("$arg") ;;
+    all) stages+=(tests mfu demo experiment) ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_run.sh: unknown stage '$arg'; stages: tests mfu demo experiment all (and --dry-run)" >&2; exit 2 ;;
+  esac
+done
+if [ ${#stages[@]} -eq 0 ]; then
+  echo "gpu_run.sh: name the stages to run: tests mfu demo experiment all (--help)" >&2
+  exit 2
+fi
+if [ "$DRY_RUN" != 1 ] && ! "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  echo "gpu_run.sh: $PYTHON sees no CUDA GPU; run on a GPU machine, or with --dry-run for the CPU smoke run" >&2
+  exit 2
+fi
+mkdir -p "$OUT" "$WORK"
+START=$SECONDS
+status=0
+
+left() { echo $(( DEADLINE - (SECONDS - START) )); }
+
+# step LOG LIMIT CMD...: run CMD with at most LIMIT seconds (and what the call has left), output appended to LOG;
+# returns CMD's status, 124 when stopped by the time limit, 125 when skipped for lack of time.
+step() {
+  local log=$1 limit=$2; shift 2
+  local budget; budget=$(( $(left) - 10 ))
+  [ "$limit" -lt "$budget" ] && budget=$limit
+  if [ "$budget" -lt 20 ]; then
+    echo "[gpu_run] skipped (only $(left) s of the call left): $*" | tee -a "$log"
+    return 125
+  fi
+  echo "[gpu_run $(date -u +%H:%M:%S)] ($budget s) $*" >>"$log"
+  timeout --signal=TERM --kill-after=20 "$budget" "$@" >>"$log" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && echo "[gpu_run] stopped at its time limit ($budget s): $*" >>"$log"
+  return $rc
+}
+
+header() {  # the machine and software, at the top of each stage's log
+  {
+    echo "# gpu_run.sh $1 $( [ "$DRY_RUN" = 1 ] && echo '(dry run)'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    "$PYTHON" -c 'import sys, torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+  } >"$OUT/$1.log" 2>&1
+}
+
+stage_tests() {
+  header tests
+  local files=(tests)
+  [ "$DRY_RUN" = 1 ] && files=(tests/test_gpu_pretrain.py)  # on a CPU every gpu test skips: collect few
+  step "$OUT/tests.log" "$TESTS_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
+    --continue-on-collection-errors --junitxml="$WORK/tests.xml" "${files[@]}"
+  local rc=$?
+  "$PYTHON" scripts/gpu_summary.py tests "$WORK/tests.xml" "$OUT/tests.json" --exit-status $rc
+}
+
+stage_mfu() {
+  header mfu
+  local common=() variants profile=(--compile)
+  if [ "$DRY_RUN" = 1 ]; then
+    common=(--device cpu --preset tiny --batch 2 --seq-len 16 --predictions 3 --warmup 1 --steps 1 --peak-tflops 1)
+    profile=(--device cpu --preset tiny --batch 2 --seq-len 32 --predictions 4)
+    variants=${MFU_VARIANTS:-"--dtype fp32 --attention auto;--dtype bf16 --attention math"}
+  else  # the compiled step first (it warms the compile cache for the others), then one lever each
+    local levers="--compile;--compile --compile-optimizer;--compile --attention cudnn"
+    levers+=";--compile --compile-mode max-autotune-no-cudagraphs"  # the longest compile last: cut first
+    variants=${MFU_VARIANTS:-$levers}
+  fi
+  rm -f "$WORK"/mfu-*.json "$WORK/profile.json"
+  step "$OUT/mfu.log" 150 "$PYTHON" bench/gpu_profile.py "${profile[@]}" --steps 3 --top 25 --json "$WORK/profile.json"
+  local i=0 v
+  IFS=';' read -ra list <<<"$variants"
+  for v in "${list[@]}"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086  # each variant is a list of arguments
+    step "$OUT/mfu.log" 180 "$PYTHON" bench/gpu_mfu.py ${common[@]+"${common[@]}"} $v --json "$WORK/mfu-$i.json"
+    echo "$v" >"$WORK/mfu-$i.args"
+  done
+  "$PYTHON" scripts/gpu_summary.py mfu "$WORK" "$OUT/mfu.json"
+}
+
+stage_demo() {
+  header demo
+  local args=(--out "$WORK/demo" --minutes "$DEMO_MINUTES" --workers 16)
+  [ "$DRY_RUN" = 1 ] && args=(--toy --out "$WORK/demo")
+  step "$OUT/demo.log" 100000 "$PYTHON" scripts/demo_gpu.py "${args[@]}"
+  local rc=$?
+  for f in report.json:demo.json report.md:demo.md pretraining.png:demo.png; do
+    [ -f "$WORK/demo/${f%%:*}" ] && cp "$WORK/demo/${f%%:*}" "$OUT/${f##*:}"
+  done
+  return $rc
+}
+
+stage_experiment() {
+  header experiment
+  local args
+  if [ "$DRY_RUN" = 1 ]; then
+    args=(--device cpu --steps 3 --corpus data/corpus/moby_dick.txt.xz --tokenizer data/albert-30k
+          --hidden-size 32 --num-layers 2 --embedding-size 16 --seq-len 64 --batch 8 --eval-examples 24
+          --sentiment-steps 2 --mc-steps 2 --finetune-batch 8 --max-train-examples 16 --max-eval-examples 30)
+  else  # the demo's shape and rate (docs/EXPERIMENTS.md, "On a GPU")
+    local corpus=(data/corpus-large/*.txt.xz)
+    if [ ! -f "${corpus[0]}" ]; then
+      echo "gpu_run.sh: data/corpus-large/*.txt.xz is missing: build it with python3" \
+        "scripts/build_corpus_large.py and carry data/corpus-large" | tee -a "$OUT/experiment.log" >&2
+      return 1
+    fi
+    args=(--device cuda --minutes "$EXP_MINUTES" --corpus "${corpus[@]}" --tokenizer data/albert-30k
+          --hidden-size 768 --num-layers 12 --embedding-size 128 --seq-len 512 --batch 128 --lr 0.00176
+          --eval-examples 2000 --finetune-batch 32 --finetune-lr 5e-5 --sentiment-steps 600 --mc-steps 300)
+  fi
+  step "$OUT/experiment.log" 100000 "$PYTHON" -m litebert.cli experiment sentence-objective \
+    --out "$WORK/experiment" "${args[@]}"
+  local rc=$?
+  for f in results.json:experiment.json results.md:experiment.md curves.png:experiment.png; do
+    [ -f "$WORK/experiment/${f%%:*}" ] && cp "$WORK/experiment/${f%%:*}" "$OUT/${f##*:}"
+  done
+  return $rc
+}
+
+for s in "${stages[@]}"; do
+  echo "[gpu_run] stage $s ($(left) s of the call left)"
+  "stage_$s"
+  rc=$?
+  echo "[gpu_run] stage $s: exit status $rc ($(( SECONDS - START )) s since the start)" | tee -a "$OUT/$s.log"
+  [ $rc -ne 0 ] && status=1
+done
+ls -l "$OUT"
+exit $status
