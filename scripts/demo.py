@@ -1,14 +1,20 @@
-"""`make demo`: pretrain a small ALBERT on the bundled public-domain corpus, offline, in about ten minutes on 2 cores.
+"""`make demo`: pretrain a small ALBERT on the bundled public-domain corpus, offline, on 2 CPU cores, then fine-tune
+it on the bundled sentiment task beside honest baselines.
 
-Stages (each a function of the work folder, called in order by main(); a later stage such as fine-tuning is one
-more function appended there):
+Stages (each a function of the work folder, called in order by main()):
   1. corpus      unpack data/corpus/*.txt.xz; hold out every 20th document of each source for evaluation
   2. tokenizer   train an ~8k-piece ALBERT SentencePiece vocabulary on the training part
   3. store       tokenize both parts into token stores
-  4. pretrain    MLM + SOP with LAMB on E=128, H=256, 6 all-shared layers, for a time budget
-  5. report      held-out MLM and SOP accuracy beside their chance baselines; the HF-format model; a PNG plot
+  4. pretrain    MLM + SOP with LAMB on E=128, H=256, 6 all-shared layers, for a fixed number of steps (seeded:
+                 the same numbers on any machine; the time it will take is estimated from timed steps and printed)
+  5. report      held-out MLM and SOP accuracy beside their chance baselines; the HF-format model; a PNG plot;
+                 the model's top-3 fill-mask answers on a few held-out sentences
+  6. finetune    sentiment (scripts/demo_finetune.py): the pretrained model, the same architecture from random
+                 weights with the same budget (the control), a bag-of-words TF-IDF + logistic regression (C chosen on
+                 dev) and the majority class, on the same dev and test splits
+Writes OUT/report.json, OUT/report.md and OUT/pretraining.png.
 
-    .venv/bin/python scripts/demo.py [--out runs/demo] [--minutes 10] [--threads 2]
+    .venv/bin/python scripts/demo.py [--out runs/demo] [--steps 1100] [--finetune-steps 400] [--threads 2]
 
 Re-running reuses finished stages (delete the folder for a fresh start); an interrupted pretraining resumes.
 """
@@ -32,7 +38,9 @@ CORPUS = REPO / "data" / "corpus"
 HOLDOUT_EVERY = 20
 VOCAB = 8000
 EVAL_EXAMPLES = 512  # held-out sequences per evaluation (~10k masked tokens)
-PROBE_STEPS = 10  # real training steps timed (on a copy of the model) to plan the run
+PROBE_STEPS = 10  # real training steps timed (on a copy of the model) to tell how long the run will take
+STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 min on 2 idle cores
+FINETUNE = dict(lr=1e-4, max_steps=400, batch_size=32, seq_len=64, eval_every=100)  # demo_finetune.py's defaults
 
 
 def stage_corpus(work: Path, args) -> dict:
@@ -91,11 +99,11 @@ def model_config(vocab_size: int):
 
 
 def _seconds_per_step(config, stores: dict, settings: dict) -> float:
-    """Seconds per step of the real run, to size it to the time budget: `litebert.pretrain` itself runs PROBE_STEPS
+    """Seconds per step of the real run, to say how long it will take: `litebert.pretrain` itself runs PROBE_STEPS
     steps of the same model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the
     run); the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch,
     but not the machine's later speed: on a shared VM that drifts by 15-25% within minutes (two fresh-clone runs:
-    probe 0.48 s, then steps at 0.54-0.66 s; probe 0.44 s, then 0.47-0.51 s), so the time limit is the backstop."""
+    probe 0.48 s, then steps at 0.54-0.66 s; probe 0.44 s, then 0.47-0.51 s)."""
     import tempfile
 
     from litebert import TrainConfig, pretrain
@@ -116,31 +124,35 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
 
     run = work / "pretrain"
     settings = recipe("demo")
-    settings["seed"] = 1
+    # A fixed step count, seeded: the same command gives the same numbers on any machine (the clock only decides how
+    # long it takes). Warmup 1/11 of the run and 5 evaluations, as the recipe's 1100 steps with warmup 100.
+    settings.update(seed=1, max_steps=args.steps, warmup_steps=max(1, args.steps // 11),
+                    eval_every=max(1, args.steps // 5), save_every=max(1, args.steps // 5))
     kw = dict(max_seq_length=settings["seq_len"], max_predictions_per_seq=settings["max_predictions"], seed=1)
     eval_data = PretrainingDataset(stores["heldout"], **kw)
     config = model_config(eval_data.facts.vocab_size)
     plan = work / "pretrain-plan.json"
-    if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
-        settings.update(json.loads(plan.read_text())["settings"])
+    if plan.exists():  # a resumed run keeps its settings (the schedule depends on the step count)
+        planned = json.loads(plan.read_text())["settings"]
+        if planned["max_steps"] != args.steps:
+            raise SystemExit(f"[pretrain] {work} holds a run of {planned['max_steps']} steps; give --steps "
+                             f"{planned['max_steps']} to continue it, or another --out for {args.steps} steps")
+        settings.update(planned)
     else:
         per_step = _seconds_per_step(config, stores, settings)
-        # Budget: the steps, plus 6 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost).
-        eval_share = 6 * EVAL_EXAMPLES / 3 * per_step / settings["global_batch"]
-        settings["max_steps"] = max(20, int((args.minutes * 60 - eval_share) / (per_step * 1.05)))
-        settings["warmup_steps"] = max(1, settings["max_steps"] // 11)
-        settings["eval_every"] = max(1, settings["max_steps"] // 5)
-        settings["save_every"] = max(1, settings["max_steps"] // 5)
-        plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
-        print(f"[pretrain] ~{per_step:.2f}s per step of {settings['global_batch']} sequences -> "
-              f"{settings['max_steps']} steps in ~{args.minutes:g} minutes")
+        # 5 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost) come on top of the steps.
+        expect = per_step * (args.steps + 5 * EVAL_EXAMPLES / 3 / settings["global_batch"])
+        plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step,
+                                    "expected_s": round(expect)}) + "\n")
+        print(f"[pretrain] {args.steps} steps of {settings['global_batch']} x {settings['seq_len']}: "
+              f"~{per_step:.2f} s per step ({PROBE_STEPS} timed) -> expect ~{expect / 60:.0f} min on this machine "
+              "(a busy machine takes longer; the results do not depend on it)", flush=True)
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
     print(f"[pretrain] E=128 H=256 6 layers (all shared); LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
-          f"length {cfg.seq_len}")
-    # Safety net when the machine slows down after the timing (a shared VM's speed drifts by 15-25% within minutes):
-    # end at 5% over the budget, then evaluate and export anyway. An interrupted earlier demo run is continued.
+          f"length {cfg.seq_len}", flush=True)
+    # An interrupted earlier demo run is continued.
     result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
-                      progress=not args.no_progress, time_limit=args.minutes * 60 * 1.05)
+                      progress=not args.no_progress)
     if result.interrupted:
         raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
     if result.final_eval is None:  # finished by an earlier demo run: its last evaluation
@@ -197,34 +209,114 @@ def plot(run: Path, png: Path, base: dict) -> None:
     plt.close(fig)
 
 
-def stage_report(work: Path, args, pre: dict, tok) -> dict:
-    run, final = pre["run"], pre["summary"].final_eval
+def fill_mask_examples(model_dir: Path, heldout: Path, n: int = 4, top_k: int = 3, seed: int = 0) -> list[dict]:
+    """The pretrained model's top-k answers for one masked word in each of ``n`` held-out sentences (picked, with
+    the word, by a seeded rng: sentences of 8-20 words, a word of letters, not the first), through
+    ``litebert.pipeline("fill-mask")``. [] when this litebert has no pipeline."""
+    import random
+
+    try:
+        from litebert import pipeline
+    except ImportError:
+        print("[report] fill-mask examples skipped: this litebert has no litebert.pipeline")
+        return []
+    sentences = [line.strip() for line in heldout.read_text(encoding="utf-8").splitlines()
+                 if 8 <= len(line.split()) <= 20]
+    rng = random.Random(seed)
+    fill = pipeline("fill-mask", model=model_dir, device="cpu", top_k=top_k)
+    rows = []
+    for sentence in rng.sample(sentences, min(n, len(sentences))):
+        words = sentence.split()
+        i = rng.choice([j for j, w in enumerate(words) if w.isalpha() and j > 0] or [len(words) - 1])
+        text = " ".join(words[:i] + [fill.tokenizer.mask_token] + words[i + 1:])
+        answers = fill(text)
+        rows.append({"text": text, "masked": words[i], "top": [[a["token_str"], round(a["score"], 4)] for a in answers],
+                     "hit": words[i].lower() in [a["token_str"].strip().lower() for a in answers]})
+    return rows
+
+
+def stage_report(work: Path, args, pre: dict, tok, heldout: Path) -> dict:
+    """The pretraining's figures (printed, and the report's first part: a later stage adds to it)."""
+    run, final, summary = pre["run"], pre["summary"].final_eval, pre["summary"]
     base = chance_baselines(pre["eval_data"], EVAL_EXAMPLES)
     plot(run, work / "pretraining.png", base)
     piece = tok.convert_ids_to_tokens([base["mlm_most_frequent_id"]])[0]
+    fills = fill_mask_examples(run / "model", heldout)
     lines = [
         f"held-out MLM accuracy {final['mlm_accuracy']:.1%}  (chance: uniform {base['mlm_uniform']:.3%}, "
         f"always '{piece}' {base['mlm_most_frequent']:.1%});  MLM loss {final['mlm_loss']:.3f} "
         f"(uniform: ln V = {math.log(tok.vocab_size):.3f})",
         f"held-out SOP accuracy {final['sop_accuracy']:.1%}  (chance: 50%, majority label "
         f"{base['sop_majority']:.1%});  SOP loss {final['sop_loss']:.3f} (chance: ln 2 = 0.693)",
-        f"{pre['summary'].step} steps of {pre['summary'].max_steps}"
-        + (" (ended early by the time limit)" if pre["summary"].time_limited else "")
-        + f", {pre['summary'].tokens_seen:,} tokens, {pre['summary'].elapsed_s / 60:.1f} min of training",
+        f"{summary.step} steps of {summary.max_steps}, {summary.tokens_seen:,} tokens, "
+        f"{summary.elapsed_s / 60:.1f} min of training",
         f"model (HF format): {run / 'model'}",
         f"plot: {work / 'pretraining.png'}",
     ]
-    print("\n".join(["", "=" * 30 + " ALBERT demo " + "=" * 30, *lines, ""]))
-    (work / "report.json").write_text(json.dumps({"final_eval": final, "baselines": base,
-                                                  **{k: v for k, v in pre["summary"].summary().items()
-                                                     if k != "final_eval"}}, indent=2) + "\n")
-    return {"baselines": base}
+    if fills:
+        lines.append("fill-mask, top 3 on held-out sentences (the masked word in brackets):")
+        lines += [f"  {r['text'][:90]}  [{r['masked']}] -> " + ", ".join(f"'{t}' {p:.1%}" for t, p in r["top"])
+                  for r in fills]
+    print("\n".join(["", "=" * 30 + " ALBERT demo: pretraining " + "=" * 30, *lines, ""]), flush=True)
+    return {"final_eval": final, "baselines": base, "mlm_most_frequent_piece": piece, "fill_mask": fills,
+            **{k: v for k, v in summary.summary().items() if k != "final_eval"}}
+
+
+def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
+    """Sentiment (scripts/demo_finetune.py): the pretrained model and the from-scratch control with the same budget
+    (FINETUNE, --finetune-steps), the bag of words and the majority class; the report is rewritten as each is done."""
+    import demo_finetune
+
+    def save(part: dict) -> None:
+        report["sentiment"] = part
+        write_report(work, report)
+
+    settings = {**FINETUNE, "max_steps": args.finetune_steps, "eval_every": max(1, args.finetune_steps // 4)}
+    lr = settings.pop("lr")
+    print(f"[finetune] sentiment: the pretrained model and the same architecture from random weights, each "
+          f"{settings['max_steps']} steps of {settings['batch_size']} at lr {lr:g}; bag of words; majority class",
+          flush=True)
+    demo_finetune.sentiment_report(model, work / "finetune", [lr], control=True, device="cpu",
+                                   progress=not args.no_progress, seed=0, on_part=save, **settings)
+
+
+def write_report(work: Path, report: dict) -> None:
+    from litebert.files import write_json, atomic_write
+
+    write_json(work / "report.json", report)
+    atomic_write(work / "report.md", markdown(report))
+
+
+def markdown(report: dict) -> str:
+    f, b = report["final_eval"], report["baselines"]
+    lines = ["# CPU demo", "",
+             f"{report['step']} pretraining steps of {report['max_steps']}, {report['tokens_seen']:,} tokens in "
+             f"{report['elapsed_s'] / 60:.1f} min", "",
+             "| held-out | model | baselines |", "|---|---|---|",
+             f"| MLM accuracy | **{f['mlm_accuracy']:.1%}** | always '{report['mlm_most_frequent_piece']}' "
+             f"{b['mlm_most_frequent']:.1%}; uniform {b['mlm_uniform']:.3%} |",
+             f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |"]
+    if report.get("fill_mask"):
+        lines += ["", "| held-out sentence | masked | top 3 |", "|---|---|---|"]
+        lines += [f"| {r['text']} | {r['masked']} | " + ", ".join(f"{t} ({p:.1%})" for t, p in r["top"]) + " |"
+                  for r in report["fill_mask"]]
+    s = report.get("sentiment", {})
+    names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "same model from random weights (control)",
+             "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
+             "majority": "best constant guess"}
+    if s:
+        lines += ["", "| sentiment | dev | test |", "|---|---|---|"]
+        lines += [f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
+                  for k, name in names.items() if k in s]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "demo", help="work folder (default: runs/demo)")
-    ap.add_argument("--minutes", type=float, default=10.0, help="pretraining time budget")
+    ap.add_argument("--steps", type=int, default=STEPS, help=f"pretraining steps (default {STEPS})")
+    ap.add_argument("--finetune-steps", type=int, default=FINETUNE["max_steps"],
+                    help=f"fine-tuning steps of each sentiment model (default {FINETUNE['max_steps']})")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -236,11 +328,20 @@ def main(argv=None) -> int:
     tok = stage_tokenizer(work, args, corpus)
     stores = stage_store(work, args, corpus, tok)
     pre = stage_pretrain(work, args, stores)
-    stage_report(work, args, pre, tok)
-    print(f"demo finished in {(time.time() - t0) / 60:.1f} min")
+    report = stage_report(work, args, pre, tok, corpus["heldout"])
+    write_report(work, report)  # the pretraining's figures first: a stopped run keeps them
+    stage_finetune(work, args, pre["run"] / "model", report)
+    report["seconds"] = round(time.time() - t0, 1)
+    write_report(work, report)
+    import demo_finetune
+
+    print("\n" + demo_finetune.format_report(report["sentiment"]))
+    print(f"demo finished in {report['seconds'] / 60:.1f} min: {work / 'report.md'}, {work / 'report.json'}, "
+          f"{work / 'pretraining.png'}")
     return 0
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO / "src"))  # also runs from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO / "scripts"))  # demo_finetune.py
     raise SystemExit(main())

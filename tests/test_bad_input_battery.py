@@ -274,6 +274,9 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
     if path == "embed":
         out = tmp / "emb.npy"
         return ["embed", "--model", inp["model"], "--input", inp["embed_in"], "--output", out, "--no-progress"], [out]
+    if path == "fill-mask":
+        out = tmp / "filled.jsonl"
+        return ["fill-mask", "--model", inp["model"], "--text", "the [MASK] was long", "--top-k", "2"], [out]
     if path == "export onnx":
         out = tmp / "m.onnx"
         return ["export", "onnx", "--model", inp["model"], "--out", out, "--no-verify"], [out]
@@ -321,7 +324,7 @@ def test_every_numeric_option_is_covered():
     that silently finds nothing), and each has a base invocation."""
     paths = {p.values[0] for p in NUMERIC_CASES}
     assert paths >= {"tokenizer train", "data prepare", "data inspect", "pretrain", "finetune", "evaluate", "predict",
-                     "embed", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment"}, paths
+                     "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment"}, paths
     flags = {(p.values[0], p.values[1]) for p in NUMERIC_CASES}
     for must in [("pretrain", "--lr"), ("pretrain", "--num-layers"), ("pretrain", "--peak-tflops"),
                  ("finetune", "--epochs"), ("experiment", "--embedding-sizes"), ("experiment", "--processes"),

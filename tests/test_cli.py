@@ -87,3 +87,26 @@ def test_did_you_mean(capsys):
     with pytest.raises(SystemExit):
         cli.main(["export", "onnx", "--model", "m", "--out", "o", "--head", "sequence-clasification"])
     assert "did you mean 'sequence-classification'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("reader", ["head -1", "true"])
+@pytest.mark.parametrize("command", ["convert tf --checkpoint tests/fixtures/tf/pretrain --list", "--help"])
+def test_a_closed_pipe_ends_quietly(command, reader):
+    """`litebert ... | head -1` (the reader leaves after one line) and `| true` (it leaves before the first write):
+    no BrokenPipeError traceback and no 'internal error' on stderr; what head read is the command's first line."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash for the pipeline")
+    repo = Path(__file__).resolve().parent.parent
+    script = f'"$0" -m litebert.cli {command} | {reader}; echo "status ${{PIPESTATUS[0]}}" >&2'
+    done = subprocess.run(["bash", "-c", script, sys.executable], cwd=repo, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] in ("status 0", "status 1")  # 1: the pipe closed before the end
+    if reader == "head -1":
+        first = "bert/embeddings/LayerNorm/beta\tfloat32\t[8]" if "--list" in command else "usage: litebert"
+        assert done.stdout.startswith(first) and done.stdout.count("\n") == 1

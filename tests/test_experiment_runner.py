@@ -105,6 +105,64 @@ def test_markdown_table_and_png(objective_run):
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_control_rows(objective_run):
+    """The downstream controls on the arms' dev examples (the first 30): the majority class counted by hand from
+    the data files, the bag of words against scikit-learn's own pipeline choosing C on dev, none for MC, and the
+    first arm's shape from random weights fine-tuned alike; each with its Wilson interval, and as rows of the table."""
+    import csv
+    import gzip
+
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, PredefinedSplit
+    from sklearn.pipeline import make_pipeline
+
+    from litebert.io.checkpoint import load_config, load_weights
+
+    out = objective_run["out"]
+    controls = json.loads((out / "results.json").read_text())["baselines"]
+    assert controls["shape_of"] == "none" and "bag-of-words" in controls["note"]
+
+    def tsv(split):
+        with gzip.open(REPO / "data" / "finetune" / "sentiment" / f"{split}.tsv.gz", "rt", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        return [r["sentence"] for r in rows], [r["label"] for r in rows]
+
+    dev_text, dev_y = (v[:30] for v in tsv("dev"))
+    train_text, train_y = (v[:16] for v in tsv("train"))
+    with gzip.open(REPO / "data" / "finetune" / "mc" / "social_iqa_dev.jsonl.gz", "rt") as f:
+        mc_y = [json.loads(line)["label"] for line in f][:30]
+    for task, labels in (("sentiment", dev_y), ("mc", mc_y)):
+        top = max(labels.count(v) for v in set(labels))
+        assert controls[task]["majority"]["correct"] == top and controls[task]["majority"]["total"] == 30
+    assert controls["mc"]["bag_of_words"] is None
+
+    grid = [0.25, 0.5, 1, 2, 4, 8, 16, 32]
+    search = GridSearchCV(make_pipeline(TfidfVectorizer(ngram_range=(1, 2)), LogisticRegression(max_iter=2000)),
+                          {"logisticregression__C": grid}, cv=PredefinedSplit([-1] * 16 + [0] * 30),
+                          scoring="accuracy", refit=False).fit(train_text + dev_text, train_y + dev_y)
+    bow = controls["sentiment"]["bag_of_words"]
+    assert bow["accuracy"] == pytest.approx(search.best_score_, abs=1e-9) and bow["total"] == 30
+
+    control = out / "baselines" / "from-scratch"
+    first = out / "arms" / "none" / "pretrain" / "model"
+    assert load_config(control / "model").to_dict() == load_config(first).to_dict()
+    ours, pretrained = load_weights(control / "model"), load_weights(first)
+    assert any(not (ours[k] == pretrained[k]).all() for k in pretrained if k in ours)  # random, not a copy
+    for task in ("sentiment", "mc"):
+        row = controls[task]["from_scratch"]
+        assert row["total"] == 30 and (row["low"], row["high"]) == pytest.approx(wilson(row["correct"], 30))
+        assert json.loads((control / task / "finetune.json").read_text())["complete"] is True
+    table = (out / "results.md").read_text()
+    cell = lambda r: f"{100 * r['accuracy']:.1f} [{100 * r['low']:.1f}, {100 * r['high']:.1f}]"  # noqa: E731
+    assert (f"| bag of words (TF-IDF + logistic regression, C on dev) | - | - | - | - | {cell(bow)} | - | - |"
+            in table.splitlines())
+    assert f"| from random weights (none shape, fine-tuned alike) | - | - | - | - | " \
+           f"{cell(controls['sentiment']['from_scratch'])} | {cell(controls['mc']['from_scratch'])} |" in table
+    assert "MC has no bag-of-words row" in table
+
+
 def test_rerun_reuses_every_arm(objective_run, capsys):
     out = objective_run["out"]
     before = {p: p.read_bytes() for p in out.glob("arms/*/*/metrics.jsonl")}

@@ -196,7 +196,8 @@ def test_cli_finetune_evaluate_predict_on_a_separable_task(base, tmp_path, capsy
     assert code == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert meta["labels"] == ["neg", "pos"] and meta["dev_metrics"]["accuracy"] >= 0.9  # chance is 0.5
-    capsys.readouterr()
+    said = capsys.readouterr()  # where the run's settings come from, in words
+    assert "; hyperparameters: BERT-style defaults for your own data (not from the paper)" in said.out + said.err
     assert main(["evaluate", "--model", str(out), "--data", str(data / "dev.jsonl"), "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(meta["dev_metrics"]["accuracy"])
     inp = tmp_path / "in.jsonl"

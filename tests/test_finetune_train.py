@@ -154,6 +154,7 @@ def test_two_processes_equal_one(base, tmp_path):
                           "-m", "litebert.cli", *finetune(base, tmp_path / "two", *common, "--micro-batch", "8")],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
+    assert "find_unused_parameters" not in two.stderr  # no unused-parameter search, no DDP warning from any rank
     out, err = one.communicate(timeout=300)
     assert one.returncode == 0, err[-3000:]
     assert "4 steps of 16 = 8 x 1 x 2 process(es)" in two.stdout and "4 steps of 16 = 16 x 1 x 1" in out

@@ -68,3 +68,33 @@ def _initial(cfg_file, paths):
     with tempfile.TemporaryDirectory() as d:
         m.save_pretrained(d)
         return load_file(f"{d}/model.safetensors")
+
+
+def test_two_processes_resume_as_one(tmp_path):
+    """A two-process run continued with --resume restores the checkpoint on every rank: it ends where one process
+    continued the same way ends (every rank steps from the checkpoint's step, with its optimizer state)."""
+    paths = build_tiny_setup(tmp_path / "setup")
+    cfg_file = tmp_path / "model.json"
+    dataclasses.replace(AlbertConfig.from_preset("tiny"), classifier_dropout_prob=0.0).to_json(cfg_file)
+
+    def run(out, launcher, *extra):
+        argv = command(paths, cfg_file, out)
+        argv = [a for i, a in enumerate(argv) if a != "--max-steps" and argv[i - 1] != "--max-steps"]
+        argv = [a for i, a in enumerate(argv) if a != "--save-every" and argv[i - 1] != "--save-every"]
+        done = subprocess.run([*launcher, "-m", "litebert.cli", *argv, "--save-every", "3", *extra],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stderr
+
+    two = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    for out, launcher in ((tmp_path / "one", [PYTHON]), (tmp_path / "two", two)):
+        run(out, launcher, "--max-steps", "3")
+        err = run(out, launcher, "--max-steps", "6", "--resume")
+        assert "resuming at step 3" in err or "from step 3" in err, err[-2000:]
+    a, b = read_metrics(tmp_path / "one"), read_metrics(tmp_path / "two")
+    assert [r["step"] for r in b] == [r["step"] for r in a] == list(range(1, 7))
+    assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-5)
+    wa = load_file(tmp_path / "one" / "model" / "model.safetensors")
+    wb = load_file(tmp_path / "two" / "model" / "model.safetensors")
+    for k in wa:
+        torch.testing.assert_close(wb[k], wa[k], rtol=0, atol=1e-5, msg=k)

@@ -1,9 +1,9 @@
 """litebert: ALBERT (Lan et al., ICLR 2020) done completely, in plain PyTorch.
 
 Every command is a typed function here: `train_tokenizer`, `prepare_store`, `pretrain`, `finetune`, `evaluate`,
-`predict`, `embed`, `evaluate_pretraining`, `analyze_transitions`, `run_experiment` (with `ExperimentSettings`) and
-`speedup_experiment`; ``litebert COMMAND`` maps its flags onto them. The heavy modules (torch models, tokenizer, data
-pipeline) are imported lazily so that ``import litebert`` and the CLI's ``--help`` stay fast.
+`predict`, `embed`, `evaluate_pretraining`, `analyze_transitions`, `run_experiment` (with `ExperimentSettings`),
+`speedup_experiment` and `plot_runs`; ``litebert COMMAND`` maps its flags onto them. The heavy modules (torch models,
+tokenizer, data pipeline) are imported lazily so that ``import litebert`` and the CLI's ``--help`` stay fast.
 """
 
 __version__ = "0.1.0"
@@ -40,6 +40,8 @@ _LAZY = {
     "run_experiment": "litebert.experiments.runner",
     "ExperimentSettings": "litebert.experiments.runner",
     "speedup_experiment": "litebert.experiments.speedup",
+    "plot_runs": "litebert.plot",
+    "pipeline": "litebert.pipelines",
 }
 _RENAMED = {"ExperimentSettings": "Settings"}
 

@@ -84,7 +84,8 @@ def check_fields(obj: Any, ranges: dict[str, Range] | None = None,
             problem = f"expected {describe(hints[f.name])}"
         elif choices and f.name in choices and value not in choices[f.name]:
             problem = f"choose one of {', '.join(repr(c) for c in choices[f.name])}"
-        elif ranges and f.name in ranges and value is not None and not ranges[f.name].holds(value):
+        elif (ranges and f.name in ranges and value is not None and not isinstance(value, str)
+              and not ranges[f.name].holds(value)):  # a string passed the type check: a Literal's word
             problem = str(ranges[f.name])
         if problem is not None:  # "TrainConfig.lr = -1: ..." in Python, "--lr -1: ..." on the command line
             raise ConfigError("{" + f.name + "}: " + problem.replace("{", "{{").replace("}", "}}"),
@@ -149,6 +150,8 @@ def matches(value: Any, hint: Any) -> bool:
             return check_items(value, args)
     if origin is typing.ClassVar:
         return True
+    if origin is typing.Literal:  # e.g. micro_batch: int | Literal["auto"]
+        return any(type(value) is type(a) and value == a for a in args)
     return isinstance(value, origin or hint)
 
 
@@ -163,4 +166,6 @@ def describe(hint: Any) -> str:
         return f"dict of {describe(args[0])} to {describe(args[1])}"
     if origin in (list, tuple):
         return f"{'list' if origin is list else 'tuple'} of {describe(args[0])}"
+    if origin is typing.Literal:
+        return " or ".join(repr(a) for a in args)
     return getattr(hint, "__name__", str(hint))

@@ -42,11 +42,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("litebert.tasks.cli", "evaluate a fine-tuned model"),
     "predict": ("litebert.tasks.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
     "embed": ("litebert.tasks.cli", "write pooled or mean embeddings to .npy"),
+    "fill-mask": ("litebert.fill_mask", "fill [MASK] with a pretrained model's MLM head (top-k pieces, as HF's)"),
     "export": ("litebert.io.export", "export a model to ONNX"),
     "evaluate-pretraining": ("litebert.experiments.cli", "held-out MLM, SOP and NSP accuracy of pretrained models"),
     "analyze": ("litebert.experiments.cli", "analyses of pretrained models (transitions: the paper's Figure 2)"),
     "experiment": ("litebert.experiments.cli", "the paper's comparisons: sentence-objective, sharing, "
                                                "embedding-size, speedup"),
+    "plot": ("litebert.plot", "draw runs' loss, accuracy and learning-rate curves (png, pdf, svg)"),
 }
 
 
@@ -110,8 +112,18 @@ def _scalar(hint: Any) -> Any:
     """``Optional[X]`` -> X; the argparse type of an annotation."""
     if typing.get_origin(hint) in (Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if int in args and len(args) == 2 and typing.get_origin(args[1 - args.index(int)]) is typing.Literal:
+            return _int_or_word  # int | Literal["auto"]: --micro-batch 16 or --micro-batch auto
         return args[0] if len(args) == 1 else str
     return hint
+
+
+def _int_or_word(text: str) -> int | str:
+    """An integer where the text is one; otherwise the word, checked by the config (``auto``, or a clear error)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
@@ -227,6 +239,23 @@ def _add_offline(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``litebert ARGV``; returns the exit status. A reader that closes the pipe early (``litebert ... | head``)
+    ends the command quietly with status 1, as Python's documentation recommends for SIGPIPE
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe): stdout is pointed at /dev/null so that
+    the interpreter's last flush finds no closed pipe either."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a pipe closed after the last print is found here, not at exit
+        return code
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+            pass
+        return 1
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.formatwarning = _one_line_warning
     if not argv or argv[0] in ("-h", "--help"):
@@ -271,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print(f"litebert {name}: error: out of memory; use a smaller model, batch or sequence length", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader closed stdout: `main` ends quietly
+        raise
     except Exception as e:  # a bug of litebert's: still one line, with what to do
         if os.environ.get("LITEBERT_TRACEBACK"):
             raise

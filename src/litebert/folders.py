@@ -80,19 +80,24 @@ TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer
                          "special_tokens_map.json")
 MODEL_FILES = _names("config.json", "model.safetensors", "litebert_model.safetensors") + TOKENIZER_FILES
 TENSORBOARD = Layout(None, files=(r"events\.out\.tfevents\..+",))
+_WANDB_FOLDERS: dict = {}
+WANDB = Layout(None, files=(r".+",), folders=_WANDB_FOLDERS)  # W&B's own tree (offline runs, logs): all of it
+_WANDB_FOLDERS[r".+"] = WANDB
 CHECKPOINTS = Layout(None, files=(r"step-\d{8,}\.pt(?:\.sha256)?",))
 TOKENIZER = Layout("tokenizer", "tokenizer", TOKENIZER_FILES)
 MODEL = Layout("model", "model", MODEL_FILES)
 STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy", r"normal_ids\.npy",
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
                {"tokenizer": Layout(None, files=TOKENIZER_FILES)}, legacy=_legacy("token-store", ("manifest.json",), None))
-RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "metrics.jsonl", "train.csv", "eval.csv"),
-             {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD},
+RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "metrics.jsonl", "train.csv", "eval.csv",
+                                                         "trackers.json"),
+             {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD,
+              "wandb": WANDB},
              resumable=True, legacy=_legacy("pretraining-run", ("train_config.json", "checkpoints"), False))
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
                    MODEL_FILES + _names("finetune.json", "answerability.safetensors", "metrics.jsonl", "train.csv",
-                                        "eval.csv"),
-                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD}, resumable=True,
+                                        "eval.csv", "trackers.json"),
+                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB}, resumable=True,
                    legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),

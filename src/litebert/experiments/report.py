@@ -30,6 +30,23 @@ def row(arm: dict) -> list[str]:
             f"{100 * arm['downstream_average']:.1f}"]
 
 
+def control_rows(controls: dict | None) -> list[list[str]]:
+    """The downstream control rows under the arms: the best constant guess, the bag of words (sentiment only) and the
+    first arm's shape from random weights; "-" where a row does not apply (no intrinsic scores; no MC bag of
+    words). Avg only where both downstream scores exist."""
+    if not controls:
+        return []
+    names = {"majority": "majority class (dev's most frequent label)",
+             "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
+             "from_scratch": f"from random weights ({controls['shape_of']} shape, fine-tuned alike)"}
+    rows = []
+    for key, name in names.items():
+        sent, mc = controls["sentiment"].get(key), controls["mc"].get(key)
+        avg = f"{100 * (sent['accuracy'] + mc['accuracy']) / 2:.1f}" if sent and mc else "-"
+        rows.append([name, "-", "-", "-", "-", percent(sent), percent(mc), avg])
+    return rows
+
+
 def markdown(summary: dict) -> str:
     s = summary["settings"]
     lines = [f"# {summary['experiment']}", "",
@@ -45,6 +62,11 @@ def markdown(summary: dict) -> str:
                   f"the slowest arm ({t['timed_arm']}) -> {t['steps']} steps for every arm.", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row(a)) + " |" for a in summary["arms"]]
+    lines += ["| " + " | ".join(r) + " |" for r in control_rows(summary.get("baselines"))]
+    if summary.get("baselines"):
+        lines += ["", "The last rows are controls on the same dev examples: an arm's downstream score means something "
+                  "only above them. MC has no bag-of-words row: a bag of words scores one text, not a choice among a "
+                  "question's answers."]
     lines += ["", "| Model | E | sharing | objective | steps | train time (s) | final train loss |",
               "|---|---|---|---|---|---|---|"]
     for a in summary["arms"]:

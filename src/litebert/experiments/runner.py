@@ -13,6 +13,9 @@ passes when it runs from a clone). Everything lives under the output folder:
     OUT/arms/NAME/pretrain/      the arm's pretraining run (resumed with --resume when unfinished)
     OUT/arms/NAME/sentiment/, mc/    its fine-tuned models
     OUT/arms/NAME/scores.json    its intrinsic and downstream scores (cached: a re-run reuses them)
+    OUT/baselines/               the downstream control rows: the first arm's shape from random weights, fine-tuned
+                                 as the arms (from-scratch/), and baselines.json (with the majority class and the
+                                 bag of words)
     OUT/results.json, results.md, curves.png
 """
 
@@ -450,6 +453,84 @@ def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps:
             "downstream_average": sum(down) / len(down)}
 
 
+# ---------------------------------------------------------------------------------------------------- controls
+
+
+def _examples(task: str, s: Settings, split: str) -> list:
+    """The task's examples of ``split`` that fine-tuning used: the first max_train_examples / max_eval_examples."""
+    from litebert.tasks.presets import get_preset
+    from litebert.tasks.runner import find_split
+
+    folder = Path(getattr(s, f"{task}_data"))
+    examples = get_preset(task).kind.read(find_split(folder, split))
+    return examples[:s.max_train_examples if split == "train" else s.max_eval_examples]
+
+
+def _dev_accuracy(score: float, n: int) -> dict:
+    from litebert.experiments.intrinsic import accuracy
+
+    return accuracy(round(score * n), n).to_json()
+
+
+def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) -> dict:
+    """The rows every arm's downstream score is read against, on the same dev examples: the best constant guess (the
+    dev split's most frequent label); for sentiment a bag of words (`litebert.tasks.baselines`: TF-IDF word 1-2-grams
+    + logistic regression, C chosen on dev, so its dev figure is optimistic by that choice); and the first arm's
+    architecture from random weights fine-tuned with the same steps, rate and seed (the control: what pretraining
+    adds). Multiple choice has no bag-of-words row: it picks one of a question's answers, which a bag of words over
+    one text does not model. Cached in OUT/baselines/baselines.json."""
+    import torch
+
+    from litebert.heads import AlbertForPreTraining
+    from litebert.io.checkpoint import load_config
+    from litebert.tasks import baselines
+    from litebert.tokenizer import load_tokenizer
+
+    folder = out / "baselines"
+    cache = folder / "baselines.json"
+    rows = read_json(cache, ConfigError) if cache.is_file() else {}
+    if rows.get("settings") != {"shape_of": first.name, "steps": s.steps}:
+        rows = {"settings": {"shape_of": first.name, "steps": s.steps}}
+    for task in ("sentiment", "mc"):
+        if task in rows:
+            continue
+        dev = _examples(task, s, "dev")
+        row = {"majority": _dev_accuracy(baselines.majority({"dev": [e.label for e in dev]})["dev_accuracy"],
+                                         len(dev)), "bag_of_words": None}
+        if task == "sentiment":
+            import importlib.util
+
+            if importlib.util.find_spec("sklearn") is None:
+                progress(f"{task}: bag-of-words row skipped: it needs scikit-learn ({baselines.INSTALL_HINT})")
+            else:
+                def part(examples):
+                    return [" ".join(filter(None, (e.text_a, e.text_b))) for e in examples], [e.label for e in examples]
+
+                progress(f"{task}: bag of words (TF-IDF + logistic regression, C chosen on dev)")
+                bow = baselines.bag_of_words(part(_examples(task, s, "train")), {"dev": part(dev)})
+                row["bag_of_words"] = {**_dev_accuracy(bow["dev_accuracy"], len(dev)), "C": bow["C"]}
+        rows[task] = row
+        write_json(cache, rows)
+    control = folder / "from-scratch"
+    if not (control / "model").is_dir():
+        import shutil
+
+        partial = control / "model.partial"  # renamed into place when whole: a stopped run leaves no half model
+        shutil.rmtree(partial, ignore_errors=True)
+        torch.manual_seed(s.seed)  # the control's weights, from the experiment's seed
+        AlbertForPreTraining(load_config(first_run / "model")).save_pretrained(partial)
+        load_tokenizer(first_run / "model").save_pretrained(partial)
+        partial.rename(control / "model")
+    arm = Arm(f"from-scratch ({first.name} shape)", first.objective, first.sharing, first.embedding_size)
+    for task in ("sentiment", "mc"):
+        if "from_scratch" not in rows[task]:
+            rows[task]["from_scratch"] = finetune(arm, task, s, control, control / task)
+            write_json(cache, rows)
+    return {"shape_of": first.name, **{task: rows[task] for task in ("sentiment", "mc")},
+            "note": "multiple choice has no bag-of-words row: a bag of words scores one text, not a choice among a "
+                    "question's answers"}
+
+
 # ---------------------------------------------------------------------------------------------------- the whole
 
 
@@ -493,20 +574,21 @@ def run_experiment(out: str | Path, s: Settings) -> dict:
             s = dataclasses.replace(s, steps=timing["steps"])
         save_settings(out, s, **({"timing": timing} if timing else {}))
         results = [run_arm(arm, s, train, held, out / "arms" / arm.name, s.steps) for arm in arm_list]
-        summary = _report(out, s, train, held, timing, results)
+        controls = downstream_baselines(out, s, arm_list[0], out / "arms" / arm_list[0].name / "pretrain")
+        summary = _report(out, s, train, held, timing, results, controls)
         writer.finish(experiment=s.experiment)
     progress(f"done in {time.perf_counter() - started:.0f} s: {out / 'results.md'}, {out / 'results.json'}, "
              f"{out / 'curves.png'}")
     return summary
 
 
-def _report(out: Path, s: Settings, train: Path, held: Path, timing, results: list[dict]) -> dict:
+def _report(out: Path, s: Settings, train: Path, held: Path, timing, results: list[dict], controls: dict) -> dict:
     """results.json, results.md (laid out as the paper's table) and curves.png."""
     from litebert.experiments import report
 
     summary = {"experiment": s.experiment, "settings": s.to_json(), "data": str(train), "eval_data": str(held),
                "interval": "95% Wilson (counts: MLM masked tokens, SOP/NSP held-out sequences, dev examples)",
-               **({"steps_from_minutes": timing} if timing else {}), "arms": results}
+               **({"steps_from_minutes": timing} if timing else {}), "arms": results, "baselines": controls}
     write_json(out / "results.json", summary)
     atomic_write(out / "results.md", report.markdown(summary))
     if report.can_plot():

@@ -115,17 +115,17 @@ PRESETS["race"] = TaskPreset("race", MultipleChoice(format="race", max_qa_length
                              source="google-research/albert README (run_race)")
 PRESETS["mc"] = TaskPreset("mc", MultipleChoice(format="jsonl", max_qa_length=128), "accuracy", 2e-5, 32, epochs=3.0,
                            max_seq_length=256, eval_every=200,
-                           source="not in the paper: RACE's recipe with epochs instead of steps")
+                           source="RACE's recipe with epochs instead of steps (not from the paper)")
 PRESETS["conll"] = TaskPreset("conll", TokenClassification(), "f1", 5e-5, 32, epochs=3.0, max_seq_length=128,
-                              eval_every=200, source="not in the paper: BERT-style NER defaults")
+                              eval_every=200, source="BERT-style NER defaults (not from the paper)")
 PRESETS["classify"] = TaskPreset("classify", Classification(), "accuracy", 2e-5, 32, epochs=3.0, max_seq_length=128,
-                                 eval_every=200, source="not in the paper: BERT-style defaults for your own data")
+                                 eval_every=200, source="BERT-style defaults for your own data (not from the paper)")
 PRESETS["regress"] = TaskPreset("regress", Regression(), "pearson", 2e-5, 32, epochs=3.0, max_seq_length=128,
-                                eval_every=200, source="not in the paper: BERT-style defaults for your own data")
+                                eval_every=200, source="BERT-style defaults for your own data (not from the paper)")
 # The bundled Rotten Tomatoes sentiment task (data/finetune/sentiment): SST-2's format and labels.
 PRESETS["sentiment"] = TaskPreset("sentiment", Classification(glue="sst-2"), "accuracy", 3e-5, 32, epochs=3.0,
                                   max_seq_length=128, eval_every=100, labels=("0", "1"),
-                                  source="SST-2's format; BERT-style defaults for a small data set")
+                                  source="BERT-style defaults for a small SST-2-format data set (not from the paper)")
 
 ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "squad": "squad1", "squad-v1": "squad1",
            "squad-v2": "squad2", "squad1.1": "squad1", "squad2.0": "squad2", "ner": "conll", "conll2003": "conll",

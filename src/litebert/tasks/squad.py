@@ -200,6 +200,9 @@ class SquadV2Model(nn.Module):
             loss = span + F.binary_cross_entropy_with_logits(na, is_impossible.to(na.dtype))
         return SquadV2Output(loss, start, end, na)
 
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        self.qa.set_gradient_checkpointing(enabled)
+
     def save_pretrained(self, path) -> None:
         from safetensors.torch import save_file
 

@@ -16,6 +16,7 @@ its share of the step's examples (tokens), so micro-batching gives the gradient 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ from litebert.tasks.features import IGNORE, collate, length_grouped_batches, len
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.train import distributed as D
-from litebert.train.engine import Runtime, TrainState, due, stop_requested, train_step
+from litebert.train.engine import MicroBatch, Runtime, TrainState, due, stop_requested, train_step
 from litebert.train.metrics import MetricsWriter
 from litebert.train.signals import StopSignals
 
@@ -61,11 +62,15 @@ class TrainArgs:
     skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
     eval_batch_size: int = 64
     progress: bool = True
-    micro_batch: int | None = None  # examples per forward/backward on one process (None: batch_size / processes)
+    micro_batch: int | Literal["auto"] | None = None  # examples per forward/backward on one process (None:
+    # batch_size / processes; auto: `litebert.train.engine.MicroBatch`)
     precision: str = "auto"  # autocast: auto | fp32 | bf16 | fp16 (`litebert.train.device.autocast_dtype`)
     log_every: int = 10  # a train record in metrics.jsonl every N steps
     save_every: int = 0  # a checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
     max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.train.engine`)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass
+    compile: bool = False  # torch.compile the model in place (batches keep their padding)
+    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.train.trackers`)
 
     # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
     # changes only the order of floating-point sums).
@@ -80,7 +85,10 @@ class TrainArgs:
                             "log_every": AT_LEAST_1, "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1})
 
     def accumulation(self, world_size: int) -> tuple[int, int]:
-        """(micro batch, micro-batches per process per step); the batch must split evenly."""
+        """(micro batch, micro-batches per process per step); the batch must split evenly. auto: (the per-process
+        batch, 1) until a step decides (`MicroBatch`)."""
+        if self.micro_batch == "auto":
+            return self.per_process(world_size), 1
         micro = self.micro_batch or max(1, self.batch_size // world_size)
         per_step = micro * world_size
         if self.batch_size % per_step:
@@ -88,6 +96,14 @@ class TrainArgs:
                               f"{per_step}; change " + "{batch_size:flag} or {micro_batch:flag}",
                               batch_size=self.batch_size, micro_batch=micro)
         return micro, self.batch_size // per_step
+
+
+    def per_process(self, world_size: int) -> int:
+        """Examples per step on each process (micro_batch auto starts there); the batch must split over them."""
+        if self.batch_size % world_size:
+            raise ConfigError("{batch_size} is not a multiple of " + f"{world_size} processes; change "
+                              "{batch_size:flag}", batch_size=self.batch_size)
+        return self.batch_size // world_size
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
@@ -132,7 +148,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
           save: Callable[[torch.nn.Module, int, dict], None] | None = None, pad_id: int = 0,
           log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, runtime: Optional[Runtime] = None,
           identity: dict | None = None, start: tuple | None = None, stop_after: int | None = None,
-          keep_checkpoints: bool = False) -> LoopResult:
+          keep_checkpoints: bool = False, run_config: dict | None = None) -> LoopResult:
     """Train for ``args.train_steps`` updates; every ``eval_every`` steps (and at the end) call ``evaluate(model)``
     (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves, ``save(model, step, metrics)``.
     Without ``evaluate`` the final model is saved.
@@ -142,18 +158,22 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     the current step); with ``keep_checkpoints`` also at the end. ``runtime``: processes, device, precision and
     attention (default: this process, ``args.precision``). ``start``: the checkpoint ``(step, path, state)`` to
     continue from (the run's plan). ``identity``: what checkpoints record (`run_identity`). ``stop_after``: leave
-    (with a checkpoint) after this many steps in this call, as on SIGTERM."""
+    (with a checkpoint) after this many steps in this call, as on SIGTERM. ``run_config``: the settings sent once to
+    a new tracker run (``args.report_to``; default: ``args``)."""
     if not features:
         raise DataError("no training examples: nothing to fine-tune on")
     rt = runtime or Runtime.resolve(D.Distributed(), args.precision, "auto", model.config, training=True)
     d = rt.dist
-    state, wrapped, ckpt_dir = _setup(model, args, rt, out_dir)
+    given = args.micro_batch if args.micro_batch == "auto" else args.accumulation(d.world_size)[0]
+    micro = MicroBatch.resolve(given, args.per_process(d.world_size), d,
+                               saved=start[2].get("micro_batch") if start is not None else None)
+    state, wrapped, ckpt_dir = _setup(model, args, rt, out_dir, micro)
     torch.manual_seed(args.seed + d.rank)  # dropout masks (differ per process, as pretraining's)
     if start is not None:
         state.restore(start[2], d, args.seed)
-    writer = _metrics(out_dir, d, state.step if start else None)
-    batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING)
-    _, accum = args.accumulation(d.world_size)
+    writer = _metrics(out_dir, d, state.step if start else None, args, run_config)
+    # compiled: the padded layout (a packed batch's varying shapes would recompile)
+    batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING and not args.compile)
     stop, first_step, loss_ema = StopSignals(), state.step, None
     bar = tqdm(total=args.train_steps, initial=state.step, desc="fine-tuning",
                disable=not args.progress or not d.is_main, dynamic_ncols=True)
@@ -170,9 +190,14 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             def extra() -> torch.Tensor:  # examples and the stop flag, read once the step's batches ran
                 return torch.tensor([batches.examples, stop.signal is not None], dtype=torch.float64)
 
-            step = train_step(state, wrapped, batches.micro(batches.of_step(state.step), accum, rt, pad_id),
+            idx = batches.of_step(state.step)
+            step = train_step(state, wrapped, lambda size: batches.micro(idx, micro.per_process // size, rt, pad_id),
                               runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
-                              clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra)
+                              clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra, micro=micro)
+            state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
+            news = micro.news()
+            if news:
+                log(news)
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
             loss_ema = _ema(loss_ema, step.losses[0].item())
@@ -209,12 +234,14 @@ def _ema(average: Optional[float], value: float) -> float:
     return value if average is None else 0.98 * average + 0.02 * value
 
 
-def _metrics(out_dir, d: D.Distributed, resume_step: Optional[int]) -> Optional[MetricsWriter]:
-    """The run's metrics files (None without a run folder)."""
+def _metrics(out_dir, d: D.Distributed, resume_step: Optional[int], args: TrainArgs,
+             run_config: dict | None) -> Optional[MetricsWriter]:
+    """The run's metrics files and trackers (None without a run folder)."""
     if out_dir is None:
         return None
     return MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=resume_step,
-                         columns={"train": TRAIN_COLUMNS, "eval": None})
+                         columns={"train": TRAIN_COLUMNS, "eval": None}, report_to=args.report_to,
+                         config=run_config or dataclasses.asdict(args))
 
 
 def _log_step(writer: Optional[MetricsWriter], state: TrainState, step, args: TrainArgs, dt: float) -> None:
@@ -240,16 +267,23 @@ def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], stoppe
         save(state.model, state.step, {})
 
 
-def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir) -> tuple[TrainState, torch.nn.Module,
-                                                                                    Optional[Path]]:
-    """The model on its device, its AdamW and loss scaler in a train state; the model as the processes run it."""
+def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
+           micro: MicroBatch) -> tuple[TrainState, torch.nn.Module, Optional[Path]]:
+    """The model on its device (checkpointed, compiled as the args ask: as pretraining's `loop._setup`), its AdamW
+    and loss scaler in a train state; the model as the processes run it (DDP when there are several, unless auto
+    micro-batching averages the gradients itself: `engine.train_step`)."""
     model.to(rt.dist.device)
+    if args.gradient_checkpointing:
+        model.set_gradient_checkpointing(True)
+    if args.compile:
+        model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
     optimizer = build_optimizer(model, "adamw", lr=args.lr, weight_decay=args.weight_decay)
     scaler = torch.amp.GradScaler(rt.dist.device.type, enabled=rt.amp is torch.float16)
     state = TrainState(model, optimizer, scaler, counters={"best_metrics": None, "best_step": None, "bad_evals": 0,
-                                                           "history": []})
-    # Some heads leave parts of the encoder unused (token classification and SQuAD never read the pooler)
-    wrapped = D.wrap(model, rt.dist, find_unused_parameters=True)
+                                                           "history": [], "micro_batch": micro.size})
+    # Every trainable parameter gets a gradient in every task's loss (the heads that do not read the pooler are built
+    # without one), so DDP need not search the graph for unused ones (tests/test_micro_batch_auto.py checks each kind)
+    wrapped = model if micro.auto else D.wrap(model, rt.dist, find_unused_parameters=False)
     return state, wrapped, Path(out_dir) / "checkpoints" if out_dir is not None else None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import reprlib
 from pathlib import Path
 from typing import Any
@@ -230,7 +231,19 @@ def tokenizer_json(tok) -> dict:
     if tok._charsmap:
         normalizers.append({"type": "Precompiled",
                             "precompiled_charsmap": base64.b64encode(tok._charsmap).decode()})
+    normalizers.append({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})  # as AlbertConverter
     metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
+    # Words, as HF's pipelines see them (`Encoding.word_ids`, `word_to_chars`: the QA pipeline widens an answer to
+    # whole words): white space cuts them, and each user-defined piece is a word of its own, as in HF's converted
+    # tokenizer, where those pieces are added tokens (so "navy." is "navy" + "."). Cutting there leaves every piece
+    # as it was: SentencePiece always segments a user-defined piece alone. WhitespaceSplit comes first so that no
+    # offset covers the space before a word (HF's own conversion gives "▁navy" the span " navy").
+    pretokenizers = [{"type": "WhitespaceSplit"}, metaspace]
+    user_defined = sorted((p for p, t in zip(tok._pieces, tok.piece_types) if t == PIECE_USER_DEFINED),
+                          key=len, reverse=True)
+    if user_defined:
+        pretokenizers.append({"type": "Split", "pattern": {"Regex": "|".join(map(re.escape, user_defined))},
+                              "behavior": "Isolated", "invert": False})
     cls, sep = "[CLS]", "[SEP]"
 
     def seq(name, type_id):
@@ -242,7 +255,7 @@ def tokenizer_json(tok) -> dict:
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": pretokenizers},
         "post_processor": {
             "type": "TemplateProcessing",
             "single": [special(cls, 0), seq("A", 0), special(sep, 0)],

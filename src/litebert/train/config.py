@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, Range, check_fields
 from litebert.errors import ConfigError
@@ -26,7 +26,8 @@ class TrainConfig:
         max_steps: optimizer steps in the whole run (the schedule decays to 0 there); None: 1000 for a new run, the
             run's own when resumed
         global_batch: sequences per optimizer step (paper: 4096)
-        micro_batch: sequences per forward/backward on one process
+        micro_batch: sequences per forward/backward on one process, or auto: on a GPU the largest that fits (from
+            the per-process batch, halved on out of memory), on a CPU the per-process batch up to 32
         lr: peak learning rate (paper: 0.00176 with LAMB)
         warmup_steps: linear warmup steps (official: 3125)
         poly_power: power of the polynomial decay (official: 1.0)
@@ -53,12 +54,14 @@ class TrainConfig:
         log_every: write train metrics every N steps
         max_bad_steps: stop after this many non-finite steps in a row
         peak_tflops: peak TFLOP/s of one device, for the MFU estimate (guessed for known GPUs)
+        report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
+            auto (TensorBoard if installed)
     """
 
     # optimisation (official optimization.create_optimizer)
     max_steps: Optional[int] = 1000
     global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
-    micro_batch: int = 32            # sequences per forward/backward on one process
+    micro_batch: int | Literal["auto"] = 32  # sequences per forward/backward on one process (auto: `engine.MicroBatch`)
     lr: float = 0.00176
     warmup_steps: int = 0
     poly_power: float = 1.0
@@ -86,12 +89,27 @@ class TrainConfig:
     log_every: int = 1
     max_bad_steps: int = 10          # stop after this many non-finite steps in a row
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
+    report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.train.trackers`); not trajectory
 
     def __post_init__(self) -> None:
+        from litebert.train.trackers import parse
+
         check_fields(self, _RANGES, _CHOICES)
+        parse(self.report_to, type(self).__name__)
+
+    def per_process(self, world_size: int) -> int:
+        """Sequences per optimizer step on each process; the global batch must split evenly over the processes."""
+        if self.global_batch % world_size:
+            raise ConfigError("global batch {global_batch:value} is not a multiple of " + f"{world_size} processes; "
+                              "change {global_batch:flag}", global_batch=self.global_batch)
+        return self.global_batch // world_size
 
     def accumulation(self, world_size: int) -> int:
-        """Micro-batches per optimizer step on each process; the global batch must split evenly."""
+        """Micro-batches per optimizer step on each process (auto: 1 until a step decides); the global batch must
+        split evenly."""
+        if self.micro_batch == "auto":
+            self.per_process(world_size)
+            return 1
         per_step = self.micro_batch * world_size
         if self.global_batch % per_step:
             raise ConfigError("global batch {global_batch:value} is not a multiple of micro batch {micro_batch:value} "

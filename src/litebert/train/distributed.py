@@ -60,8 +60,8 @@ def from_environment(env: Mapping[str, str] | None = None, device: str | None = 
 def wrap(model: nn.Module, d: Distributed, find_unused_parameters: bool = False) -> nn.Module:
     """DDP around the unchanged model when there are several processes; the model itself otherwise.
 
-    ``find_unused_parameters`` stays False for pretraining: every parameter gets a gradient in MLM + SOP. Fine-tuning
-    sets it: some heads leave parts of the encoder unused (token classification and SQuAD never read the pooler).
+    ``find_unused_parameters`` stays False where every parameter gets a gradient: MLM + SOP, and every fine-tuning
+    head (those that never read the pooler are built without one). Pretraining with objective ``none`` sets it.
     Shared ALBERT blocks are used several times per forward; DDP handles that because we allreduce once per step
     (``no_sync`` on the other micro-batches) and do not use static graphs.
     """
@@ -93,6 +93,44 @@ def all_reduce_max(t: torch.Tensor, d: Distributed) -> torch.Tensor:
     if d.enabled:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t
+
+
+def min_int(value: int, d: Distributed) -> int:
+    """The smallest of every rank's integer (the micro-batch all ranks agree on)."""
+    if not d.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=d.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def any_rank(flag: bool, d: Distributed) -> bool:
+    """Whether ``flag`` is true on any rank (a step that ran out of memory somewhere)."""
+    if not d.enabled:
+        return flag
+    t = torch.tensor([int(flag)], dtype=torch.long, device=d.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def average_gradients(model: nn.Module, d: Distributed, bucket: int = 2**24) -> None:
+    """DDP's gradient average, by hand, once the backward passes have run (for a model not wrapped in DDP): each
+    gradient divided by the world size, then summed over ranks in flat buckets of up to ``bucket`` elements, as DDP's
+    default communication hook does. Every rank must hold a gradient for the same parameters."""
+    if not d.enabled:
+        return
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    while grads:
+        n, size = 0, 0
+        while n < len(grads) and (n == 0 or size + grads[n].numel() <= bucket) and grads[n].dtype == grads[0].dtype:
+            size, n = size + grads[n].numel(), n + 1
+        part, grads = grads[:n], grads[n:]
+        flat = torch.cat([g.reshape(-1) for g in part]).div_(d.world_size)
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for g in part:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
 
 
 def broadcast_int(value: int, d: Distributed) -> int:

@@ -29,7 +29,8 @@ from litebert.errors import CheckpointError, LitebertError, literal
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
-from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, save_checkpoint
+from litebert.train.checkpoint import (check_compatible, latest_valid, list_checkpoints, load_checkpoint,
+                                      save_checkpoint)
 from litebert.train.device import autocast_dtype
 
 
@@ -63,6 +64,66 @@ class Runtime:
 
     def autocast(self):
         return torch.autocast(self.dist.device.type, dtype=self.amp, enabled=self.amp is not None)
+
+
+# ---------------------------------------------------------------------------------------------------- micro-batch
+AUTO_CPU_CAP = 32  # micro_batch "auto" on a CPU: the per-process batch, up to this (no probing: no OOM to catch)
+OutOfMemory = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+PROBED = ("cuda",)  # device types where auto starts at the per-process batch and halves on out-of-memory
+
+
+@dataclass
+class MicroBatch:
+    """The micro-batch a run steps with, decided where it starts: the one given, or ``auto``.
+
+    ``auto`` on CUDA starts at the per-process batch; a step that runs out of memory is run again, with the same
+    data and RNG, at half the micro-batch (the largest divisor of the per-process batch not above half, so the
+    global batch is kept by accumulation), until it fits or 1 does not (`train_step`). On a CPU ``auto`` is the
+    per-process batch up to ``AUTO_CPU_CAP``, without probing. A resumed run continues at the value its checkpoint
+    recorded (``saved``); all processes take the smallest of their values."""
+
+    size: int
+    per_process: int
+    auto: bool = False  # halve on out-of-memory (auto on CUDA)
+    halvings: int = 0
+    origin: str = "given"
+    reported: Optional[int] = None  # the size last announced by `news`
+
+    @classmethod
+    def resolve(cls, given: int | str, per_process: int, dist: D.Distributed,
+                saved: Optional[int] = None) -> "MicroBatch":
+        if given != "auto":
+            return cls(int(given), per_process)
+        if isinstance(saved, int) and saved >= 1 and per_process % saved == 0:
+            size, origin = saved, "the resumed run's"
+        elif dist.device.type in PROBED:
+            size, origin = per_process, "the per-process batch fits"
+        else:
+            size = max(d for d in range(1, min(per_process, AUTO_CPU_CAP) + 1) if per_process % d == 0)
+            origin = f"on the CPU: the per-process batch, at most {AUTO_CPU_CAP}"
+        return cls(D.min_int(size, dist), per_process, auto=dist.device.type in PROBED, origin=origin)
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per process per step."""
+        return self.per_process // self.size
+
+    def halve(self) -> None:
+        """The next smaller micro-batch after an out-of-memory step; below 1, a `TrainingError`."""
+        smaller = next((d for d in range(self.size // 2, 0, -1) if self.per_process % d == 0), None)
+        if smaller is None:
+            raise TrainingError("micro-batch auto: a step runs out of GPU memory even at micro-batch 1; lower "
+                                "{seq_len:flag} or use a smaller model", seq_len=None)
+        self.size, self.halvings = smaller, self.halvings + 1
+
+    def news(self) -> Optional[str]:
+        """The log line when ``auto`` chose a value not yet announced (after the first step, after a halving)."""
+        if self.origin == "given" or self.size == self.reported:
+            return None
+        self.reported = self.size
+        why = (f"{self.halvings} halving{'s' if self.halvings > 1 else ''} after out of memory" if self.halvings
+               else self.origin)
+        return f"micro-batch auto: {self.size} ({why})"
 
 
 # ---------------------------------------------------------------------------------------------------- the plan
@@ -129,6 +190,10 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
             error = e
     if D.broadcast_int(1 if error is not None else 0, dist):
         raise error if error is not None else CheckpointError("the resume was refused on rank 0 (see its message)")
+    step = D.broadcast_int(found[0] if found is not None else -1, dist)  # every rank continues from rank 0's choice
+    if step >= 0 and not dist.is_main:
+        path = dict(list_checkpoints(ckpt_dir))[step]
+        found = (step, path, load_checkpoint(path))
     return found
 
 
@@ -209,29 +274,25 @@ class StepResult:
     loss_scale: Optional[float]
 
 
-def train_step(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tuple[dict, float]], *,
+def train_step(state: TrainState, wrapped: nn.Module,
+               micro_batches: Iterable[tuple[dict, float]] | Callable[[int], Iterable[tuple[dict, float]]], *,
                runtime: Runtime, lr: float, clip_norm: float, max_bad_steps: int, parts: tuple[str, ...] = (),
-               extra: Optional[Callable[[], torch.Tensor]] = None) -> StepResult:
+               extra: Optional[Callable[[], torch.Tensor]] = None, micro: Optional[MicroBatch] = None) -> StepResult:
     """One optimizer step on ``micro_batches``: this process's ``(batch on the device, weight)`` pairs, the weights
     summing, over all processes, to 1 (each micro-batch's share of the batch's mean loss). They are produced one
     ahead of the one that runs (its host-to-device copy overlaps the forward pass). ``parts``: output fields reported
     beside the loss (e.g. ``mlm_loss``). ``extra()``: a float64 tensor of the caller's sums for this step (tokens, a
-    stop flag), read once the micro-batches have run and reduced over processes with the losses."""
+    stop flag), read once the micro-batches have run and reduced over processes with the losses.
+
+    With ``micro`` (`MicroBatch`), ``micro_batches(size)`` makes the step's micro-batches of that size; an ``auto``
+    one that runs out of memory is halved and the step's forward and backward passes run again (`_fitting`)."""
     d = runtime.dist
-    losses = torch.zeros(1 + len(parts), dtype=torch.float64, device=d.device)  # read once per step
-    batches = iter(micro_batches)
-    upcoming = next(batches, None)
-    while upcoming is not None:
-        batch, weight = upcoming
-        upcoming = next(batches, None)
-        with D.no_sync(wrapped, sync=upcoming is None), runtime.autocast():  # gradients synced on the last
-            out = wrapped(**batch)
-            loss = out.loss.float()
-        # DDP averages gradients over processes: x world_size makes the result the sum of the weighted losses
-        state.scaler.scale(loss * (weight * d.world_size)).backward()
-        values = [loss] + [getattr(out, p).float() if getattr(out, p) is not None else loss * 0 for p in parts]
-        losses += torch.stack([v.detach() for v in values]).double() * weight
-        del batch, out, loss
+    if micro is None:
+        losses = _backward(state, wrapped, micro_batches, runtime, parts)
+    elif not micro.auto:
+        losses = _backward(state, wrapped, micro_batches(micro.size), runtime, parts)
+    else:
+        losses = _fitting(state, wrapped, micro_batches, micro, runtime, parts)
     sums = extra() if extra is not None else torch.zeros(0, dtype=torch.float64)
     reduced = D.all_reduce_sum(torch.cat([losses.cpu(), sums]).to(d.device), d).cpu()
     state.scaler.unscale_(state.optimizer)
@@ -247,6 +308,53 @@ def train_step(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tu
     state.step += 1
     _count_bad_step(state, finite, grad_norm, max_bad_steps, warn=not state.scaler.is_enabled())
     return StepResult(lr, grad_norm, reduced[:len(losses)], reduced[len(losses):], not finite, scale)
+
+
+def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tuple[dict, float]], runtime: Runtime,
+              parts: tuple[str, ...]) -> torch.Tensor:
+    """Forward and backward of every micro-batch, gradients accumulated (synced by DDP on the last); the weighted
+    loss and its parts, [1 + parts]."""
+    d = runtime.dist
+    losses = torch.zeros(1 + len(parts), dtype=torch.float64, device=d.device)  # read once per step
+    batches = iter(micro_batches)
+    upcoming = next(batches, None)
+    while upcoming is not None:
+        batch, weight = upcoming
+        upcoming = next(batches, None)
+        with D.no_sync(wrapped, sync=upcoming is None), runtime.autocast():  # gradients synced on the last
+            out = wrapped(**batch)
+            loss = out.loss.float()
+        # DDP averages gradients over processes: x world_size makes the result the sum of the weighted losses
+        state.scaler.scale(loss * (weight * d.world_size)).backward()
+        values = [loss] + [getattr(out, p).float() if getattr(out, p) is not None else loss * 0 for p in parts]
+        losses += torch.stack([v.detach() for v in values]).double() * weight
+        del batch, out, loss
+    return losses
+
+
+def _fitting(state: TrainState, wrapped: nn.Module, make: Callable[[int], Iterable[tuple[dict, float]]],
+             micro: MicroBatch, runtime: Runtime, parts: tuple[str, ...]) -> torch.Tensor:
+    """`_backward` at ``micro.size``; on CUDA out-of-memory (on any process) every process drops the step's
+    gradients, frees the cached memory, restores the RNG (the same dropout masks) and runs the step again at the
+    halved size. So the step equals one run at that micro-batch from the start. Several processes run the plain
+    model here (no DDP: a process that ran out of memory must be able to say so before any process waits in a
+    gradient all-reduce) and average the gradients once all backward passes are done."""
+    d = runtime.dist
+    rng = rng_state(d.device)
+    while True:
+        losses = None
+        try:
+            losses = _backward(state, wrapped, make(micro.size), runtime, parts)
+        except OutOfMemory:
+            pass  # leaving the handler releases the failed attempt's activations (its frames)
+        if not D.any_rank(losses is None, d):
+            D.average_gradients(state.model, d)
+            return losses
+        state.optimizer.zero_grad(set_to_none=True)
+        if d.device.type == "cuda":
+            torch.cuda.empty_cache()
+        set_rng_state(rng, d.device)
+        micro.halve()
 
 
 def due(every: int, step: int, before: int) -> bool:

@@ -32,7 +32,7 @@ from litebert.padding import prepare_batch
 from litebert.train import distributed as D
 from litebert.train.checkpoint import run_identity
 from litebert.train.config import TrainConfig
-from litebert.train.engine import Runtime, TrainState, due, stop_requested, train_step
+from litebert.train.engine import MicroBatch, Runtime, TrainState, due, stop_requested, train_step
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.train.signals import StopSignals
 
@@ -52,7 +52,7 @@ class LoopResult:
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           runtime: Optional[Runtime] = None, start: Optional[tuple] = None, init: Optional[dict] = None,
           progress: bool = True, stop_after: Optional[int] = None, time_limit: Optional[float] = None,
-          collate: Callable = collate_pretraining) -> LoopResult:
+          collate: Callable = collate_pretraining, run_config: Optional[dict] = None) -> LoopResult:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) to ``cfg.max_steps``, writing metrics, checkpoints and the
     final model (HF folder format, ``out_dir/model``) under ``out_dir``.
 
@@ -61,17 +61,21 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     ``start``: the checkpoint ``(step, path, state)`` to continue from (the run's plan, `engine.plan_run`); None:
     step 0. ``init``: where the starting weights came from (``{"path", "sha256"}``), recorded in the checkpoints.
     ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM. ``time_limit``:
-    seconds; past it, end as if ``max_steps`` were reached (the schedule is not rescaled)."""
+    seconds; past it, end as if ``max_steps`` were reached (the schedule is not rescaled). ``run_config``: the
+    settings sent once to a new tracker run (``cfg.report_to``; default: ``cfg`` and the model config)."""
     rt = runtime or Runtime.resolve(D.Distributed(), cfg.precision, "auto", model.config, training=True)
     d, out = rt.dist, Path(out_dir)
-    accum = cfg.accumulation(d.world_size)
-    state, wrapped = _setup(model, cfg, rt)
+    cfg.accumulation(d.world_size)  # the global batch splits evenly
+    micro = MicroBatch.resolve(cfg.micro_batch, cfg.per_process(d.world_size), d,
+                               saved=start[2].get("micro_batch") if start is not None else None)
+    state, wrapped = _setup(model, cfg, rt, micro)
     identity = run_identity(model, cfg, train_data, init)
     torch.manual_seed(cfg.seed + d.rank)  # dropout masks differ per process, as on TPU cores
     if start is not None:
         state.restore(start[2], d, cfg.seed)
     log = MetricsWriter(out, enabled=d.is_main, resume_step=state.step if start else None,
-                        columns=metric_columns(cfg.objective))
+                        columns=metric_columns(cfg.objective), report_to=cfg.report_to,
+                        config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
     stop, deadline = StopSignals(), time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
     bar = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", disable=not progress or not d.is_main,
                dynamic_ncols=True)
@@ -81,7 +85,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
     try:
         if state.step == 0 and eval_data is not None:
-            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt)})
+            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)})
         while state.step < cfg.max_steps:
             t0 = time.perf_counter()
             counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made
@@ -90,11 +94,15 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 flags = [stop.signal is not None, time.perf_counter() > deadline]
                 return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
 
-            step = train_step(state, wrapped, _micro_batches(train_data, collate, cfg, state, rt, accum, counts,
-                                                             flops_at),
+            step = train_step(state, wrapped,
+                              lambda size: _micro_batches(train_data, collate, cfg, state, rt, size, counts, flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
-                              parts=("mlm_loss", "sop_loss"), extra=extra)
+                              parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
+            state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
+            news = micro.news()
+            if news and d.is_main:
+                print(news, file=sys.stderr, flush=True)
             state.counters["data_step"] += 1
             state.counters["tokens_seen"] += int(step.totals[0].item())
             dt = time.perf_counter() - t0
@@ -105,7 +113,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
             if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
-                log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt)})
+                log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)})
             result.interrupted, result.time_limited = _ending(step, state.step - first_step, stop_after,
                                                               state.step < cfg.max_steps)
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
@@ -114,7 +122,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 break
         if not result.interrupted:  # the end (or the time limit): a last checkpoint, evaluation and the model
             _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=True)
-            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out)
+            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size)
     finally:
         bar.close()
         log.close()
@@ -138,20 +146,22 @@ def _peak_tflops(cfg: TrainConfig, device: torch.device) -> Optional[float]:
 
 
 def _finish(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
-            out: Path) -> Optional[dict]:
+            out: Path, batch: int) -> Optional[dict]:
     """The end of the run: the final evaluation (returned) and, on rank 0, the model in the HF folder format."""
     final = None
     if eval_data is not None:
-        final = evaluate(model, eval_data, collate, cfg, rt)
+        final = evaluate(model, eval_data, collate, cfg, rt, batch=batch)
         log.log("eval", {"step": step, **final})
     if rt.dist.is_main:
         model.save_pretrained(out / "model")
     return final
 
 
-def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> tuple[TrainState, torch.nn.Module]:
+def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
+           micro: MicroBatch) -> tuple[TrainState, torch.nn.Module]:
     """The model on its device (checkpointed, compiled as the config asks), its optimizer and loss scaler; and the
-    model as the processes run it (DDP when there are several)."""
+    model as the processes run it (DDP when there are several, unless auto micro-batching averages the gradients
+    itself: `engine.train_step`)."""
     model.to(rt.dist.device)
     if cfg.gradient_checkpointing:
         model.set_gradient_checkpointing(True)
@@ -161,21 +171,27 @@ def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> tuple[Train
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 bias_correction=cfg.bias_correction)
     scaler = torch.amp.GradScaler(rt.dist.device.type, enabled=rt.amp is torch.float16)
-    state = TrainState(model, optimizer, scaler, counters={"data_step": 0, "tokens_seen": 0})
+    state = TrainState(model, optimizer, scaler, counters={"data_step": 0, "tokens_seen": 0,
+                                                           "micro_batch": micro.size})
+    if micro.auto:
+        return state, model
     # "none" trains no sentence head: DDP must not wait for its gradients
     return state, D.wrap(model, rt.dist, find_unused_parameters=cfg.objective == "none")
 
 
-def _micro_batches(data, collate: Callable, cfg: TrainConfig, state: TrainState, rt: Runtime, accum: int,
+def _micro_batches(data, collate: Callable, cfg: TrainConfig, state: TrainState, rt: Runtime, micro: int,
                    extra: torch.Tensor, flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
-    """This process's micro-batches of the step (see the module docstring), on the device, each weighted by its
-    share of the global batch; counts their real tokens and model FLOPs into ``extra``."""
+    """This process's micro-batches of ``micro`` sequences of the step (see the module docstring), on the device,
+    each weighted by its share of the global batch; counts their real tokens and model FLOPs into ``extra`` (from 0:
+    a step run again at a smaller micro-batch counts once)."""
     n = _num_examples(data)
     pack = cfg.skip_padding and not state.model.LOSS_READS_PADDING and not cfg.compile  # compiled: padded layout
-    first = state.counters["data_step"] * cfg.global_batch + rt.dist.rank * accum * cfg.micro_batch
+    accum = cfg.per_process(rt.dist.world_size) // micro
+    first = state.counters["data_step"] * cfg.global_batch + rt.dist.rank * accum * micro
+    extra.zero_()
     for j in range(accum):
-        c0 = first + j * cfg.micro_batch  # run-wide index of the micro-batch's first example
-        batch = collate([data.example(c // n, c % n) for c in range(c0, c0 + cfg.micro_batch)])
+        c0 = first + j * micro  # run-wide index of the micro-batch's first example
+        batch = collate([data.example(c // n, c % n) for c in range(c0, c0 + micro)])
         lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
         extra[0] += sum(lengths)
         extra[1] += sum(flops_at(int(k)) for k in lengths)
@@ -208,17 +224,19 @@ def _checkpoint(state: TrainState, out: Path, identity: dict, rt: Runtime, keep_
 
 
 @torch.no_grad()
-def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, rt: Runtime) -> dict:
+def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, rt: Runtime, batch: Optional[int] = None) -> dict:
     """Official eval metrics (run_pretraining ``metric_fn``) on the first ``eval_examples`` held-out examples:
-    MLM loss/accuracy weighted by ``mlm_weights`` (padded predictions count 0), SOP loss/accuracy per sequence."""
+    MLM loss/accuracy weighted by ``mlm_weights`` (padded predictions count 0), SOP loss/accuracy per sequence.
+    ``batch``: sequences per forward (default: the config's micro-batch; 32 for auto)."""
     d, n = rt.dist, min(cfg.eval_examples, _num_examples(dataset))
+    size = batch or (cfg.micro_batch if isinstance(cfg.micro_batch, int) else 32)
     sums = torch.zeros(6, dtype=torch.float64)  # mlm nll, mlm correct, mlm weight, sop nll, sop correct, sequences
     was_training = model.training
     model.eval()
-    for b, start in enumerate(range(0, n, cfg.micro_batch)):
+    for b, start in enumerate(range(0, n, size)):
         if b % d.world_size != d.rank:  # batches round-robin over processes, sums reduced below
             continue
-        batch = prepare_batch(collate([dataset.example(0, i) for i in range(start, min(start + cfg.micro_batch, n))]),
+        batch = prepare_batch(collate([dataset.example(0, i) for i in range(start, min(start + size, n))]),
                               d.device, pack=True, varlen=rt.varlen)
         with rt.autocast():
             out = model(**batch)

@@ -1,8 +1,9 @@
 """Metrics sinks (JSONL, CSV, TensorBoard when installed) and the FLOP count behind the MFU estimate.
 
 Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
-``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets), ``tensorboard/`` if the ``tensorboard`` package is
-installed (without it, one notice on stderr says where the metrics are). The columns of the CSV files are
+``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets); the same records go to the trackers the run's
+``report_to`` names (`litebert.train.trackers`: TensorBoard in ``tensorboard/``, W&B, MLflow; by default TensorBoard
+if the package is installed, else one notice on stderr says where the metrics are). The columns of the CSV files are
 the pretraining ones by default; a caller passes its own (``litebert finetune``: examples/s, and its task's dev
 metrics taken from the first record). On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
 every file reads as one uninterrupted run; a torn last line (the process was killed while appending it) is dropped
@@ -22,6 +23,7 @@ from pathlib import Path
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
 from litebert.files import atomic_write
+from litebert.train.trackers import open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps"]
@@ -112,13 +114,15 @@ def _truncate_csv(path: Path, after_step: int) -> None:
 class MetricsWriter:
     """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``)."""
 
-    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, tensorboard: bool = True,
-                 columns: dict[str, list[str] | None] | None = None):
+    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, report_to: str = "auto",
+                 columns: dict[str, list[str] | None] | None = None, config: dict | None = None):
         """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
-        record (or the header of its existing file). Default: the pretraining columns."""
+        record (or the header of its existing file). Default: the pretraining columns. ``report_to``: the trackers
+        that also receive the records (`litebert.train.trackers`); ``config``: the run's settings, sent once to a
+        new tracker run."""
         self.enabled = enabled
         self.folder = Path(folder)
-        self.tb = None
+        self.trackers: list = []
         if not enabled:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -132,14 +136,7 @@ class MetricsWriter:
             _truncate_jsonl(self.jsonl, resume_step)
             for p, _ in self.csv.values():
                 _truncate_csv(p, resume_step)
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter  # needs the optional `tensorboard` package
-            except ImportError:
-                print(f"notice: TensorBoard is not installed (pip install tensorboard); metrics are in "
-                      f"{self.folder / 'metrics.jsonl'} and CSV", file=sys.stderr, flush=True)
-            else:
-                self.tb = SummaryWriter(str(self.folder / "tensorboard"), purge_step=resume_step)
+        self.trackers = open_trackers(report_to, self.folder, resume_step, config)
 
     def log(self, split: str, record: dict) -> None:
         if not self.enabled:
@@ -168,14 +165,26 @@ class MetricsWriter:
                     pass
                 print(f"warning: {target}: cannot append the step {record.get('step')} {split} record "
                       f"({e.strerror or e}); training continues without it", file=sys.stderr, flush=True)
-        if self.tb is not None:
-            for k, v in record.items():
-                if k != "step" and isinstance(v, (int, float)):
-                    self.tb.add_scalar(f"{split}/{k}", v, record["step"])
+        values = scalars(record)
+        for tracker in list(self.trackers):
+            try:
+                tracker.log(split, record["step"], values)
+            except Exception as e:  # a tracker that fails (its server gone) is dropped; the files go on
+                print(f"warning: {tracker.name}: cannot log the step {record['step']} {split} record "
+                      f"({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}); training continues "
+                      f"without {tracker.name}", file=sys.stderr, flush=True)
+                self.trackers.remove(tracker)
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
+        # Called from the loops' ``finally``: an exception on its way out marks the tracker runs failed
+        failed = sys.exc_info()[0] is not None
+        for tracker in self.trackers:
+            try:
+                tracker.close(failed=failed)
+            except Exception as e:
+                print(f"warning: {tracker.name}: cannot close the run ({type(e).__name__}: {e})", file=sys.stderr,
+                      flush=True)
+        self.trackers = []
 
 
 def read_metrics(folder: Path, split: str = "train") -> list[dict]:

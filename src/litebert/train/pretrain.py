@@ -24,6 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
 from litebert.train.config import TrainConfig
+from litebert.train.trackers import resolve as resolve_trackers
 
 DEFAULT_MAX_STEPS = 1000
 ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
@@ -73,6 +74,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
 
     cfg = train or TrainConfig(max_steps=None)
     out = Path(out)
+    resolve_trackers(cfg.report_to, "TrainConfig")  # a tracker's missing package: refused before anything is written
     init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
                         inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
@@ -119,7 +121,8 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     saved_tokenizer = (_tokenizer(tokenizer, train_data.store) if init is None or tokenizer is not None
                        else init_tokenizer)
     runtime = Runtime.resolve(dist, cfg.precision, attention, config, training=True)
-    check_memory(config, cfg.micro_batch, cfg.seq_len, available_memory(dist.device))  # before it is allocated
+    smallest = cfg.micro_batch if isinstance(cfg.micro_batch, int) else 1  # auto goes down to 1
+    check_memory(config, smallest, cfg.seq_len, available_memory(dist.device))  # before it is allocated
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = AlbertForPreTraining(config)
     note = load_init_weights(model, init) if init is not None else None
@@ -139,6 +142,7 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     writer = _begin(run, action, cfg, config, runtime, data, eval_data, identity, model, train_data, note)
     try:
         result = train_loop(model, train_data, eval_set, cfg, plan.out, runtime=runtime, start=run.checkpoint,
+                            run_config=_run_record(cfg, config, runtime, data, eval_data, identity),
                             init=identity, progress=progress, stop_after=stop_after, time_limit=time_limit)
         done = PretrainResult(plan.out, plan.out / "model", action, result.step, cfg.max_steps,
                               not result.interrupted and result.step >= cfg.max_steps, result.interrupted, result.signal, result.time_limited,
@@ -218,10 +222,7 @@ def _begin(run, action: str, cfg: TrainConfig, config: AlbertConfig, runtime, da
     model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
     writer = folders.begin(run.folder, step=run.start_step,
                            **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
-    write_json(run.folder.out / "train_config.json",
-               {"model": config.to_dict(), **cfg.to_dict(), "data": str(data), "eval_data": str(eval_data or ""),
-                "world_size": runtime.dist.world_size, "runtime": runtime.describe(),
-                **({"init_from": identity} if identity is not None else {})})
+    write_json(run.folder.out / "train_config.json", _run_record(cfg, config, runtime, data, eval_data, identity))
     say = _say
     if note and action not in ("resume", "reopen"):
         say(note)
@@ -230,11 +231,20 @@ def _begin(run, action: str, cfg: TrainConfig, config: AlbertConfig, runtime, da
             f"learning rate follows the schedule for max_steps {cfg.max_steps})")
     elif action == "resume" and run.checkpoint is None:
         say(f"{run.folder.out}: no checkpoint yet; starting from step 0")
+    world = runtime.dist.world_size
+    split = (f"{cfg.micro_batch} x {cfg.accumulation(world)} x {world} process(es)" if cfg.micro_batch != "auto" else
+             f"micro-batch auto x accumulation x {world} process(es)")
     say(f"pretraining: {model.num_parameters():,} parameters, {train_data.num_examples:,} examples/epoch, global "
-        f"batch {cfg.global_batch} = {cfg.micro_batch} x {cfg.accumulation(runtime.dist.world_size)} x "
-        f"{runtime.dist.world_size} process(es); {runtime.attention} attention, "
+        f"batch {cfg.global_batch} = {split}; {runtime.attention} attention, "
         f"{runtime.describe()['precision']} on {runtime.dist.device}")
     return writer
+
+
+def _run_record(cfg: TrainConfig, config: AlbertConfig, runtime, data, eval_data, identity) -> dict:
+    """What train_config.json records of the run (and its trackers receive as the run's config)."""
+    return {"model": config.to_dict(), **cfg.to_dict(), "data": str(data), "eval_data": str(eval_data or ""),
+            "world_size": runtime.dist.world_size, "runtime": runtime.describe(),
+            **({"init_from": identity} if identity is not None else {})}
 
 
 def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data) -> None:

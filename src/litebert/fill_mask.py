@@ -1,0 +1,96 @@
+"""``litebert fill-mask``: `fill_mask`, the fill-mask pipeline (`litebert.pipelines`) on one text or on the
+``text`` field of every record of a JSONL file or table, and its flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from litebert.errors import ConfigError, DataError, literal
+from litebert.pipelines import pipeline
+
+
+@dataclass
+class FillMaskResult:
+    count: int  # texts filled
+    predictions: list  # text: [HF's answer]; input without output: each record with "predictions" added
+    output: Optional[Path] = None
+
+
+def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: str | os.PathLike | None = None,
+              output: str | os.PathLike | None = None, top_k: int = 5, tokenizer: str | os.PathLike | None = None,
+              text_field: str = "text", batch_size: int = 32, batch_tokens: Optional[int] = None,
+              device: Optional[str] = None, encoding_errors: str = "strict", overwrite: bool = False) -> FillMaskResult:
+    """Fill the [MASK]s of ``text``, or of the ``text_field`` of every record of ``input`` (JSONL or a table), with
+    the MLM head of ``model`` (a pretraining folder, an HF AlbertForMaskedLM/AlbertForPreTraining folder, a hub id):
+    the ``top_k`` pieces per mask, as HF's fill-mask pipeline answers. With ``output``, each record is written there
+    with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned."""
+    from litebert import text_input
+    from litebert.folders import plan_file
+    from litebert.tasks.predict import CHUNK_SIZE, chunks, write_jsonl
+
+    if (text is None) == (input is None):
+        raise ConfigError("give {text:flag} or {input:flag}" + (", not both" if text is not None else ""),
+                          text=text, input=input)
+    if output is not None and input is None:
+        raise ConfigError("{output} goes with {input} (a text's answer is returned)", output=output, input=input)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ConfigError("{top_k}: expected an integer >= 1", top_k=top_k)
+    if output is not None:
+        plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
+    fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens)
+    if text is not None:
+        return FillMaskResult(1, [fill.answer([text], top_k=top_k)[0]])
+    path = Path(input)
+    records = text_input.iter_records(path, encoding_errors)
+    rows: list[dict] = []
+    for chunk in chunks(records, CHUNK_SIZE):
+        texts = [text_input.text_field(obj, text_field, path, n) for n, obj in chunk]
+        answers = fill.answer(texts, top_k=top_k, where=[text_input.where(path, n) for n, _ in chunk])
+        rows += [{**obj, "predictions": a} for (_, obj), a in zip(chunk, answers)]
+    if not rows:
+        raise DataError(f"{literal(path)}: the file is empty")
+    if output is None:
+        return FillMaskResult(len(rows), rows)
+    write_jsonl(output, rows)
+    return FillMaskResult(len(rows), [], Path(output))
+
+
+def configure(p) -> None:
+    """``litebert fill-mask``: the flags of `fill_mask`."""
+    from litebert.checks import AT_LEAST_1
+    from litebert.cli import ranged
+
+    p.add_argument("--model", required=True, help="a folder with an MLM head (a pretraining run's model, an HF "
+                                                   "AlbertForMaskedLM folder) or a hub id")
+    p.add_argument("--text", help='one text holding [MASK], e.g. "The [MASK] sat on the mat."; prints the answer')
+    p.add_argument("--input", help="JSONL (or a table): the text of each record under --text-field")
+    p.add_argument("--output", help="JSONL: each --input record with 'predictions' added (default: printed)")
+    ranged(p.add_argument("--top-k", type=int, default=5, help="pieces per mask"), AT_LEAST_1)
+    p.add_argument("--tokenizer", help="tokenizer folder or file (default: the --model folder's)")
+    p.add_argument("--text-field", default="text", help="field or column holding the text")
+    p.add_argument("--batch-size", type=int, default=32, help="texts per batch")
+    p.add_argument("--batch-tokens", type=int, help="batches also hold at most this many tokens (default: off)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
+                   help="invalid UTF-8 in --input: stop with file, line and byte offset, or substitute U+FFFD")
+    p.add_argument("--overwrite", action="store_true", help="--output exists: replace it")
+
+
+def run(args) -> int:
+    result = fill_mask(args.model, args.text, input=args.input, output=args.output, top_k=args.top_k,
+                       tokenizer=args.tokenizer, text_field=args.text_field, batch_size=args.batch_size,
+                       batch_tokens=args.batch_tokens, device=args.device, encoding_errors=args.encoding_errors,
+                       overwrite=args.overwrite)
+    if args.text is not None:
+        print(json.dumps(result.predictions[0], indent=2, ensure_ascii=False))
+    elif result.output is None:
+        for row in result.predictions:
+            print(json.dumps(row, ensure_ascii=False))
+    else:
+        print(f"wrote {result.count} answers to {result.output}", file=sys.stderr)
+    return 0

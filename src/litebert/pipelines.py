@@ -1,0 +1,426 @@
+"""`pipeline(task, model=...)`: text in, HF's pipeline answers out, for any litebert or HF ALBERT folder.
+
+    fill = pipeline("fill-mask", model="runs/tiny/model")
+    fill("The [MASK] sat on the mat.")          # [{score, token, token_str, sequence}, ...] (top 5)
+
+Tasks and what each returns, key for key as ``transformers.pipeline`` (4.57) on the same folder:
+
+* ``fill-mask``: per text a list of {score, token, token_str, sequence} (a list of such lists, one per mask, when
+  the text has several masks; their ``sequence`` then keeps the special tokens, as HF's)
+* ``text-classification`` (``sentiment-analysis``): per text {label, score}; with ``top_k`` (None: all labels) a
+  list sorted by score. A single string gives a list of one, as HF's.
+* ``token-classification`` (``ner``): per text a list of {entity, score, index, word, start, end}, one per piece
+  whose label is not "O" (HF's default ``aggregation_strategy="none"``)
+* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), by HF's decoding: windows of
+  ``max_seq_len`` pieces with ``doc_stride`` overlap, span probabilities start x end (softmax per window), at most
+  ``max_answer_len`` pieces, widened to whole words (``align_to_words``), equal answers merged
+* ``feature-extraction``: per text the last hidden states, nested lists [1, L, H]
+
+Inputs: a string or a list of strings (question answering: ``question=``/``context=``, or dicts holding them). A
+list is run in batches of similar length (``batch_size`` texts, and with ``batch_tokens`` at most that many padded
+tokens), the padding skipped; answers come back in the input's order. Labels are the folder's (config.json
+``id2label``, else finetune.json's ``labels``). Texts longer than the model's positions are cut (HF would fail).
+
+`litebert.fill_mask.fill_mask` is the ``litebert fill-mask`` command, through the same code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from litebert import hub
+from litebert.errors import CheckpointError, ConfigError, DataError, literal
+
+TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction")
+ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
+
+
+def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike | None = None,
+             device: str | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
+             **defaults) -> "Pipeline":
+    """The pipeline for ``task`` (one of `TASKS`, or an alias in `ALIASES`) on the model folder (or hub id)
+    ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device``: cpu, cuda, ... (default:
+    CUDA when available). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``."""
+    from litebert.tasks.predict import check_sizes
+    from litebert.train.device import resolve_device
+
+    name = ALIASES.get(task, task)
+    if name not in _PIPELINES:
+        import difflib
+
+        close = difflib.get_close_matches(str(task), list(TASKS) + list(ALIASES), n=1)
+        raise ConfigError("{task}: not a pipeline task; choose one of " + ", ".join(TASKS + tuple(ALIASES))
+                          + (f" (did you mean {close[0]!r}?)" if close else ""), task=task)
+    check_sizes(batch_size=batch_size, batch_tokens=batch_tokens)
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
+    if not Path(model).is_dir():
+        raise CheckpointError("{model}: no such model folder", model=model)
+    from litebert.tasks.runner import load_tokenizer
+
+    cls = _PIPELINES[name]
+    net = cls.load(Path(model)).to(resolve_device(device)).eval()
+    return cls(name, net, load_tokenizer(model, tokenizer), Path(model), batch_size, batch_tokens, defaults)
+
+
+def _load_head(cls, folder: Path, prefix: str, what: str):
+    """``cls`` from ``folder``, whose weights must hold the head (keys starting ``prefix``): a head left randomly
+    initialised would answer noise."""
+    from litebert.io.checkpoint import load_weights
+
+    if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in load_weights(folder)):
+        raise CheckpointError("{model}: " + f"no {what} in its weights (no {prefix}* tensors); give a folder that has "
+                              f"one", model=folder)
+    return cls.from_pretrained(folder)
+
+
+class Pipeline:
+    """A loaded model and tokenizer that answer texts as HF's pipeline of the same task does (see the module
+    docstring). Call it with a string or a list of strings and the task's options."""
+
+    def __init__(self, task, model, tokenizer, folder: Path, batch_size: int, batch_tokens, defaults: dict):
+        self.task, self.model, self.tokenizer, self.folder = task, model, tokenizer, folder
+        self.batch_size, self.batch_tokens, self.defaults = batch_size, batch_tokens, defaults
+        self.device = next(model.parameters()).device
+        self.max_length = model.config.max_position_embeddings
+
+    def __call__(self, inputs, **options):
+        options = {**self.defaults, **options}
+        if isinstance(inputs, str):
+            return self.answer([inputs], **options)[0]
+        if not isinstance(inputs, (list, tuple)) or not all(isinstance(t, str) for t in inputs):
+            raise DataError(f"{self.task} takes a string or a list of strings, got {literal(type(inputs).__name__)}")
+        out = self.answer(list(inputs), **options)
+        return out[0] if len(out) == 1 and self.task == "fill-mask" else out  # as HF's FillMaskPipeline
+
+    def encode(self, texts: list[str]) -> list[dict]:
+        """[CLS] text [SEP] of each text, cut to the model's positions (special tokens written in it are theirs)."""
+        enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, return_offsets=True)
+        return [{"input_ids": i, "token_type_ids": t, "offsets": o}
+                for i, t, o in zip(enc["input_ids"], enc["token_type_ids"], enc["offsets"])]
+
+    @torch.no_grad()
+    def run(self, features: list[dict], **forward) -> list[Any]:
+        """The model's output for each feature, in batches of similar length (order restored); each output is what
+        `take` makes of the batch's outputs for one row."""
+        from litebert.padding import prepare_batch
+        from litebert.tasks.features import collate, sorted_batches
+
+        results: list[Any] = [None] * len(features)
+        lengths = [len(f["input_ids"]) for f in features]
+        for idx in sorted_batches(lengths, self.batch_size, self.batch_tokens):
+            batch = collate([{k: features[i][k] for k in ("input_ids", "token_type_ids")} for i in idx],
+                            self.tokenizer.pad_token_id)
+            extra = {k: v([features[i] for i in idx]) for k, v in forward.items()}
+            out = self.model(**prepare_batch(batch, self.device, pack=True), **extra)
+            for row, i in enumerate(idx):
+                results[i] = self.take(out, row, lengths[i])
+        return results
+
+    def take(self, out, row: int, length: int):
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------------- fill-mask
+class FillMask(Pipeline):
+    @staticmethod
+    def load(folder: Path):
+        from litebert.heads import AlbertForMaskedLM
+
+        return _load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head")
+
+    def answer(self, texts: list[str], top_k: int = 5, where: Optional[list[str]] = None) -> list:
+        """``where``: where each text comes from (file:line), for errors."""
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+            raise ConfigError("{top_k}: expected an integer >= 1", top_k=top_k)
+        feats = self.encode(texts)
+        mask_id = self.tokenizer.mask_token_id
+        for n, (f, text) in enumerate(zip(feats, texts)):
+            f["masks"] = [k for k, i in enumerate(f["input_ids"]) if i == mask_id]
+            if not f["masks"]:
+                at = f"{literal(where[n])}: " if where else ""
+                raise DataError(f"{at}no [MASK] in the text {literal(repr(text[:80]))}; write [MASK] (in capitals) "
+                                f"where a piece is to be filled in")
+        # the MLM head runs at the masks only: positions [B, P], padded with 0 ([CLS], read and dropped)
+        positions = lambda fs: torch.tensor([f["masks"] + [0] * (max(len(g["masks"]) for g in fs) - len(f["masks"]))
+                                             for f in fs], device=self.device)
+        probs = self.run(feats, mlm_positions=positions)
+        return [self._rows(f, p, min(top_k, p.shape[-1])) for f, p in zip(feats, probs)]
+
+    def take(self, out, row, length):
+        return out.logits[row].float().softmax(-1).cpu()  # [P, V]
+
+    def _rows(self, f: dict, probs: torch.Tensor, top_k: int) -> list:
+        single = len(f["masks"]) == 1
+        values, ids = probs[:len(f["masks"])].topk(top_k)  # [masks, k]
+        decode = self.tokenizer.decode
+        result = []
+        for position, vs, ps in zip(f["masks"], values.tolist(), ids.tolist()):
+            row = []
+            for v, p in zip(vs, ps):
+                tokens = list(f["input_ids"])
+                tokens[position] = p
+                tokens = [t for t in tokens if t != self.tokenizer.pad_token_id]  # as HF's: the pad id goes too
+                row.append({"score": v, "token": p, "token_str": decode([p]),
+                            "sequence": decode(tokens, skip_special_tokens=single)})
+            result.append(row)
+        return result[0] if single else result
+
+
+# ---------------------------------------------------------------------------------------------------- classification
+def _labels(model, folder: Path) -> list[str]:
+    """Class names: config.json's id2label, else finetune.json's labels, else HF's LABEL_i."""
+    from litebert.files import read_json
+
+    config = model.config
+    if config.id2label:
+        return [config.id2label[i] for i in range(len(config.id2label))]
+    meta = folder / "finetune.json"
+    labels = read_json(meta, CheckpointError).get("labels") if meta.is_file() else None
+    n = model.classifier.out_features
+    return labels if isinstance(labels, list) and len(labels) == n else [f"LABEL_{i}" for i in range(n)]
+
+
+class TextClassification(Pipeline):
+    @staticmethod
+    def load(folder: Path):
+        from litebert.heads import AlbertForSequenceClassification
+
+        return _load_head(AlbertForSequenceClassification, folder, "classifier.", "sequence-classification head")
+
+    def answer(self, texts: list[str], top_k="") -> list:
+        labels = _labels(self.model, self.folder)
+        config = self.model.config
+        logits = self.run(self.encode(texts))
+        out = []
+        for z in logits:  # HF's function_to_apply default: none (regression), sigmoid (1 label), else softmax
+            if config.problem_type == "regression":
+                scores = z
+            elif config.problem_type == "multi_label_classification" or len(z) == 1:
+                scores = 1 / (1 + np.exp(-z))
+            else:
+                e = np.exp(z - z.max())
+                scores = e / e.sum()
+            if top_k == "":  # HF's legacy answer: the best label alone
+                out.append({"label": labels[int(scores.argmax())], "score": scores.max().item()})
+                continue
+            ranked = sorted(({"label": labels[i], "score": s.item()} for i, s in enumerate(scores)),
+                            key=lambda d: d["score"], reverse=True)
+            out.append(ranked[:top_k] if top_k is not None else ranked)
+        return out
+
+    def __call__(self, inputs, **options):
+        answers = super().__call__(inputs, **options)
+        legacy = "top_k" not in {**self.defaults, **options}
+        return [answers] if isinstance(inputs, str) and legacy else answers
+
+    def take(self, out, row, length):
+        return out.logits[row].float().cpu().numpy()
+
+
+class TokenClassification(Pipeline):
+    @staticmethod
+    def load(folder: Path):
+        from litebert.heads import AlbertForTokenClassification
+
+        return _load_head(AlbertForTokenClassification, folder, "classifier.", "token-classification head")
+
+    def answer(self, texts: list[str], ignore_labels=("O",), aggregation_strategy: str = "none") -> list:
+        if aggregation_strategy not in (None, "none"):
+            raise ConfigError("{aggregation_strategy}: only 'none' (one answer per piece) is supported",
+                              aggregation_strategy=aggregation_strategy)
+        labels = _labels(self.model, self.folder)
+        feats = self.encode(texts)
+        out = []
+        for text, f, logits in zip(texts, feats, self.run(feats)):
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            scores = e / e.sum(-1, keepdims=True)  # [L, C]
+            offsets = hf_offsets(self.tokenizer, f["input_ids"], f["offsets"])
+            entities = []
+            for k, i in enumerate(f["input_ids"]):
+                if k == 0 or k == len(f["input_ids"]) - 1:  # the [CLS] and [SEP] added (HF's special_tokens_mask)
+                    continue
+                c = int(scores[k].argmax())
+                start, end = offsets[k]
+                word = text[start:end] if i == self.tokenizer.unk_token_id else \
+                    self.tokenizer.convert_ids_to_tokens(int(i))
+                if labels[c] not in ignore_labels:
+                    entities.append({"entity": labels[c], "score": scores[k, c], "index": k, "word": word,
+                                     "start": start, "end": end})
+            out.append(entities)
+        return out
+
+    def take(self, out, row, length):
+        return out.logits[row, :length].float().cpu().numpy()
+
+
+class FeatureExtraction(Pipeline):
+    @staticmethod
+    def load(folder: Path):
+        from litebert.model import AlbertModel
+
+        return AlbertModel.from_pretrained(folder)
+
+    def answer(self, texts: list[str]) -> list:
+        return [[h.tolist()] for h in self.run(self.encode(texts))]
+
+    def take(self, out, row, length):
+        return out.last_hidden_state[row, :length].float().cpu()
+
+
+def hf_offsets(tok, ids: list[int], offsets: list) -> list[tuple[int, int]]:
+    """The character spans HF's fast tokenizer gives the pieces: litebert's, except that a lone "▁" (the dummy
+    prefix before a piece it could not join, "▁" "(") gets the span of the character it was put before, not of the
+    space before it."""
+    out = [tuple(o) for o in offsets]
+    for k, i in enumerate(ids):
+        if tok.convert_ids_to_tokens(int(i)) == "▁" and k + 1 < len(out) and out[k + 1][1] > out[k + 1][0]:
+            out[k] = (out[k + 1][0], out[k + 1][0] + 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- QA
+class QuestionAnswering(Pipeline):
+    @staticmethod
+    def load(folder: Path):
+        from litebert.heads import AlbertForQuestionAnswering
+
+        return _load_head(AlbertForQuestionAnswering, folder, "qa_outputs.", "question-answering head")
+
+    def __call__(self, inputs=None, *, question=None, context=None, **options):
+        if inputs is None and question is not None and context is not None:
+            pairs = list(zip(question, context)) if isinstance(question, list) else [(question, context)]
+        else:
+            items = inputs if isinstance(inputs, list) else [inputs]
+            if not all(isinstance(x, dict) and isinstance(x.get("question"), str)
+                       and isinstance(x.get("context"), str) for x in items):
+                raise DataError("question-answering takes question= and context= (strings or lists of strings), or "
+                                "dicts holding 'question' and 'context' strings")
+            pairs = [(x["question"], x["context"]) for x in items]
+        if not all(isinstance(q, str) and isinstance(c, str) and c for q, c in pairs):
+            raise DataError("question-answering: each question and context must be a string, the context non-empty")
+        answers = self.answer(pairs, **{**self.defaults, **options})
+        return answers[0] if len(answers) == 1 else answers
+
+    def windows(self, question: str, context: str, max_seq_len: int, doc_stride: int) -> list[dict]:
+        """[CLS] question [SEP] context-window [SEP], as HF's tokenizer cuts them (``truncation="only_second"``,
+        ``stride``): windows of ``budget`` context pieces, each starting ``budget - doc_stride`` after the last."""
+        tok = self.tokenizer
+        q = tok(question, add_special_tokens=False)["input_ids"]
+        enc = tok(context, add_special_tokens=False, return_offsets=True)
+        c_ids, c_off = enc["input_ids"], hf_offsets(tok, enc["input_ids"], enc["offsets"])
+        budget = max_seq_len - len(q) - 3
+        if budget <= doc_stride:
+            raise ConfigError(f"the question ({len(q)} pieces) leaves {max(budget, 0)} pieces of " + "{max_seq_len} "
+                              "for the context, not more than {doc_stride}; raise the first or lower the second",
+                              max_seq_len=max_seq_len, doc_stride=doc_stride)
+        out, start = [], 0
+        while True:
+            stop = min(start + budget, len(c_ids))
+            ids = [tok.cls_token_id] + q + [tok.sep_token_id] + c_ids[start:stop] + [tok.sep_token_id]
+            out.append({"input_ids": ids, "token_type_ids": [0] * (len(q) + 2) + [1] * (stop - start + 1),
+                        "first": len(q) + 2, "offsets": c_off[start:stop], "words": self.word_ids(c_ids[start:stop])})
+            if stop == len(c_ids):
+                return out
+            start += budget - doc_stride
+
+    def word_ids(self, ids: list[int]) -> list[int]:
+        """The word of each piece, as the folder's tokenizer.json pre-tokenizes: a word starts at a "▁" piece, at a
+        user-defined piece and after one (`litebert.tokenizer.hf_json`); WordPiece: at a piece without "##"."""
+        tok, words, previous_alone = self.tokenizer, [], False
+        types = getattr(tok, "piece_types", None)
+        for i in ids:
+            piece = tok.convert_ids_to_tokens(int(i))
+            alone = types is not None and types[i] == 4  # PIECE_USER_DEFINED
+            new = piece.startswith("▁") or alone or previous_alone if types is not None else \
+                not piece.startswith("##")
+            words.append(words[-1] + (1 if new else 0) if words else 0)
+            previous_alone = alone
+        return words
+
+    def answer(self, pairs: list[tuple[str, str]], top_k: int = 1, max_answer_len: int = 15,
+               max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None, handle_impossible_answer=False,
+               align_to_words: bool = True, max_question_len: int = 64) -> list:
+        for name, value in (("top_k", top_k), ("max_answer_len", max_answer_len)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
+        max_seq_len = max_seq_len or min(self.max_length, 384)
+        doc_stride = doc_stride if doc_stride is not None else min(max_seq_len // 2, 128)
+        feats, owner = [], []
+        for n, (q, c) in enumerate(pairs):
+            ws = self.windows(q, c, max_seq_len, doc_stride)
+            feats += ws
+            owner += [n] * len(ws)
+        logits = self.run(feats)
+        results = []
+        for n, (_, context) in enumerate(pairs):
+            answers, null = [], 1e6
+            for f, (start, end) in ((f, lg) for f, lg, o in zip(feats, logits, owner) if o == n):
+                null = self._decode(f, start, end, context, answers, null, top_k, max_answer_len,
+                                    handle_impossible_answer, align_to_words)
+            if handle_impossible_answer:
+                answers.append({"score": null, "start": 0, "end": 0, "answer": ""})
+            answers = sorted(answers, key=lambda a: a["score"], reverse=True)[:top_k]
+            results.append(answers[0] if len(answers) == 1 else answers)
+        return results
+
+    @staticmethod
+    def _decode(f, start, end, context, answers, null, top_k, max_answer_len, impossible, align) -> float:
+        """HF's `select_starts_ends` + `decode_spans` (transformers/pipelines/question_answering.py) on one window,
+        its answers added to ``answers`` (an equal answer's score summed); returns the null score so far."""
+        first, n = f["first"], len(f["offsets"])
+        allowed = np.zeros(len(start), dtype=bool)  # the context pieces and [CLS]
+        allowed[0] = True
+        allowed[first:first + n] = True
+        start = np.where(allowed, start, np.float32(-10000.0))
+        end = np.where(allowed, end, np.float32(-10000.0))
+        start = np.exp(start - start.max())
+        start = start / start.sum()
+        end = np.exp(end - end.max())
+        end = end / end.sum()
+        if impossible:
+            null = min(null, (start[0] * end[0]).item())
+        start[0] = end[0] = 0.0
+        k = top_k * 2 + 10 if align else top_k
+        outer = np.matmul(start[None, :, None], end[None, None, :])
+        candidates = np.tril(np.triu(outer), max_answer_len - 1)
+        flat = candidates.flatten()
+        if k == 1:
+            order = [np.argmax(flat)]
+        elif len(flat) < k:
+            order = np.argsort(-flat)
+        else:
+            idx = np.argpartition(-flat, k)[0:k]
+            order = idx[np.argsort(-flat[idx])]
+        starts, ends = np.unravel_index(order, candidates.shape)[1:]
+        keep = np.isin(starts, allowed.nonzero()) & np.isin(ends, allowed.nonzero())
+        offsets, words = f["offsets"], f["words"]
+        for s, e, score in zip(starts[keep], ends[keep], candidates[0, starts[keep], ends[keep]]):
+            s, e = int(s) - first, int(e) - first
+            if s < 0 or e < 0:  # [CLS]: HF's word lookup fails and falls back to its (0, 0) span
+                a, b = 0, 0 if e < 0 else offsets[e][1]
+            elif align:
+                a = min(offsets[k][0] for k in range(n) if words[k] == words[s])
+                b = max(offsets[k][1] for k in range(n) if words[k] == words[e])
+            else:
+                a, b = offsets[s][0], offsets[e][1]
+            same = next((x for x in answers if x["answer"].lower() == context[a:b].lower()), None)
+            if same is not None:
+                same["score"] += score.item()
+            else:
+                answers.append({"score": score.item(), "start": a, "end": b, "answer": context[a:b]})
+        return null
+
+    def take(self, out, row, length):
+        return (out.start_logits[row, :length].float().cpu().numpy(),
+                out.end_logits[row, :length].float().cpu().numpy())
+
+
+_PIPELINES = {"fill-mask": FillMask, "text-classification": TextClassification,
+              "token-classification": TokenClassification, "question-answering": QuestionAnswering,
+              "feature-extraction": FeatureExtraction}
+

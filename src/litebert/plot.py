@@ -1,0 +1,129 @@
+"""``litebert plot``: the curves of training runs, from each run folder's ``metrics.jsonl``, in one figure.
+
+    litebert plot runs/base runs/large --out curves.png      # .png, .pdf or .svg
+    from litebert import plot_runs
+    data = plot_runs(["runs/base", "runs/large"], "curves.png")   # also returns what it drew
+
+Three panels share the step axis: the training loss; the held-out accuracy of a pretraining run (MLM, and SOP or NSP
+where trained) or the dev metric of a fine-tuning run (the task's, as ``finetune.json`` names it); the learning rate.
+One line per run (and metric), labelled by the run folder's name. Values are drawn as logged (no smoothing), so the
+figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (``pip install matplotlib``, or
+``litebert[plot]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Sequence
+
+from litebert.errors import ConfigError, DataError, literal
+
+FORMATS = ("png", "pdf", "svg")
+PANELS = ("loss", "accuracy", "learning rate")
+FIGSIZE, DPI = (8.0, 9.0), 100  # a png of 800 x 900 pixels
+
+Curves = dict[str, dict[str, tuple[list[int], list[float]]]]  # panel -> line label -> (steps, values)
+
+
+def run_curves(run: str | os.PathLike, label: str) -> Curves:
+    """The lines one run contributes to each panel, from its ``metrics.jsonl`` (`DataError` naming the folder when
+    there is none)."""
+    from litebert import folders
+    from litebert.files import read_json
+    from litebert.train.metrics import read_metrics
+
+    run = Path(run)
+    if not (run / "metrics.jsonl").is_file():
+        raise DataError(f"{literal(run)}: no metrics.jsonl; give the folder of a `litebert pretrain` or "
+                        f"`litebert finetune` run")
+    train, evals = read_metrics(run, "train"), read_metrics(run, "eval")
+
+    def line(records: list[dict], key: str) -> tuple[list[int], list[float]]:
+        points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+        return [s for s, _ in points], [float(v) for _, v in points]
+
+    accuracy = {}
+    if folders.output_kind(run) == "fine-tuned-model" and (run / "finetune.json").is_file():
+        metric = read_json(run / "finetune.json", DataError).get("metric")
+        keys = [metric] if isinstance(metric, str) else []
+    else:  # a pretraining run: held-out MLM accuracy, and the sentence task's where trained
+        keys = [k for k in ("mlm_accuracy", "sop_accuracy", "nsp_accuracy") if any(k in r for r in evals)]
+    for key in keys:
+        name = key.removesuffix("_accuracy").upper() + " accuracy" if key.endswith("_accuracy") else key
+        accuracy[f"{label} ({name})"] = line(evals, key)
+    curves = {"loss": {label: line(train, "loss")}, "accuracy": accuracy, "learning rate": {label: line(train, "lr")}}
+    return {panel: {k: v for k, v in lines.items() if v[0]} for panel, lines in curves.items()}
+
+
+def labels(runs: Sequence[str | os.PathLike]) -> list[str]:
+    """Each run's folder name; the path as given where two runs share a name."""
+    names = [Path(r).resolve().name for r in runs]
+    return [str(r) if names.count(n) > 1 else n for r, n in zip(runs, names)]
+
+
+def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike, *, overwrite: bool = False) -> Curves:
+    """Draw the curves of the run folders ``runs`` into ``out`` (.png, .pdf or .svg, by its extension) and return
+    what was drawn: ``{panel: {line label: (steps, values)}}`` with the panels "loss", "accuracy" and
+    "learning rate". ``overwrite``: replace an existing ``out``. Everything is read before ``out`` is written."""
+    from litebert.folders import plan_file
+
+    out = Path(out)
+    kind = out.suffix.lower().lstrip(".")
+    if kind not in FORMATS:
+        raise ConfigError("{out}: " + f"cannot draw a {literal(repr(out.suffix or 'file without extension'))}; give "
+                          f"a file name ending in .png, .pdf or .svg", out=out)
+    if not runs:
+        raise ConfigError("give at least one run folder")
+    plan_file(out, name="out", overwrite=overwrite, inputs={"runs": list(runs)})
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("litebert plot needs matplotlib: pip install matplotlib (or litebert[plot])") from None
+    data: Curves = {panel: {} for panel in PANELS}
+    for run, label in zip(runs, labels(runs)):
+        for panel, lines in run_curves(run, label).items():
+            data[panel].update(lines)
+    _draw(matplotlib, data, out, kind)
+    return data
+
+
+def _draw(matplotlib, data: Curves, out: Path, kind: str) -> None:
+    from litebert.files import atomic_write
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=FIGSIZE, sharex=True)
+    titles = {"loss": ("training loss", "loss"), "accuracy": ("held-out accuracy / dev metric", "metric"),
+              "learning rate": ("learning rate", "lr")}
+    for ax, panel in zip(axes, PANELS):
+        for label, (steps, values) in data[panel].items():
+            ax.plot(steps, values, label=label, linewidth=1, marker="o" if len(steps) < 30 else None, markersize=3)
+        ax.set(title=titles[panel][0], ylabel=titles[panel][1])
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    axes[-1].set_xlabel("step")
+    fig.tight_layout()
+    try:
+        atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=DPI, format=kind))
+    finally:
+        plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (of litebert pretrain or finetune)")
+    parser.add_argument("--out", required=True, type=Path, help="the figure: .png, .pdf or .svg")
+    parser.add_argument("--overwrite", action="store_true", help="--out exists: replace it")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    plot_runs(args.runs, args.out, overwrite=args.overwrite)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
