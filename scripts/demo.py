@@ -22,7 +22,6 @@ Re-running reuses finished stages (delete the folder for a fresh start); an inte
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import lzma
 import math
@@ -298,7 +297,7 @@ def markdown(report: dict) -> str:
              f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |"]
     if report.get("fill_mask"):
         lines += ["", "| held-out sentence | masked | top 3 |", "|---|---|---|"]
-        lines += [f"| {r['text']} | {r['masked']} | " + ", ".join(f"{t} ({p:.1%})" for t, p in r["top"]) + " |"
+        lines += [f"| {r['text']} | {r['masked']} | " + ", ".join(f"`{t}` {p:.1%}" for t, p in r["top"]) + " |"
                   for r in report["fill_mask"]]
     s = report.get("sentiment", {})
     names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "same model from random weights (control)",
