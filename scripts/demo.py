@@ -300,14 +300,19 @@ def markdown(report: dict) -> str:
         lines += [f"| {r['text']} | {r['masked']} | " + ", ".join(f"`{t}` {p:.1%}" for t, p in r["top"]) + " |"
                   for r in report["fill_mask"]]
     s = report.get("sentiment", {})
+    if s:
+        lines += ["", *sentiment_table(s)]
+    return "\n".join(lines) + "\n"
+
+
+def sentiment_table(s: dict) -> list[str]:
+    """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``)."""
     names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "same model from random weights (control)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
              "majority": "best constant guess"}
-    if s:
-        lines += ["", "| sentiment | dev | test |", "|---|---|---|"]
-        lines += [f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
-                  for k, name in names.items() if k in s]
-    return "\n".join(lines) + "\n"
+    return ["| sentiment | dev | test |", "|---|---|---|",
+            *(f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
+              for k, name in names.items() if k in s)]
 
 
 def main(argv=None) -> int:

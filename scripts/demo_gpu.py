@@ -224,11 +224,7 @@ def markdown(report: dict) -> str:
              f"| MLM accuracy | **{f['mlm_accuracy']:.1%}** | always the most frequent piece "
              f"{b['mlm_most_frequent']:.1%}; uniform {b['mlm_uniform']:.3%} |",
              f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |",
-             "", "| sentiment | dev | test |", "|---|---|---|"]
-    names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "from random weights (control)",
-             "bag_of_words": "bag of words (TF-IDF + logistic regression)", "majority": "best constant guess"}
-    lines += [f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
-              for k, name in names.items() if k in s]
+             "", *demo.sentiment_table(s)]
     return "\n".join(lines) + "\n"
 
 

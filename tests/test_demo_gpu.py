@@ -53,7 +53,8 @@ def test_demo_gpu_toy(tmp_path):
     assert 0.76 <= s["bag_of_words"]["test_accuracy"] <= 0.80  # TF-IDF + LR, C on dev: measured 79.2%
     assert s["majority"]["test_accuracy"] == 0.509
     md = (out / "report.md").read_text()
-    assert "| SOP accuracy |" in md and "| bag of words (TF-IDF + logistic regression) |" in md and "(control)" in md
+    assert "| SOP accuracy |" in md and "| bag of words (TF-IDF + logistic regression, C on dev) |" in md
+    assert "| same model from random weights (control) |" in md
     assert (out / "pretraining.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "pretrain" / "model" / "spiece.model").is_file()
 
