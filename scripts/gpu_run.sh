@@ -12,7 +12,7 @@
 # and experiment); models, stores and checkpoints stay in WORK (default runs/gpu-work). The stages of one call share
 # DEADLINE seconds (default 570): each step gets what is left, a step with too little left is recorded as skipped,
 # so the call ends, with its results written, inside the 10-minute cap.
-# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (5.5), EXP_MINUTES (2),
+# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (6.5), EXP_MINUTES (2),
 # MFU_VARIANTS (';'-separated bench/gpu_mfu.py argument lists), TESTS_TIMEOUT (240).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ OUT=${OUT:-$REPO/runs/gpu-proof}
 WORK=${WORK:-$REPO/runs/gpu-work}
 DEADLINE=${DEADLINE:-570}
 DRY_RUN=${DRY_RUN:-0}
-DEMO_MINUTES=${DEMO_MINUTES:-5.5}
+DEMO_MINUTES=${DEMO_MINUTES:-6.5}
 EXP_MINUTES=${EXP_MINUTES:-2}
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
 export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -139,7 +139,8 @@ stage_experiment() {
       return 1
     fi
     args=(--device cuda --minutes "$EXP_MINUTES" --corpus "${corpus[@]}" --tokenizer data/albert-30k
-          --hidden-size 768 --num-layers 12 --embedding-size 128 --seq-len 512 --batch 128 --lr 0.00176
+          --hidden-size 768 --num-layers 12 --embedding-size 128 --seq-len 128 --batch 128 --lr 0.00088
+          --data-workers 6
           --eval-examples 2000 --finetune-batch 32 --finetune-lr 5e-5 --sentiment-steps 600 --mc-steps 300)
   fi
   step "$OUT/experiment.log" 100000 "$PYTHON" -m litebert.cli experiment sentence-objective \

@@ -122,6 +122,8 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                              "one step count for all arms")
     p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of every arm's data order, masks and weights")
+    p.add_argument("--data-workers", type=int, default=d.data_workers,
+                   help="processes that build the pretraining batches ahead of the model (default 0; the same batches)")
     shape = p.add_argument_group("base shape and pretraining")
     shape.add_argument("--hidden-size", type=int, default=d.hidden_size, help="H (heads H/64, FFN 4H)")
     shape.add_argument("--num-layers", type=int, default=d.num_layers, help="layers")
@@ -191,6 +193,7 @@ def settings(args: argparse.Namespace):
 
     return Settings(
         args.experiment, steps=args.steps, minutes=args.minutes, seed=args.seed, device=args.device,
+        data_workers=args.data_workers,
         hidden_size=args.hidden_size, num_layers=args.num_layers, embedding_size=args.embedding_size,
         embedding_sizes=args.embedding_sizes or (), seq_len=args.seq_len, batch=args.batch, lr=args.lr,
         eval_examples=args.eval_examples, finetune_lr=args.finetune_lr, sentiment_steps=args.sentiment_steps,

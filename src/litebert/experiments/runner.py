@@ -50,6 +50,7 @@ class Settings:
     minutes: float | None = None       # ... or a per-arm budget turned into one step count
     seed: int = 12345
     device: str | None = None
+    data_workers: int = 0              # processes that build pretraining batches ahead (the same batches)
     # base shape: ALBERT-base's rules (H/64 heads, 4H FFN, all-shared, E) at a size 2 CPU cores can train
     hidden_size: int = 256
     num_layers: int = 4
@@ -84,7 +85,8 @@ class Settings:
                                                        "seq_len", "batch", "eval_examples", "sentiment_steps",
                                                        "mc_steps", "finetune_batch", "max_train_examples",
                                                        "max_eval_examples", "heldout_every")},
-                            "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE, "seed": AT_LEAST_0},
+                            "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE, "seed": AT_LEAST_0,
+                            "data_workers": AT_LEAST_0},
                      {"experiment": EXPERIMENTS, "encoding_errors": ENCODING_ERRORS})
         if any(e < 1 for e in self.embedding_sizes):
             raise ConfigError("{embedding_sizes}: expected integers >= 1",
@@ -145,7 +147,7 @@ def open_folder(out: Path, s: Settings) -> tuple[Settings, folders.FolderPlan, d
     new = s.to_json()
     if s.minutes is not None and old.get("minutes") == s.minutes:
         new["steps"] = old.get("steps")
-    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k != "device")
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("device", "data_workers"))
     if changed:
         k = changed[0]
         raise ConfigError("{out} holds the " + f"{old.get('experiment')} experiment with other settings ({k}: "
@@ -325,7 +327,8 @@ def arm_training(arm: Arm, s: Settings, steps: int):
 
     return TrainConfig(max_steps=steps, global_batch=s.batch, micro_batch=s.batch, seq_len=s.seq_len, lr=s.lr,
                        warmup_steps=steps // 10, seed=s.seed, objective=arm.objective, eval_every=0,
-                       eval_examples=min(256, s.eval_examples), save_every=max(1, min(200, steps)), keep_last=1)
+                       eval_examples=min(256, s.eval_examples), save_every=max(1, min(200, steps)), keep_last=1,
+                       data_workers=s.data_workers)
 
 
 def pretrain(arm: Arm, s: Settings, train: Path, held: Path, run: Path, steps: int) -> None:

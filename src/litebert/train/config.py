@@ -47,6 +47,8 @@ class TrainConfig:
         gradient_checkpointing: recompute activations in the backward pass (less memory, ~30% more compute)
         compile: torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster steps where it
             fuses the elementwise work (measured in docs/BENCHMARKS.md)
+        data_workers: processes that build the next batches while the model trains (0: the training process builds
+            each one when it is needed); the batches are the same either way
         eval_every: evaluate every N steps (0: at start and end only)
         eval_examples: held-out examples per evaluation (without held-out data, no evaluation runs)
         save_every: checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
@@ -82,6 +84,7 @@ class TrainConfig:
     skip_padding: bool = True        # dense layers on the real tokens only (False: the padding computed, as HF)
     gradient_checkpointing: bool = False
     compile: bool = False            # torch.compile the model (inductor; needs a C++ compiler on CPU)
+    data_workers: int = 0            # batch-building processes ahead of the model (0: built in this process)
     eval_every: int = 0              # 0: evaluate only at the start and the end
     eval_examples: int = 1024
     save_every: int = 1000
@@ -162,7 +165,7 @@ _RANGES = {
     **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions",
                                      "max_ngram", "log_every", "max_bad_steps", "eval_examples")},
     **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "save_every", "keep_last",
-                                     "weight_decay", "seed")},
+                                     "weight_decay", "seed", "data_workers")},
     "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
     "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
 }

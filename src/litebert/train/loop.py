@@ -33,6 +33,7 @@ from litebert.train import distributed as D
 from litebert.train.checkpoint import run_identity
 from litebert.train.config import TrainConfig
 from litebert.train.engine import MicroBatch, Runtime, TrainState, due, stop_requested, train_step
+from litebert.train.feed import Feed
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.train.signals import StopSignals
 
@@ -83,6 +84,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
+    feed = _feed(train_data, collate, cfg, d)
     try:
         if state.step == 0 and eval_data is not None:
             log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)})
@@ -94,8 +96,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 flags = [stop.signal is not None, time.perf_counter() > deadline]
                 return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
 
-            step = train_step(state, wrapped,
-                              lambda size: _micro_batches(train_data, collate, cfg, state, rt, size, counts, flops_at),
+            step = train_step(state, wrapped, lambda size: _micro_batches(feed, cfg, state, rt, size, counts, flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
                               parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
@@ -124,6 +125,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=True)
             result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size)
     finally:
+        feed.close()
         bar.close()
         log.close()
         stop.restore()
@@ -179,25 +181,34 @@ def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
     return state, D.wrap(model, rt.dist, find_unused_parameters=cfg.objective == "none")
 
 
-def _micro_batches(data, collate: Callable, cfg: TrainConfig, state: TrainState, rt: Runtime, micro: int,
-                   extra: torch.Tensor, flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
+def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime, micro: int, extra: torch.Tensor,
+                   flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
     """This process's micro-batches of ``micro`` sequences of the step (see the module docstring), on the device,
     each weighted by its share of the global batch; counts their real tokens and model FLOPs into ``extra`` (from 0:
     a step run again at a smaller micro-batch counts once)."""
-    n = _num_examples(data)
     pack = cfg.skip_padding and not state.model.LOSS_READS_PADDING and not cfg.compile  # compiled: padded layout
     accum = cfg.per_process(rt.dist.world_size) // micro
-    first = state.counters["data_step"] * cfg.global_batch + rt.dist.rank * accum * micro
     extra.zero_()
-    for j in range(accum):
-        c0 = first + j * micro  # run-wide index of the micro-batch's first example
-        batch = collate([data.example(c // n, c % n) for c in range(c0, c0 + micro)])
+    for batch in feed.step(state.counters["data_step"], micro):
         lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
         extra[0] += sum(lengths)
         extra[1] += sum(flops_at(int(k)) for k in lengths)
         if cfg.objective == "none":  # MLM only: no sentence-level loss
             batch.pop("sentence_order_label")
         yield prepare_batch(batch, rt.dist.device, pack=pack, varlen=rt.varlen), 1 / (accum * rt.dist.world_size)
+
+
+def _feed(data, collate: Callable, cfg: TrainConfig, dist) -> Feed:
+    """The run's batches on the host: process ``r`` takes the ``r``-th contiguous slice of each global batch, in
+    micro-batches of the size the step asks for."""
+    per = cfg.per_process(dist.world_size)
+
+    def starts(step: int, size: int) -> list[int]:
+        accum = per // size
+        first = step * cfg.global_batch + dist.rank * accum * size  # run-wide number of the slice's first example
+        return [first + j * size for j in range(accum)]
+
+    return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers)
 
 
 def _train_record(state: TrainState, step, cfg: TrainConfig, dt: float, peak: Optional[float], world: int) -> dict:
