@@ -158,13 +158,13 @@ def no_work(monkeypatch):
 # (documented ">= 0" by their ranges), so 0 is a valid value there too.
 ZERO_OK = {
     "pretrain": {"--warmup-steps", "--eval-every", "--save-every", "--keep-last", "--weight-decay", "--short-seq-prob",
-                 "--seed"},
+                 "--seed", "--data-workers"},
     "finetune": {"--warmup-steps", "--warmup-proportion", "--save-every", "--seed", "--dropout"},
     "data inspect": {"--sample", "--show", "--seed", "--epoch", "--max-predictions", "--masked-lm-prob",
                      "--short-seq-prob"},
     "tokenizer train": {"--input-sentence-size", "--seed"},
     "evaluate": {"--null-threshold"},
-    "experiment": {"--seed"},
+    "experiment": {"--seed", "--data-workers"},
     "evaluate-pretraining": {"--seed"},
     "analyze transitions": {"--seed"},
 }
