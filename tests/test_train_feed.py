@@ -17,13 +17,12 @@ from litebert.train.loop import train
 from litebert.train.metrics import read_metrics
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    paths = build_tiny_setup(tmp_path_factory.mktemp("tiny"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield paths
-    torch.set_num_threads(threads)
+    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def cfg(**kw):
