@@ -177,35 +177,29 @@ def chance_baselines(eval_data, n: int) -> dict:
 
 
 def plot(run: Path, png: Path, base: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The pretraining figure: MLM and SOP loss (train and held-out; SOP's chance), held-out accuracy beside the
+    chance baselines."""
+    from litebert.plot import Panel, draw
     from litebert.train.metrics import read_metrics
 
     tr, ev = read_metrics(run, "train"), read_metrics(run, "eval")
-    steps, esteps = [r["step"] for r in tr], [r["step"] for r in ev]
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
-    for ax, key, name, chance in ((a, "mlm_loss", "MLM loss", None), (b, "sop_loss", "SOP loss", math.log(2))):
-        ax.plot(steps, [r[key] for r in tr], lw=0.8, alpha=0.7, label="train")
-        ax.plot(esteps, [r[key] for r in ev], "o-", label="held-out")
-        if chance:
-            ax.axhline(chance, ls="--", c="gray", lw=0.8, label="chance (ln 2)")
-        ax.set_xlabel("step")
-        ax.set_title(name)
-        ax.legend()
-    c.plot(esteps, [r["mlm_accuracy"] for r in ev], "o-", c="C0", label="MLM accuracy")
-    c.plot(esteps, [r["sop_accuracy"] for r in ev], "o-", c="C1", label="SOP accuracy")
-    c.axhline(base["mlm_most_frequent"], ls="--", c="C0", lw=0.8, label="MLM: always the most frequent token")
-    c.axhline(base["sop_majority"], ls="--", c="C1", lw=0.8, label="SOP: majority label")
-    c.set_xlabel("step")
-    c.set_ylim(0, 1)
-    c.set_title("held-out accuracy")
-    c.legend()
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+
+    def line(records, key):
+        return [r["step"] for r in records], [r[key] for r in records]
+
+    styles = {"train": {"linewidth": 0.8, "alpha": 0.7, "marker": None}, "held-out": {"marker": "o", "markersize": 6}}
+    mlm = Panel("MLM loss", lines={"train": line(tr, "mlm_loss"), "held-out": line(ev, "mlm_loss")}, styles=styles)
+    sop = Panel("SOP loss", lines={"train": line(tr, "sop_loss"), "held-out": line(ev, "sop_loss")},
+                hlines={"chance (ln 2)": math.log(2)}, styles=styles)
+    accuracy = Panel("held-out accuracy", ylim=(0, 1),
+                     lines={"MLM accuracy": line(ev, "mlm_accuracy"), "SOP accuracy": line(ev, "sop_accuracy")},
+                     hlines={"MLM: always the most frequent token": base["mlm_most_frequent"],
+                             "SOP: majority label": base["sop_majority"]},
+                     styles={"MLM accuracy": {"color": "C0", "marker": "o", "markersize": 6},
+                             "SOP accuracy": {"color": "C1", "marker": "o", "markersize": 6},
+                             "MLM: always the most frequent token": {"color": "C0"},
+                             "SOP: majority label": {"color": "C1"}})
+    draw([mlm, sop, accuracy], png, columns=3, size=(15, 4), dpi=110, what="the demo's figure")
 
 
 def fill_mask_examples(model_dir: Path, heldout: Path, n: int = 4, top_k: int = 3, seed: int = 0) -> list[dict]:

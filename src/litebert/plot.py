@@ -9,14 +9,18 @@ where trained) or the dev metric of a fine-tuning run (the task's, as ``finetune
 One line per run (and metric), labelled by the run folder's name. Values are drawn as logged (no smoothing), so the
 figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (``pip install matplotlib``, or
 ``litebert[plot]``).
+
+`draw` is the one place line figures are made (this command, the experiments' curves and layer transitions, the
+demos' pretraining figures): panels of lines, with reference lines, written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from litebert.errors import ConfigError, DataError, literal
 
@@ -25,6 +29,59 @@ PANELS = ("loss", "accuracy", "learning rate")
 FIGSIZE, DPI = (8.0, 9.0), 100  # a png of 800 x 900 pixels
 
 Curves = dict[str, dict[str, tuple[list[int], list[float]]]]  # panel -> line label -> (steps, values)
+
+
+@dataclass
+class Panel:
+    """One axes of a figure: ``lines`` ``{label: (xs, values)}`` (``styles[label]``: matplotlib keywords for that
+    line), ``hlines`` ``{label: y}`` drawn dashed (``styles`` too), the y-axis limits ``ylim``."""
+    title: str
+    ylabel: str = ""
+    xlabel: str = "step"
+    lines: dict[str, tuple[Sequence[int], Sequence[float]]] = field(default_factory=dict)
+    hlines: dict[str, float] = field(default_factory=dict)
+    styles: dict[str, dict] = field(default_factory=dict)
+    ylim: Optional[tuple[float, float]] = None
+
+
+def draw(panels: Sequence[Panel], out: str | os.PathLike, *, columns: int = 1, size: tuple[float, float] = FIGSIZE,
+         dpi: int = DPI, share_steps: bool = False, what: str = "this figure") -> None:
+    """Draw ``panels`` (``columns`` side by side, in rows) into ``out`` (the format from its extension), written
+    atomically. Lines of fewer than 30 points get markers. ``what`` names the figure in the error
+    when matplotlib is not installed."""
+    from litebert.files import atomic_write
+
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError(f"{what} needs matplotlib: pip install matplotlib (or litebert[plot])") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=size, sharex=share_steps, squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        for label, (steps, values) in panel.lines.items():
+            style = {"linewidth": 1, "marker": "o" if len(steps) < 30 else None, "markersize": 3,
+                     **panel.styles.get(label, {})}
+            ax.plot(steps, values, label=label, **style)
+        for label, y in panel.hlines.items():
+            ax.axhline(y, label=label, **{"linestyle": "--", "color": "gray", "linewidth": 0.8,
+                                          **panel.styles.get(label, {})})
+        ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=panel.xlabel)
+        if panel.ylim is not None:
+            ax.set_ylim(*panel.ylim)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    if share_steps:  # one step axis for the column: named once, at the bottom
+        for ax in axes.flat[:-columns]:
+            ax.set_xlabel("")
+    fig.tight_layout()
+    try:
+        atomic_write(Path(out), lambda tmp: fig.savefig(tmp, dpi=dpi, format=Path(out).suffix.lstrip(".").lower()))
+    finally:
+        plt.close(fig)
 
 
 def run_curves(run: str | os.PathLike, label: str) -> Curves:
@@ -77,40 +134,14 @@ def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike, *, over
     if not runs:
         raise ConfigError("give at least one run folder")
     plan_file(out, name="out", overwrite=overwrite, inputs={"runs": list(runs)})
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError("litebert plot needs matplotlib: pip install matplotlib (or litebert[plot])") from None
     data: Curves = {panel: {} for panel in PANELS}
     for run, label in zip(runs, labels(runs)):
         for panel, lines in run_curves(run, label).items():
             data[panel].update(lines)
-    _draw(matplotlib, data, out, kind)
-    return data
-
-
-def _draw(matplotlib, data: Curves, out: Path, kind: str) -> None:
-    from litebert.files import atomic_write
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(PANELS), 1, figsize=FIGSIZE, sharex=True)
     titles = {"loss": ("training loss", "loss"), "accuracy": ("held-out accuracy / dev metric", "metric"),
               "learning rate": ("learning rate", "lr")}
-    for ax, panel in zip(axes, PANELS):
-        for label, (steps, values) in data[panel].items():
-            ax.plot(steps, values, label=label, linewidth=1, marker="o" if len(steps) < 30 else None, markersize=3)
-        ax.set(title=titles[panel][0], ylabel=titles[panel][1])
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    axes[-1].set_xlabel("step")
-    fig.tight_layout()
-    try:
-        atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=DPI, format=kind))
-    finally:
-        plt.close(fig)
+    draw([Panel(*titles[p], lines=data[p]) for p in PANELS], out, share_steps=True, what="litebert plot")
+    return data
 
 
 # ------------------------------------------------------------------------------------------------ the command

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litebert.errors import ConfigError
 from litebert.experiments import paper
-from litebert.files import atomic_write
 
 COLUMNS = ("Model", "Parameters", "MLM", "NSP", "SOP", "Sentiment", "MC", "Avg")
 
@@ -111,28 +109,16 @@ def can_plot() -> bool:
 
 def plot_curves(path: Path, runs: dict[str, Path]) -> None:
     """Two panels: MLM loss and the sentence loss (SOP or NSP, where the arm has one) against the step."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError("curves.png needs matplotlib: pip install matplotlib (or litebert[plot]); the numbers are "
-                          "in each run's metrics.jsonl") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from litebert.plot import Panel, draw
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    mlm = Panel("masked LM loss (train, running mean over 2% of the steps)", "MLM loss")
+    sentence = Panel("sentence loss (train), where trained", "loss")
     for name, run in runs.items():
         c = curves(run)
         if c.get("mlm_loss"):
-            left.plot(*smooth(c["mlm_loss"]), label=name, linewidth=1)
+            mlm.lines[name] = smooth(c["mlm_loss"])
         for key in ("sop_loss", "nsp_loss"):
             if c.get(key):
-                right.plot(*smooth(c[key]), label=f"{name} ({key[:3].upper()})", linewidth=1)
-    left.set(xlabel="step", ylabel="MLM loss", title="masked LM loss (train, running mean over 2% of the steps)")
-    right.set(xlabel="step", ylabel="loss", title="sentence loss (train), where trained")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+                sentence.lines[f"{name} ({key[:3].upper()})"] = smooth(c[key])
+    draw([mlm, sentence], path, columns=2, size=(11, 4), dpi=110,
+         what="curves.png (the numbers are in each run's metrics.jsonl)")

@@ -118,26 +118,15 @@ def write_csv(path: str | Path, rows_by_model: dict[str, list[dict]]) -> None:
 
 def plot(path: str | Path, rows_by_model: dict[str, list[dict]]) -> None:
     """Two panels as in Figure 2: L2 distance and cosine similarity (in degrees) per layer, a curve per model."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError("the plot needs matplotlib: pip install matplotlib (or litebert[plot]); the numbers are in "
-                          "the CSV") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from litebert.plot import Panel, draw
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    l2 = Panel("L2 distance of input and output embeddings", "L2 distance", "layer")
+    angle = Panel("angle between input and output", "cosine similarity (degrees)", "layer")
     for name, rows in rows_by_model.items():
-        x = [r["layer"] for r in rows]
-        left.plot(x, [r["l2_distance"] for r in rows], marker="o", label=name)
-        right.plot(x, [r["angle_degrees"] for r in rows], marker="o", label=name)
-    left.set(xlabel="layer", ylabel="L2 distance", title="L2 distance of input and output embeddings")
-    right.set(xlabel="layer", ylabel="cosine similarity (degrees)", title="angle between input and output")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    suffix = Path(path).suffix.lstrip(".") or "png"
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format=suffix))
-    plt.close(fig)
+        layers = [r["layer"] for r in rows]
+        l2.lines[name] = (layers, [r["l2_distance"] for r in rows])
+        angle.lines[name] = (layers, [r["angle_degrees"] for r in rows])
+        for panel in (l2, angle):
+            panel.styles[name] = {"marker": "o", "markersize": 6}
+    draw([l2, angle], path, columns=2, size=(10, 4), dpi=120, what="the plot (the numbers are in the CSV)")
 
