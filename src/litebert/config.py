@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, check_fields

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from litebert.data.masking import mask_ngrams, truncate_seq_pair
-from litebert.data.store import TokenizerFacts, TokenStore
+from litebert.data.store import TokenStore
 from litebert.errors import ConfigError, DataError
 
 _ORDER, _EXAMPLE = 0, 1  # seed-sequence tags: epoch order vs. per-example generator

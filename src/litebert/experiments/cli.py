@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1

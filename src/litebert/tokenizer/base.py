@@ -225,7 +225,7 @@ def _truncated_lengths(n1: int, n2: int | None, budget: int, strategy: str) -> t
     """Lengths after truncation to ``budget`` pieces (strategies as HF's; longest_first as the official
     `_truncate_seq_pair` and HF's SentencePiece AlbertTokenizer)."""
     if budget < 0:
-        raise TokenizerError(f"max_length is too small to hold even the special tokens")
+        raise TokenizerError("max_length is too small to hold even the special tokens")
     if n2 is None:
         if strategy == "only_second":
             raise TokenizerError("truncation='only_second' needs a text pair")

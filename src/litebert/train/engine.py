@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, LitebertError, literal
+from litebert.errors import CheckpointError, LitebertError
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
