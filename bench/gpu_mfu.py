@@ -3,6 +3,7 @@
     .venv/bin/python bench/gpu_mfu.py                      # ALBERT-large, batch 32 x 512, bf16, flash SDPA, LAMB
     .venv/bin/python bench/gpu_mfu.py --compile            # + torch.compile
     .venv/bin/python bench/gpu_mfu.py --dtype fp16         # fp16 autocast with a GradScaler
+    .venv/bin/python bench/gpu_mfu.py --model hf           # the same step with HF transformers' AlbertForPreTraining
     .venv/bin/python bench/gpu_mfu.py --dry-run            # the plan and FLOP count only (runs without a GPU)
 
 Measured on an NVIDIA H100 80GB (torch 2.11): 101 ms per step eager (MFU 31.2%), 79.6 ms with --compile (39.7%).
@@ -13,7 +14,10 @@ One step is the official pretraining step (paper Section 4.1; official `run_pret
 backward, gradient clipping at norm 1.0, LAMB. Inputs are synthetic full-length sequences (no padding, as packed
 pretraining data): with no attention mask, SDPA can take its flash kernel. The FLOP count is
 `litebert.train.metrics.flops_per_sequence` (matmuls only, training = 3 x forward; the convention of PaLM's MFU,
-Appendix B), the same count `litebert pretrain` logs its MFU with. Peak TFLOP/s comes from ``--peak-tflops`` or,
+Appendix B), the same count `litebert pretrain` logs its MFU with. ``--model hf`` runs HF transformers'
+AlbertForPreTraining (SDPA attention) on the same batches, as HF computes the step (MLM logits at every position,
+the loss on the masked ones): its MFU counts the same FLOPs, the work the step needs, so the two MFUs compare as
+speeds. Peak TFLOP/s comes from ``--peak-tflops`` or,
 for known GPUs, `litebert.train.metrics.PEAK_TFLOPS` (dense bf16/fp16 tensor-core figures from vendor data sheets).
 """
 
@@ -58,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also torch.compile the optimizer step (LAMB's foreach kernels fused)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing of every encoder step")
     p.add_argument("--optimizer", default="lamb", choices=["lamb", "adamw"], help="default lamb (official)")
+    p.add_argument("--model", default="litebert", choices=["litebert", "hf"],
+                   help="whose AlbertForPreTraining (default litebert; hf: transformers, SDPA attention)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps (default 5; 15 with --compile)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default 20); the median is reported")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -89,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def plan(args: argparse.Namespace) -> str:
     c = args.config
     flops = step_flops(c, args.batch, args.seq_len, args.predictions)
-    return (f"{args.preset}: H {c.hidden_size}, E {c.embedding_size}, {c.num_hidden_layers} layers, "
+    return (f"{args.model}'s {args.preset}: H {c.hidden_size}, E {c.embedding_size}, {c.num_hidden_layers} layers, "
             f"{c.num_attention_heads} heads; batch {args.batch} x {args.seq_len}, {args.predictions} MLM predictions "
             f"per sequence; {args.dtype}, SDPA {args.attention}, compile {'on' if args.compile else 'off'}"
             f"{' (and the optimizer step)' if args.compile_optimizer else ''}, "
@@ -112,7 +118,18 @@ def synthetic_batch(config: AlbertConfig, batch: int, seq_len: int, predictions:
         "mlm_weights": torch.ones(batch, predictions),
         "sentence_order_label": torch.randint(0, 2, (batch,), generator=generator),
     }
+    # HF's form of the same targets: the id at each masked position, -100 elsewhere
+    batch_["labels"] = torch.full_like(ids, -100).scatter_(1, batch_["mlm_positions"], batch_["mlm_ids"])
     return {k: v.to(device, non_blocking=True) for k, v in batch_.items()}
+
+
+def hf_model(config: AlbertConfig):
+    """HF transformers' AlbertForPreTraining of the same shape, with SDPA attention."""
+    import transformers
+
+    hf_config = transformers.AlbertConfig(**config.to_hf_dict())
+    hf_config._attn_implementation = "sdpa"
+    return transformers.AlbertForPreTraining(hf_config)
 
 
 def attention_context(name: str):
@@ -158,8 +175,10 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True  # fp32 leftovers outside autocast (and --dtype fp32) use TF32
     torch.backends.cudnn.allow_tf32 = True
-    model = AlbertForPreTraining(args.config).to(device).train()
-    model.set_gradient_checkpointing(args.checkpointing)
+    model = AlbertForPreTraining(args.config) if args.model == "litebert" else hf_model(args.config)
+    model = model.to(device).train()
+    if args.checkpointing:
+        model.gradient_checkpointing_enable() if args.model == "hf" else model.set_gradient_checkpointing(True)
     optimizer = build_optimizer(model, args.optimizer, lr=1e-4)
     if args.compile_optimizer:  # the scaler and the loop call optimizer.step(): the compiled one
         optimizer.step = torch.compile(optimizer.step, fullgraph=False)
@@ -171,9 +190,13 @@ def run(args: argparse.Namespace) -> int:
 
     def step(b: dict) -> None:
         with torch.autocast(device.type, dtype=amp, enabled=amp is not None), attention_context(args.attention):
-            loss = forward(b["input_ids"], None, b["token_type_ids"], mlm_positions=b["mlm_positions"],
-                           mlm_ids=b["mlm_ids"], mlm_weights=b["mlm_weights"],
-                           sentence_order_label=b["sentence_order_label"]).loss
+            if args.model == "hf":
+                loss = forward(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], labels=b["labels"],
+                               sentence_order_label=b["sentence_order_label"]).loss
+            else:
+                loss = forward(b["input_ids"], None, b["token_type_ids"], mlm_positions=b["mlm_positions"],
+                               mlm_ids=b["mlm_ids"], mlm_weights=b["mlm_weights"],
+                               sentence_order_label=b["sentence_order_label"]).loss
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # official: clip_by_global_norm(1.0)
@@ -207,9 +230,9 @@ def run(args: argparse.Namespace) -> int:
     memory = f"; peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB" if cuda else ""
     print(f"achieved {tflops:.3g} TFLOP/s; MFU {mfu}{memory}")
     if args.json:
-        settings = {k: getattr(args, k) for k in ("preset", "batch", "seq_len", "predictions", "dtype", "attention",
-                                                  "compile", "compile_mode", "compile_optimizer", "checkpointing",
-                                                  "optimizer", "steps")}
+        settings = {k: getattr(args, k) for k in ("model", "preset", "batch", "seq_len", "predictions", "dtype",
+                                                  "attention", "compile", "compile_mode", "compile_optimizer",
+                                                  "checkpointing", "optimizer", "steps")}
         result = {**settings, "device": name, "torch": torch.__version__, "step_ms": t * 1e3,
                   "step_ms_min": min(times) * 1e3, "step_ms_max": max(times) * 1e3,
                   "tokens_per_s": args.batch * args.seq_len / t, "tflops": tflops, "peak_tflops": peak,

@@ -93,9 +93,11 @@ stage_mfu() {
   if [ "$DRY_RUN" = 1 ]; then
     common=(--device cpu --preset tiny --batch 2 --seq-len 16 --predictions 3 --warmup 1 --steps 1 --peak-tflops 1)
     profile=(--device cpu --preset tiny --batch 2 --seq-len 32 --predictions 4)
-    variants=${MFU_VARIANTS:-"--dtype fp32 --attention auto;--dtype bf16 --attention math"}
-  else  # the compiled step first (it warms the compile cache for the others), then one lever each
-    local levers="--compile;--compile --compile-optimizer;--compile --attention cudnn"
+    local toy="--dtype fp32 --attention auto;--dtype bf16 --attention math;--dtype fp32 --attention auto --model hf"
+    variants=${MFU_VARIANTS:-$toy}
+  else  # the compiled step first (it warms the compile cache for the others), HF's beside it, then one lever each
+    local levers="--compile;--compile --model hf --attention auto;--compile --compile-optimizer"
+    levers+=";--compile --attention cudnn"
     levers+=";--compile --compile-mode max-autotune-no-cudagraphs"  # the longest compile last: cut first
     variants=${MFU_VARIANTS:-$levers}
   fi

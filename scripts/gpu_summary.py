@@ -34,7 +34,7 @@ def tests_summary(junit: Path, exit_status: int) -> dict:
 
 def mfu_summary(work: Path) -> dict:
     """bench/gpu_profile.py's JSON and one row per bench/gpu_mfu.py variant (its arguments; its result, or why
-    there is none)."""
+    there is none); the best of litebert's variants, and HF's (``--model hf``) where one ran."""
     profile = work / "profile.json"
     out = {"profile": json.loads(profile.read_text()) if profile.is_file() else None, "variants": []}
     for args in sorted(work.glob("mfu-*.args"), key=lambda p: int(p.stem.split("-")[1])):
@@ -44,7 +44,10 @@ def mfu_summary(work: Path) -> dict:
                    "note": "no result: failed, stopped at its time limit or skipped (see mfu.log)"})
         out["variants"].append(row)
     done = [v for v in out["variants"] if v.get("mfu") is not None]
-    out["best"] = max(done, key=lambda v: v["mfu"]) if done else None
+    ours = [v for v in done if v.get("model", "litebert") == "litebert"]
+    out["best"] = max(ours, key=lambda v: v["mfu"]) if ours else None
+    hf = [v for v in done if v.get("model") == "hf"]
+    out["hf"] = max(hf, key=lambda v: v["mfu"]) if hf else None  # HF's step, measured in the same call
     return out
 
 

@@ -171,11 +171,15 @@ def test_gpu_run_dry_run_tests_and_mfu(tmp_path):
     groups = mfu["profile"]["groups"]
     assert abs(sum(g["share"] for g in groups.values()) - 1) < 1e-6 and "matmul" in groups
     assert mfu["profile"]["kernel_ms_per_step"] > 0 and len(mfu["profile"]["top"]) >= 3
-    assert [v["args"] for v in mfu["variants"]] == ["--dtype fp32 --attention auto", "--dtype bf16 --attention math"]
+    assert [v["args"] for v in mfu["variants"]] == ["--dtype fp32 --attention auto", "--dtype bf16 --attention math",
+                                                    "--dtype fp32 --attention auto --model hf"]
     for v in mfu["variants"]:
         assert v["preset"] == "tiny" and v["device"] == "cpu" and v["step_ms"] > 0 and 0 < v["mfu"] < 1
         assert v["tflops"] == pytest.approx(v["mfu"] * v["peak_tflops"])
-    assert mfu["best"]["mfu"] == max(v["mfu"] for v in mfu["variants"])
+    assert [v["model"] for v in mfu["variants"]] == ["litebert", "litebert", "hf"]
+    # the best of litebert's variants; HF's beside it, never counted as litebert's
+    assert mfu["best"]["mfu"] == max(v["mfu"] for v in mfu["variants"][:2]) and mfu["best"]["model"] == "litebert"
+    assert mfu["hf"] == mfu["variants"][2]
 
 
 def test_gpu_run_keeps_to_its_deadline(tmp_path):
@@ -184,10 +188,10 @@ def test_gpu_run_keeps_to_its_deadline(tmp_path):
     done, out = gpu_run(tmp_path, "--dry-run", "mfu", DEADLINE=25)
     assert done.returncode == 1
     log = (out / "mfu.log").read_text()
-    assert log.count("[gpu_run] skipped (only") == 3  # the profile and both variants
+    assert log.count("[gpu_run] skipped (only") == 4  # the profile and the three variants
     mfu = json.loads((out / "mfu.json").read_text())
-    assert mfu["profile"] is None and mfu["best"] is None
-    assert [v["result"] for v in mfu["variants"]] == [None, None] and "mfu.log" in mfu["variants"][0]["note"]
+    assert mfu["profile"] is None and mfu["best"] is None and mfu["hf"] is None
+    assert [v["result"] for v in mfu["variants"]] == [None] * 3 and "mfu.log" in mfu["variants"][0]["note"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -225,3 +229,20 @@ def test_gpu_run_dry_run_demo_and_experiment(tmp_path):
         assert arm["steps"] == 3 and {"mlm", "nsp", "sop"} <= set(arm["intrinsic"])
     assert "| sop |" in (out / "experiment.md").read_text()
     assert (out / "demo.png").read_bytes()[:4] == (out / "experiment.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_hf_step_runs_on_cpu_with_the_same_targets(capsys):
+    """--model hf: HF's AlbertForPreTraining takes the batch's MLM targets as labels over all positions: the id at
+    each masked position, -100 everywhere else."""
+    config = AlbertConfig.from_preset("tiny")
+    b = gpu_mfu.synthetic_batch(config, 3, 32, 5, torch.Generator().manual_seed(2), torch.device("cpu"))
+    masked = b["labels"] != -100
+    assert masked.sum(1).tolist() == [5, 5, 5]
+    for i in range(3):
+        assert b["labels"][i, b["mlm_positions"][i]].tolist() == b["mlm_ids"][i].tolist()
+    argv = ["--model", "hf", "--preset", "tiny", "--device", "cpu", "--batch", "2", "--seq-len", "16",
+            "--predictions", "3", "--warmup", "1", "--steps", "1", "--dtype", "fp32", "--attention", "auto",
+            "--peak-tflops", "1"]
+    assert gpu_mfu.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hf's tiny") and re.search(r"TFLOP/s; MFU \d+(\.\d+)?%", out)
