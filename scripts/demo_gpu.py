@@ -227,8 +227,17 @@ def markdown(report: dict) -> str:
              f"| MLM accuracy | **{f['mlm_accuracy']:.1%}** | always the most frequent piece "
              f"{b['mlm_most_frequent']:.1%}; uniform {b['mlm_uniform']:.3%} |",
              f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |",
-             "", *demo.sentiment_table(s)]
+             *([""] + PLATEAU if on_plateau(f, b) else []), "", *demo.sentiment_table(s)]
     return "\n".join(lines) + "\n"
+
+
+PLATEAU = ["The model predicts the most frequent piece everywhere: the unigram plateau, where a post-LayerNorm model "
+           "lands when its rate is too high for its warmup. Lower --lr (docs/pretraining.md, \"The GPU demo\")."]
+
+
+def on_plateau(final: dict, baselines: dict) -> bool:
+    """Held-out MLM accuracy within half a point of always answering the most frequent piece."""
+    return final["mlm_accuracy"] <= baselines["mlm_most_frequent"] + 0.005
 
 
 def main(argv=None) -> int:

@@ -65,3 +65,18 @@ def test_demo_gpu_refuses_without_cuda(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "no CUDA device" in done.stderr and "--toy" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_report_names_the_unigram_plateau():
+    """The H200 run at the paper's rate: held-out MLM 5.43% beside the most frequent piece's 5.43% is the plateau;
+    the run at a quarter of the rate (9.5%) is not."""
+    import demo_gpu
+
+    base = {"mlm_most_frequent": 0.05428524258621045}
+    assert demo_gpu.on_plateau({"mlm_accuracy": 0.05428524258621045}, base)
+    assert demo_gpu.on_plateau({"mlm_accuracy": 0.058}, base)
+    assert not demo_gpu.on_plateau({"mlm_accuracy": 0.0949}, base)
+    run = json.loads((REPO / "bench" / "results" / "h200-2026-11-26" / "demo-512-lr0.00176.json").read_text())
+    assert "unigram plateau" in demo_gpu.markdown(run)
+    run = json.loads((REPO / "bench" / "results" / "h200-2026-11-26" / "demo-512-lr0.00044.json").read_text())
+    assert "unigram plateau" not in demo_gpu.markdown(run)
