@@ -12,9 +12,10 @@
 # and experiment); models, stores and checkpoints stay in WORK (default runs/gpu-work). The stages of one call share
 # DEADLINE seconds (default 570): each step gets what is left, a step with too little left is recorded as skipped,
 # so the call ends, with its results written, inside the 10-minute cap.
-# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (6.5), EXP_MINUTES (2),
+# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (6), EXP_MINUTES (2),
 # MFU_VARIANTS (';'-separated bench/gpu_mfu.py argument lists), TESTS_TIMEOUT (240).
 set -uo pipefail
+START=$SECONDS  # the call's clock starts here: the CUDA check below imports torch, which takes seconds
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 PYTHON=${PYTHON:-python3}
@@ -22,7 +23,7 @@ OUT=${OUT:-$REPO/runs/gpu-proof}
 WORK=${WORK:-$REPO/runs/gpu-work}
 DEADLINE=${DEADLINE:-570}
 DRY_RUN=${DRY_RUN:-0}
-DEMO_MINUTES=${DEMO_MINUTES:-6.5}
+DEMO_MINUTES=${DEMO_MINUTES:-6}
 EXP_MINUTES=${EXP_MINUTES:-2}
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
 export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -46,16 +47,16 @@ if [ "$DRY_RUN" != 1 ] && ! "$PYTHON" -c 'import torch, sys; sys.exit(not torch.
   exit 2
 fi
 mkdir -p "$OUT" "$WORK"
-START=$SECONDS
 status=0
 
 left() { echo $(( DEADLINE - (SECONDS - START) )); }
 
-# step LOG LIMIT CMD...: run CMD with at most LIMIT seconds (and what the call has left), output appended to LOG;
-# returns CMD's status, 124 when stopped by the time limit, 125 when skipped for lack of time.
+# step LOG LIMIT CMD...: run CMD with at most LIMIT seconds (and what the call has left, less the 20 s a stopped
+# command gets to save its work and 10 s for the summaries), output appended to LOG; returns CMD's status, 124 (or
+# 137, killed after the 20 s) when stopped by the time limit, 125 when skipped for lack of time.
 step() {
   local log=$1 limit=$2; shift 2
-  local budget; budget=$(( $(left) - 10 ))
+  local budget; budget=$(( $(left) - 30 ))
   [ "$limit" -lt "$budget" ] && budget=$limit
   if [ "$budget" -lt 20 ]; then
     echo "[gpu_run] skipped (only $(left) s of the call left): $*" | tee -a "$log"
@@ -64,7 +65,7 @@ step() {
   echo "[gpu_run $(date -u +%H:%M:%S)] ($budget s) $*" >>"$log"
   timeout --signal=TERM --kill-after=20 "$budget" "$@" >>"$log" 2>&1
   local rc=$?
-  [ $rc -eq 124 ] && echo "[gpu_run] stopped at its time limit ($budget s): $*" >>"$log"
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "[gpu_run] stopped at its time limit ($budget s): $*" >>"$log"
   return $rc
 }
 
@@ -81,6 +82,7 @@ stage_tests() {
   header tests
   local files=(tests)
   [ "$DRY_RUN" = 1 ] && files=(tests/test_gpu_pretrain.py)  # on a CPU every gpu test skips: collect few
+  rm -f "$WORK/tests.xml"  # a run stopped before pytest writes it must not report an earlier call's
   step "$OUT/tests.log" "$TESTS_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
     --continue-on-collection-errors --junitxml="$WORK/tests.xml" "${files[@]}"
   local rc=$?
@@ -101,7 +103,7 @@ stage_mfu() {
     levers+=";--compile --compile-mode max-autotune-no-cudagraphs"  # the longest compile last: cut first
     variants=${MFU_VARIANTS:-$levers}
   fi
-  rm -f "$WORK"/mfu-*.json "$WORK/profile.json"
+  rm -f "$WORK"/mfu-*.json "$WORK"/mfu-*.args "$WORK/profile.json"
   step "$OUT/mfu.log" 150 "$PYTHON" bench/gpu_profile.py "${profile[@]}" --steps 3 --top 25 --json "$WORK/profile.json"
   local i=0 v
   IFS=';' read -ra list <<<"$variants"
