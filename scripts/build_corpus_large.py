@@ -409,12 +409,23 @@ def build(out: Path, cache: Path, offline: bool = False, only: list[str] | None 
     cache.mkdir(parents=True, exist_ok=True)
     paths = [fetch(s, cache, offline) for s in sources]  # every download first: a failure leaves no partial corpus
     rows = [write_source(s, p, out) for s, p in zip(sources, paths)]
-    total = sum(r["words"] for r in rows)
-    (out / "SOURCES.json").write_text(json.dumps({"words": total, "sources": rows}, indent=1) + "\n")
-    (out / "SOURCES.md").write_text(markdown(rows))
-    if total < min_words:
+    table = _merged(out, rows) if only else rows  # --only rebuilds those files: the others keep their rows
+    total = sum(r["words"] for r in table)
+    if total < min_words:  # before the table: SOURCES.json is what says the corpus is built (Makefile)
         raise BuildError(f"the corpus has {total:,} words, fewer than the {min_words:,} asked for (--min-words)")
+    (out / "SOURCES.json").write_text(json.dumps({"words": total, "sources": table}, indent=1) + "\n")
+    (out / "SOURCES.md").write_text(markdown(table))
     return rows
+
+
+def _merged(out: Path, rows: list[dict]) -> list[dict]:
+    """The provenance table after rebuilding ``rows``: an earlier table's rows of other files still present, in
+    SOURCES order."""
+    listed = out / "SOURCES.json"
+    earlier = json.loads(listed.read_text())["sources"] if listed.is_file() else []
+    by_file = {r["file"]: r for r in earlier if (out / r["file"]).is_file()} | {r["file"]: r for r in rows}
+    order = [f"{s.name}.txt.xz" for s in SOURCES]
+    return sorted(by_file.values(), key=lambda r: order.index(r["file"]) if r["file"] in order else len(order))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -214,3 +214,21 @@ def test_build_refusals(tmp_path, capsys):
     (cache / "python3.11-doc_2_all.deb").write_bytes(b"")
     with pytest.raises(bcl.BuildError, match="several files match python3.11-doc_"):
         bcl.fetch(next(s for s in bcl.SOURCES if s.name == "python_docs"), cache, offline=True)
+
+
+def test_a_failed_build_writes_no_table_and_only_rebuilds_keep_the_others(tmp_path):
+    """SOURCES.json says the corpus is built (the Makefile's target): a build below --min-words leaves none; a later
+    --only build replaces its own rows and keeps the rows of the files it did not touch."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cache.mkdir()
+    _fake_npm_cache(cache)
+    with pytest.raises(bcl.BuildError, match="fewer than"):
+        bcl.build(out, cache, offline=True, only=["factbook"], min_words=10**9)
+    assert not (out / "SOURCES.json").exists() and not (out / "SOURCES.md").exists()
+    bcl.build(out, cache, offline=True, only=["gutenberg", "factbook"], min_words=0)
+    both = json.loads((out / "SOURCES.json").read_text())
+    bcl.build(out, cache, offline=True, only=["factbook"], min_words=0)
+    again = json.loads((out / "SOURCES.json").read_text())
+    assert [r["file"] for r in again["sources"]] == [r["file"] for r in both["sources"]]
+    assert again == both
+    assert "`gutenberg.txt.xz`" in (out / "SOURCES.md").read_text()
