@@ -42,23 +42,31 @@ STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 mi
 FINETUNE = dict(lr=1e-4, max_steps=400, batch_size=32, seq_len=64, eval_every=100)  # demo_finetune.py's defaults
 
 
-def stage_corpus(work: Path, args) -> dict:
-    """Plain-text train/held-out files in the official format (sentence per line, blank line between documents)."""
-    out = work / "corpus"
-    train, heldout = out / "train.txt", out / "heldout.txt"
-    if not heldout.exists():
+def split_corpus(files: list[Path], out: Path, max_documents: int = 0) -> dict:
+    """out/train.txt and out/heldout.txt in the official format (sentence per line, blank line between documents):
+    every HOLDOUT_EVERY-th document of each file held out (of its first ``max_documents``; 0: all). Kept when
+    already written (a re-run). Returns their paths and word counts."""
+    paths = {"train": out / "train.txt", "heldout": out / "heldout.txt"}
+    if not paths["heldout"].exists():
         out.mkdir(parents=True, exist_ok=True)
         parts = {"train": [], "heldout": []}
-        for path in sorted(CORPUS.glob("*.txt.xz")):
-            docs = [d for d in lzma.decompress(path.read_bytes()).decode("utf-8").split("\n\n") if d.strip()]
-            for i, doc in enumerate(docs):
-                parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else "train"].append(doc.strip())
-        train.write_text("\n\n".join(parts["train"]) + "\n", encoding="utf-8")
-        heldout.write_text("\n\n".join(parts["heldout"]) + "\n", encoding="utf-8")
-    words = {k: len(p.read_text(encoding="utf-8").split()) for k, p in (("train", train), ("heldout", heldout))}
-    print(f"[corpus] {words['train']:,} training words, {words['heldout']:,} held-out words "
-          f"(every {HOLDOUT_EVERY}th document of {', '.join(p.name for p in sorted(CORPUS.glob('*.txt.xz')))})")
-    return {"train": train, "heldout": heldout}
+        for path in files:
+            docs = [d.strip() for d in lzma.decompress(Path(path).read_bytes()).decode("utf-8").split("\n\n")
+                    if d.strip()]
+            for i, doc in enumerate(docs[:max_documents or None]):
+                parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else "train"].append(doc)
+        for name, path in paths.items():
+            path.write_text("\n\n".join(parts[name]) + "\n", encoding="utf-8")
+    words = {k: len(p.read_text(encoding="utf-8").split()) for k, p in paths.items()}
+    return {**paths, "words": words}
+
+
+def stage_corpus(work: Path, args) -> dict:
+    files = sorted(CORPUS.glob("*.txt.xz"))
+    corpus = split_corpus(files, work / "corpus")
+    print(f"[corpus] {corpus['words']['train']:,} training words, {corpus['words']['heldout']:,} held-out words "
+          f"(every {HOLDOUT_EVERY}th document of {', '.join(p.name for p in files)})")
+    return corpus
 
 
 def stage_tokenizer(work: Path, args, corpus: dict):
@@ -97,7 +105,7 @@ def model_config(vocab_size: int):
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def _seconds_per_step(config, stores: dict, settings: dict) -> float:
+def _seconds_per_step(config, stores: dict, settings: dict, device=None) -> float:
     """Seconds per step of the real run, to say how long it will take: `litebert.pretrain` itself runs PROBE_STEPS
     steps of the same model in a scratch folder (the same batches, padding skipping, LAMB step and logging as the
     run); the median of the steps after the first 3. It measures the loop as it runs, not one repeated micro-batch,
@@ -111,7 +119,7 @@ def _seconds_per_step(config, stores: dict, settings: dict) -> float:
     probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
                            "log_every": 1})
     with tempfile.TemporaryDirectory() as tmp:
-        pretrain(stores["train"], Path(tmp) / "probe", model=config, train=probe, progress=False)
+        pretrain(stores["train"], Path(tmp) / "probe", model=config, train=probe, device=device, progress=False)
         elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp) / "probe")]
     return float(np.median(np.diff([0.0, *elapsed])[3:]))
 
@@ -205,14 +213,11 @@ def plot(run: Path, png: Path, base: dict) -> None:
 def fill_mask_examples(model_dir: Path, heldout: Path, n: int = 4, top_k: int = 3, seed: int = 0) -> list[dict]:
     """The pretrained model's top-k answers for one masked word in each of ``n`` held-out sentences (picked, with
     the word, by a seeded rng: sentences of 8-20 words, a word of letters, not the first), through
-    ``litebert.pipeline("fill-mask")``. [] when this litebert has no pipeline."""
+    ``litebert.pipeline("fill-mask")``."""
     import random
 
-    try:
-        from litebert import pipeline
-    except ImportError:
-        print("[report] fill-mask examples skipped: this litebert has no litebert.pipeline")
-        return []
+    from litebert import pipeline
+
     sentences = [line.strip() for line in heldout.read_text(encoding="utf-8").splitlines()
                  if 8 <= len(line.split()) <= 20]
     rng = random.Random(seed)
@@ -273,11 +278,12 @@ def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
                                    progress=not args.no_progress, seed=0, on_part=save, **settings)
 
 
-def write_report(work: Path, report: dict) -> None:
-    from litebert.files import write_json, atomic_write
+def write_report(work: Path, report: dict, render=None) -> None:
+    """report.json and report.md (``render(report)``; default this demo's `markdown`), each written atomically."""
+    from litebert.files import atomic_write, write_json
 
     write_json(work / "report.json", report)
-    atomic_write(work / "report.md", markdown(report))
+    atomic_write(work / "report.md", (render or markdown)(report))
 
 
 def markdown(report: dict) -> str:

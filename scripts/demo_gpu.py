@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import glob
 import json
-import lzma
 import sys
 import time
 from pathlib import Path
@@ -42,8 +41,6 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402  (scripts/demo.py: baselines, plot, step timing)
 import demo_finetune  # noqa: E402
-
-HOLDOUT_EVERY = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,22 +81,11 @@ def stage_corpus(work: Path, recipe: Recipe) -> dict:
     if not files:
         raise SystemExit(f"demo_gpu.py: no corpus files match {recipe.corpus}; build them with "
                          "`python3 scripts/build_corpus_large.py` (or pass --corpus)")
-    out = work / "corpus"
-    paths = {"train": out / "train.txt", "heldout": out / "heldout.txt"}
-    if not paths["heldout"].exists():
-        out.mkdir(parents=True, exist_ok=True)
-        parts = {"train": [], "heldout": []}
-        for path in files:
-            docs = [d.strip() for d in lzma.decompress(Path(path).read_bytes()).decode("utf-8").split("\n\n")
-                    if d.strip()]
-            for i, doc in enumerate(docs[:recipe.max_documents or None]):
-                parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 else "train"].append(doc)
-        for name, path in paths.items():
-            path.write_text("\n\n".join(parts[name]) + "\n", encoding="utf-8")
-    words = {k: sum(len(line.split()) for line in open(p, encoding="utf-8")) for k, p in paths.items()}
+    corpus = demo.split_corpus([Path(f) for f in files], work / "corpus", recipe.max_documents)
+    words = corpus["words"]
     print(f"[corpus] {words['train']:,} training words, {words['heldout']:,} held-out words "
-          f"({len(files)} files, every {HOLDOUT_EVERY}th document held out)", flush=True)
-    return {"files": [Path(f).name for f in files], "words": words, **paths}
+          f"({len(files)} files, every {demo.HOLDOUT_EVERY}th document held out)", flush=True)
+    return {**corpus, "files": [Path(f).name for f in files]}
 
 
 def stage_store(work: Path, corpus: dict, workers: int) -> dict:
@@ -124,7 +110,7 @@ def model_config(recipe: Recipe, vocab_size: int):
     return AlbertConfig.from_preset("albert-base-v2", vocab_size=vocab_size, **recipe.model)
 
 
-def stage_pretrain(work: Path, recipe: Recipe, stores: dict, minutes: float, device) -> dict:
+def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     from litebert import TrainConfig, pretrain
     from litebert.data.pretraining import PretrainingDataset
     from litebert.train.metrics import read_metrics
@@ -144,22 +130,22 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, minutes: float, dev
                         save_every=recipe.steps)
         plan.write_text(json.dumps({"settings": settings}) + "\n")
     else:
-        per_step = demo._seconds_per_step(config, stores, {**settings, "save_every": 0})
+        per_step = demo._seconds_per_step(config, stores, settings, device)
         # 6 evaluations of eval_examples sequences, forward only (~1/3 of a training sequence's cost)
         eval_share = 6 * recipe.eval_examples / 3 * per_step / recipe.global_batch
-        settings["max_steps"] = max(20, int((minutes * 60 - eval_share) / (per_step * 1.05)))
+        settings["max_steps"] = max(20, int((recipe.minutes * 60 - eval_share) / (per_step * 1.05)))
         settings["warmup_steps"] = max(1, settings["max_steps"] // 10)
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 2)
         plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
         print(f"[pretrain] {per_step:.3f} s per step of {recipe.global_batch} x {recipe.seq_len} -> "
-              f"{settings['max_steps']} steps in ~{minutes:g} minutes", flush=True)
+              f"{settings['max_steps']} steps in ~{recipe.minutes:g} minutes", flush=True)
     cfg = TrainConfig(**{**settings, "eval_examples": recipe.eval_examples, "keep_last": 1})
     print(f"[pretrain] E {config.embedding_size}, H {config.hidden_size}, {config.num_hidden_layers} layers "
           f"(all shared); LAMB lr {cfg.lr}, batch {cfg.global_batch} ({cfg.micro_batch} per micro-batch), "
           f"length {cfg.seq_len}, {cfg.max_predictions} predictions", flush=True)
     result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
-                      device=device, progress=False, time_limit=None if recipe.steps else minutes * 60 * 1.05)
+                      device=device, progress=False, time_limit=None if recipe.steps else recipe.minutes * 60 * 1.05)
     if result.interrupted:
         raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
     if result.final_eval is None:  # finished by an earlier run: its last evaluation
@@ -209,8 +195,7 @@ def stage_finetune(work: Path, model: Path, recipe: Recipe, report: dict, contro
 
 
 def write_report(work: Path, report: dict) -> None:
-    (work / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (work / "report.md").write_text(markdown(report))
+    demo.write_report(work, report, markdown)
 
 
 def markdown(report: dict) -> str:
@@ -269,7 +254,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     corpus = stage_corpus(work, recipe)
     stores = stage_store(work, corpus, 2 if args.toy else args.workers)
-    pre = stage_pretrain(work, recipe, stores, recipe.minutes, device)
+    pre = stage_pretrain(work, recipe, stores, device)
     report = stage_report(work, pre, stores, corpus, recipe, device)
     write_report(work, report)  # the pretraining's figures first: a stopped run keeps them
     stage_finetune(work, pre["run"] / "model", recipe, report, not args.no_control, device)
