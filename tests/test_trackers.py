@@ -3,6 +3,7 @@ tracker's own files and client and compared with the run's metrics.jsonl and tra
 
 import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,13 @@ def test_a_tracker_that_cannot_start_is_one_line(stores, tmp_path, offline, caps
     assert err[0].endswith("set MLFLOW_TRACKING_URI to an MLflow server (http://HOST:5000) or a folder "
                            "(file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true on MLflow 3)")
     assert not (out / "metrics.jsonl").exists()  # nothing logged; the run resumes (from step 0) once the URI is fixed
+
+
+def test_auto_with_a_tensorboard_that_does_not_import_is_a_notice(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(trackers, "_installed", lambda name: name == "tensorboard")
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # the package is found; torch's side fails
+    assert trackers.open_trackers("auto", tmp_path, None, {}) == []
+    err = capsys.readouterr().err
+    assert err.startswith("notice: TensorBoard cannot be imported (") and "metrics are in" in err
+    with pytest.raises(trackers.TrackerError, match="tensorboard: cannot start the run"):  # asked for: refused
+        trackers.open_trackers("tensorboard", tmp_path, None, {})

@@ -29,7 +29,7 @@ import typing
 import warnings
 from typing import Any, Iterable, Optional, Union
 
-from litebert.errors import LitebertError
+from litebert.errors import LitebertError, first_line
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -305,9 +305,8 @@ def _main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug of litebert's: still one line, with what to do
         if os.environ.get("LITEBERT_TRACEBACK"):
             raise
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        print(f"litebert {name}: internal error: {type(e).__name__}: {first} (this is a bug in litebert; rerun with "
-              f"LITEBERT_TRACEBACK=1 for the traceback and report it)", file=sys.stderr)
+        print(f"litebert {name}: internal error: {type(e).__name__}: {first_line(e, 300)} (this is a bug in litebert; "
+              f"rerun with LITEBERT_TRACEBACK=1 for the traceback and report it)", file=sys.stderr)
         return 1
     return int(code or 0)
 

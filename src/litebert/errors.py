@@ -65,6 +65,11 @@ def literal(text) -> str:
     return str(text).replace("{", "{{").replace("}", "}}")
 
 
+def first_line(e: BaseException, limit: int) -> str:
+    """The first line of an exception's message, cut to ``limit`` characters (another library's error as one line)."""
+    return (str(e).strip().splitlines() or [""])[0][:limit]
+
+
 class LitebertError(Exception):
     """Base class of every error litebert raises on purpose (see the module docstring for named arguments)."""
 

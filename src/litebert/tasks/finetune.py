@@ -246,16 +246,14 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
     from litebert.tasks import runner
     from litebert.tasks.trainer import run_identity, train
     from litebert.train import distributed as D
-    from litebert.train.engine import Runtime, plan_run
+    from litebert.train.engine import Runtime, check_compilable, plan_run
 
     t = _read_task(preset, cfg, model_dir, data, dev, tokenizer, columns, labels, encoding_errors)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, progress)
     micro, accum = targs.accumulation(dist.world_size)  # refused here, before anything is written
     split = f"{micro} x {accum}" if targs.micro_batch != "auto" else "micro-batch auto x accumulation"
     runtime = Runtime.resolve(dist, targs.precision, attention, t.model.config, training=True)
-    if targs.compile:
-        from litebert.train.loop import check_compilable
-
+    if targs.compile:  # refused here, before anything is written (the loop's setup checks it again)
         check_compilable(dist.device)
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
                             {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len})

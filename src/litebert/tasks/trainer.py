@@ -38,7 +38,7 @@ from litebert.tasks.features import IGNORE, collate, length_grouped_batches, len
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.train import distributed as D
-from litebert.train.engine import MicroBatch, Runtime, TrainState, due, stop_requested, train_step
+from litebert.train.engine import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
 from litebert.train.metrics import MetricsWriter
 from litebert.train.signals import StopSignals
 
@@ -194,7 +194,6 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             step = train_step(state, wrapped, lambda size: batches.micro(idx, micro.per_process // size, rt, pad_id),
                               runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
                               clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra, micro=micro)
-            state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
             news = micro.news()
             if news:
                 log(news)
@@ -269,21 +268,16 @@ def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], stoppe
 
 def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
            micro: MicroBatch) -> tuple[TrainState, torch.nn.Module, Optional[Path]]:
-    """The model on its device (checkpointed, compiled as the args ask: as pretraining's `loop._setup`), its AdamW
-    and loss scaler in a train state; the model as the processes run it (DDP when there are several, unless auto
-    micro-batching averages the gradients itself: `engine.train_step`)."""
-    model.to(rt.dist.device)
-    if args.gradient_checkpointing:
-        model.set_gradient_checkpointing(True)
-    if args.compile:
-        model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
-    optimizer = build_optimizer(model, "adamw", lr=args.lr, weight_decay=args.weight_decay)
-    scaler = torch.amp.GradScaler(rt.dist.device.type, enabled=rt.amp is torch.float16)
-    state = TrainState(model, optimizer, scaler, counters={"best_metrics": None, "best_step": None, "bad_evals": 0,
-                                                           "history": [], "micro_batch": micro.size})
+    """The train state and the model as the processes run it (`engine.setup`, as pretraining's), with AdamW; and
+    the checkpoint folder (None without a run folder)."""
+    def optimizer(m: torch.nn.Module) -> torch.optim.Optimizer:
+        return build_optimizer(m, "adamw", lr=args.lr, weight_decay=args.weight_decay)
+
+    counters = {"best_metrics": None, "best_step": None, "bad_evals": 0, "history": []}
     # Every trainable parameter gets a gradient in every task's loss (the heads that do not read the pooler are built
     # without one), so DDP need not search the graph for unused ones (tests/test_micro_batch_auto.py checks each kind)
-    wrapped = model if micro.auto else D.wrap(model, rt.dist, find_unused_parameters=False)
+    state, wrapped = setup(model, rt, micro, optimizer, counters, gradient_checkpointing=args.gradient_checkpointing,
+                           compile=args.compile, find_unused_parameters=False)
     return state, wrapped, Path(out_dir) / "checkpoints" if out_dir is not None else None
 
 

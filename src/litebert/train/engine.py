@@ -25,12 +25,12 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, LitebertError
+from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
-from litebert.train.checkpoint import (check_compatible, latest_valid, list_checkpoints, load_checkpoint,
-                                      save_checkpoint)
+from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
+                                      load_checkpoint, save_checkpoint)
 from litebert.train.device import autocast_dtype
 
 
@@ -99,7 +99,7 @@ class MicroBatch:
         elif dist.device.type in PROBED:
             size, origin = per_process, "the per-process batch fits"
         else:
-            size = max(d for d in range(1, min(per_process, AUTO_CPU_CAP) + 1) if per_process % d == 0)
+            size = _largest_divisor(per_process, AUTO_CPU_CAP)
             origin = f"on the CPU: the per-process batch, at most {AUTO_CPU_CAP}"
         return cls(D.min_int(size, dist), per_process, auto=dist.device.type in PROBED, origin=origin)
 
@@ -110,7 +110,7 @@ class MicroBatch:
 
     def halve(self) -> None:
         """The next smaller micro-batch after an out-of-memory step; below 1, a `TrainingError`."""
-        smaller = next((d for d in range(self.size // 2, 0, -1) if self.per_process % d == 0), None)
+        smaller = _largest_divisor(self.per_process, self.size // 2)
         if smaller is None:
             raise TrainingError("micro-batch auto: a step runs out of GPU memory even at micro-batch 1; lower "
                                 "{seq_len:flag} or use a smaller model", seq_len=None)
@@ -124,6 +124,11 @@ class MicroBatch:
         why = (f"{self.halvings} halving{'s' if self.halvings > 1 else ''} after out of memory" if self.halvings
                else self.origin)
         return f"micro-batch auto: {self.size} ({why})"
+
+
+def _largest_divisor(n: int, at_most: int) -> Optional[int]:
+    """The largest divisor of ``n`` not above ``at_most`` (None when ``at_most`` is below 1)."""
+    return next((d for d in range(min(n, at_most), 0, -1) if n % d == 0), None)
 
 
 # ---------------------------------------------------------------------------------------------------- the plan
@@ -174,8 +179,9 @@ def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Opt
 
 def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
                        dist: D.Distributed) -> Optional[tuple]:
-    """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; a refusal on rank 0 is
-    raised on every rank. None: no checkpoint yet, or none that verifies (the run then starts again)."""
+    """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; the other ranks load it. A
+    refusal on rank 0, or a failed load on another rank, is raised on every rank. None: no checkpoint yet, or none
+    that verifies (the run then starts again)."""
     found, error = None, None
     if dist.is_main:
         try:
@@ -192,8 +198,13 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
         raise error if error is not None else CheckpointError("the resume was refused on rank 0 (see its message)")
     step = D.broadcast_int(found[0] if found is not None else -1, dist)  # every rank continues from rank 0's choice
     if step >= 0 and not dist.is_main:
-        path = dict(list_checkpoints(ckpt_dir))[step]
-        found = (step, path, load_checkpoint(path))
+        path = checkpoint_path(ckpt_dir, step)
+        try:
+            found = (step, path, load_checkpoint(path))
+        except LitebertError as e:
+            error = e
+    if D.any_rank(error is not None, dist):
+        raise error if error is not None else CheckpointError("the resume failed on another rank (see its message)")
     return found
 
 
@@ -249,6 +260,35 @@ class TrainState:
             raise error
 
 
+def setup(model: nn.Module, runtime: Runtime, micro: MicroBatch,
+          optimizer: Callable[[nn.Module], torch.optim.Optimizer], counters: dict, *, gradient_checkpointing: bool,
+          compile: bool, find_unused_parameters: bool) -> tuple[TrainState, nn.Module]:
+    """The model on its device (checkpointed, compiled as asked), its ``optimizer(model)`` and loss scaler in a train
+    state with the loop's ``counters`` and the micro-batch; and the model as the processes run it (DDP when there
+    are several, unless auto micro-batching averages the gradients itself: `train_step`)."""
+    model.to(runtime.dist.device)
+    if gradient_checkpointing:
+        model.set_gradient_checkpointing(True)
+    if compile:
+        check_compilable(runtime.dist.device)
+        model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
+    built = optimizer(model)
+    scaler = torch.amp.GradScaler(runtime.dist.device.type, enabled=runtime.amp is torch.float16)
+    state = TrainState(model, built, scaler, counters={**counters, "micro_batch": micro.size})
+    if micro.auto:
+        return state, model
+    return state, D.wrap(model, runtime.dist, find_unused_parameters=find_unused_parameters)
+
+
+def check_compilable(device: torch.device) -> None:
+    """torch.compile on CPU generates C++: fail at the start with a clear message, not at the first step."""
+    import shutil
+
+    if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        raise ConfigError("{compile:flag}: torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH; "
+                          "install one or train without it", compile=True)
+
+
 def rng_state(device: torch.device) -> torch.Tensor:
     state = torch.get_rng_state()
     if device.type == "cuda":
@@ -285,7 +325,8 @@ def train_step(state: TrainState, wrapped: nn.Module,
     stop flag), read once the micro-batches have run and reduced over processes with the losses.
 
     With ``micro`` (`MicroBatch`), ``micro_batches(size)`` makes the step's micro-batches of that size; an ``auto``
-    one that runs out of memory is halved and the step's forward and backward passes run again (`_fitting`)."""
+    one that runs out of memory is halved and the step's forward and backward passes run again (`_fitting`). The
+    size the step ran at is kept in ``state.counters["micro_batch"]``."""
     d = runtime.dist
     if micro is None:
         losses = _backward(state, wrapped, micro_batches, runtime, parts)
@@ -307,6 +348,8 @@ def train_step(state: TrainState, wrapped: nn.Module,
     state.optimizer.zero_grad(set_to_none=True)
     state.step += 1
     _count_bad_step(state, finite, grad_norm, max_bad_steps, warn=not state.scaler.is_enabled())
+    if micro is not None:
+        state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
     return StepResult(lr, grad_norm, reduced[:len(losses)], reduced[len(losses):], not finite, scale)
 
 

@@ -22,13 +22,10 @@ import torch
 
 
 class _Examples(torch.utils.data.Dataset):
-    """Example ``c`` of the run, for the workers."""
+    """Example ``c`` of the run (``n`` examples per epoch)."""
 
     def __init__(self, data, n: int):
         self.data, self.n = data, n
-
-    def __len__(self) -> int:  # not used by a batch sampler; a DataLoader asks
-        return 2 ** 62
 
     def __getitem__(self, c: int):
         return self.data.example(c // self.n, c % self.n)
@@ -41,7 +38,7 @@ class Feed:
 
     def __init__(self, data, n: int, collate: Callable, starts: Callable[[int, int], list[int]], workers: int = 0,
                  ahead: int = 4):
-        self.data, self.n, self.collate, self.starts = data, n, collate, starts
+        self.examples, self.collate, self.starts = _Examples(data, n), collate, starts
         self.workers, self.ahead = workers, ahead
         self._batches: Optional[Iterator] = None
         self._at: Optional[tuple[int, int]] = None  # (step, size) the workers' next batches belong to
@@ -49,7 +46,7 @@ class Feed:
     def step(self, step: int, size: int) -> Iterator[dict]:
         if self.workers == 0:
             for c0 in self.starts(step, size):
-                yield self.collate([self.data.example(c // self.n, c % self.n) for c in range(c0, c0 + size)])
+                yield self.collate([self.examples[c] for c in range(c0, c0 + size)])
             return
         if self._at != (step, size):
             self._restart(step, size)
@@ -68,7 +65,7 @@ class Feed:
 
         methods = multiprocessing.get_all_start_methods()
         loader = torch.utils.data.DataLoader(
-            _Examples(self.data, self.n), batch_sampler=batches(), num_workers=self.workers,
+            self.examples, batch_sampler=batches(), num_workers=self.workers,
             collate_fn=self.collate, prefetch_factor=max(2, self.ahead * len(self.starts(step, size)) // self.workers),
             multiprocessing_context="fork" if "fork" in methods else None)
         self._batches = iter(loader)

@@ -26,13 +26,13 @@ import torch
 from tqdm import tqdm
 
 from litebert.data.pretraining import collate_pretraining
-from litebert.errors import CheckpointError, ConfigError
+from litebert.errors import CheckpointError
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.train import distributed as D
 from litebert.train.checkpoint import run_identity
 from litebert.train.config import TrainConfig
-from litebert.train.engine import MicroBatch, Runtime, TrainState, due, stop_requested, train_step
+from litebert.train.engine import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
 from litebert.train.feed import Feed
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.train.signals import StopSignals
@@ -100,7 +100,6 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
                               parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
-            state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
             news = micro.news()
             if news and d.is_main:
                 print(news, file=sys.stderr, flush=True)
@@ -161,24 +160,15 @@ def _finish(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, 
 
 def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
            micro: MicroBatch) -> tuple[TrainState, torch.nn.Module]:
-    """The model on its device (checkpointed, compiled as the config asks), its optimizer and loss scaler; and the
-    model as the processes run it (DDP when there are several, unless auto micro-batching averages the gradients
-    itself: `engine.train_step`)."""
-    model.to(rt.dist.device)
-    if cfg.gradient_checkpointing:
-        model.set_gradient_checkpointing(True)
-    if cfg.compile:
-        check_compilable(rt.dist.device)
-        model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
-    optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                bias_correction=cfg.bias_correction)
-    scaler = torch.amp.GradScaler(rt.dist.device.type, enabled=rt.amp is torch.float16)
-    state = TrainState(model, optimizer, scaler, counters={"data_step": 0, "tokens_seen": 0,
-                                                           "micro_batch": micro.size})
-    if micro.auto:
-        return state, model
+    """The train state and the model as the processes run it (`engine.setup`), with the config's optimizer."""
+    def optimizer(m: torch.nn.Module) -> torch.optim.Optimizer:
+        return build_optimizer(m, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                               bias_correction=cfg.bias_correction)
+
     # "none" trains no sentence head: DDP must not wait for its gradients
-    return state, D.wrap(model, rt.dist, find_unused_parameters=cfg.objective == "none")
+    return setup(model, rt, micro, optimizer, {"data_step": 0, "tokens_seen": 0},
+                 gradient_checkpointing=cfg.gradient_checkpointing, compile=cfg.compile,
+                 find_unused_parameters=cfg.objective == "none")
 
 
 def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime, micro: int, extra: torch.Tensor,
@@ -272,12 +262,3 @@ def _num_examples(dataset) -> int:
     """Examples per epoch over all processes (``PretrainingDataset.num_examples``; ``len`` for other datasets)."""
     n = getattr(dataset, "num_examples", None)
     return int(n if n is not None else len(dataset))
-
-
-def check_compilable(device: torch.device) -> None:
-    """torch.compile on CPU generates C++: fail at the start with a clear message, not at the first step."""
-    import shutil
-
-    if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
-        raise ConfigError("{compile:flag}: torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH; "
-                          "install one or train without it", compile=True)

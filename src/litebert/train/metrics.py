@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from litebert.config import AlbertConfig
-from litebert.errors import LitebertError
+from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write
 from litebert.train.trackers import open_trackers, scalars
 
@@ -171,7 +171,7 @@ class MetricsWriter:
                 tracker.log(split, record["step"], values)
             except Exception as e:  # a tracker that fails (its server gone) is dropped; the files go on
                 print(f"warning: {tracker.name}: cannot log the step {record['step']} {split} record "
-                      f"({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}); training continues "
+                      f"({type(e).__name__}: {first_line(e, 200)}); training continues "
                       f"without {tracker.name}", file=sys.stderr, flush=True)
                 self.trackers.remove(tracker)
 

@@ -139,15 +139,16 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
     cfg.accumulation(dist.world_size)  # refused here, before anything is written
     action = "reopen" if plan.action == "finished" else plan.action
-    writer = _begin(run, action, cfg, config, runtime, data, eval_data, identity, model, train_data, note)
+    record = _run_record(cfg, config, runtime, data, eval_data, identity)
+    writer = _begin(run, action, cfg, runtime, record, model, train_data, note)
     try:
         result = train_loop(model, train_data, eval_set, cfg, plan.out, runtime=runtime, start=run.checkpoint,
-                            run_config=_run_record(cfg, config, runtime, data, eval_data, identity),
-                            init=identity, progress=progress, stop_after=stop_after, time_limit=time_limit)
+                            run_config=record, init=identity, progress=progress, stop_after=stop_after,
+                            time_limit=time_limit)
         done = PretrainResult(plan.out, plan.out / "model", action, result.step, cfg.max_steps,
-                              not result.interrupted and result.step >= cfg.max_steps, result.interrupted, result.signal, result.time_limited,
-                              result.skipped_steps, result.tokens_seen, result.elapsed_s, result.final_eval,
-                              model.num_parameters())
+                              not result.interrupted and result.step >= cfg.max_steps, result.interrupted,
+                              result.signal, result.time_limited, result.skipped_steps, result.tokens_seen,
+                              result.elapsed_s, result.final_eval, model.num_parameters())
         if writer is not None:
             _end(writer, run, done, saved_tokenizer, data)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
@@ -213,16 +214,17 @@ def _tokenizer(path, store):
     return tok
 
 
-def _begin(run, action: str, cfg: TrainConfig, config: AlbertConfig, runtime, data, eval_data, identity, model,
-           train_data, note) -> Optional[folders.Writer]:
-    """Rank 0 starts writing the run folder (every check has passed): its marker and train_config.json."""
+def _begin(run, action: str, cfg: TrainConfig, runtime, record: dict, model, train_data,
+           note) -> Optional[folders.Writer]:
+    """Rank 0 starts writing the run folder (every check has passed): its marker and train_config.json (``record``,
+    `_run_record`)."""
     if not runtime.dist.is_main:
         return None
     marker = run.folder.marker
     model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
     writer = folders.begin(run.folder, step=run.start_step,
                            **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
-    write_json(run.folder.out / "train_config.json", _run_record(cfg, config, runtime, data, eval_data, identity))
+    write_json(run.folder.out / "train_config.json", record)
     say = _say
     if note and action not in ("resume", "reopen"):
         say(note)

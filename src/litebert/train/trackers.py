@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from litebert.errors import ConfigError, Field, LitebertError, literal
+from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
 from litebert.files import read_json, write_json
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
@@ -91,10 +91,16 @@ def open_trackers(report_to: str, folder: Path, resume_step: Optional[int], conf
     """The trackers of the run in ``folder``, started (rank 0 only): continuing the runs recorded in
     ``trackers.json`` when ``resume_step`` is given, else new runs given ``config``. `TrackerError` when one cannot
     start (those started are closed again)."""
-    names = resolve(report_to)
-    if not names and parse(report_to) == ("auto",):
-        print(f"notice: TensorBoard is not installed (pip install tensorboard); metrics are in "
-              f"{folder / 'metrics.jsonl'} and CSV", file=sys.stderr, flush=True)
+    names, auto = resolve(report_to), parse(report_to) == ("auto",)
+    missing = "is not installed (pip install tensorboard)"
+    if auto and names:
+        try:  # the package is there, but torch's side of it may not import (a protobuf at odds with it, say)
+            import torch.utils.tensorboard  # noqa: F401
+        except Exception as e:
+            names, missing = (), f"cannot be imported ({type(e).__name__}: {first_line(e, 200)})"
+    if auto and not names:
+        print(f"notice: TensorBoard {missing}; metrics are in {folder / 'metrics.jsonl'} and CSV", file=sys.stderr,
+              flush=True)
     state = _read_state(folder) if resume_step is not None else {}
     config = _plain(config or {})
     opened: list = []
@@ -106,8 +112,7 @@ def open_trackers(report_to: str, folder: Path, resume_step: Optional[int], conf
             except LitebertError:
                 raise
             except Exception as e:  # the tracker's own error (login, server, URI), as one line with what to do
-                first = (str(e).strip().splitlines() or [""])[0][:300]
-                raise TrackerError(f"{name}: cannot start the run ({type(e).__name__}: {literal(first)}); "
+                raise TrackerError(f"{name}: cannot start the run ({type(e).__name__}: {literal(first_line(e, 300))}); "
                                    f"{kind.HINT}") from None
     except BaseException:
         for t in opened:
@@ -177,7 +182,7 @@ class _WandB:
         import wandb
 
         env = os.environ
-        previous = state.get("wandb", {}).get("id") if resume_step is not None else None
+        previous = state.get("wandb", {}).get("id")
         kw = dict(project=env.get("WANDB_PROJECT", DEFAULT_PROJECT), name=env.get("WANDB_NAME", folder.name),
                   dir=None if env.get("WANDB_DIR") else str(folder))
         if previous:
@@ -208,7 +213,7 @@ class _MLflow:
         from mlflow.tracking import MlflowClient
 
         self.client = client = MlflowClient()  # MLFLOW_TRACKING_URI, else MLflow's default
-        previous = state.get("mlflow") if resume_step is not None else None
+        previous = state.get("mlflow")
         self.run_id, self.last = None, {}
         if previous and previous.get("tracking_uri") == client.tracking_uri:
             try:
@@ -227,10 +232,11 @@ class _MLflow:
             experiment = client.get_experiment_by_name(name)
             experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
             self.run_id = client.create_run(experiment_id, run_name=folder.name).info.run_id
-            params = [Param(k, json.dumps(v) if not isinstance(v, str) else v)
+            # MLflow takes at most 100 params per batch, values of 6000 chars
+            params = [Param(k, (json.dumps(v) if not isinstance(v, str) else v)[:6000])
                       for k, v in flatten(config).items()]
-            for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch, values of 6000 chars
-                client.log_batch(self.run_id, params=[Param(p.key, p.value[:6000]) for p in params[i:i + 100]])
+            for i in range(0, len(params), 100):
+                client.log_batch(self.run_id, params=params[i:i + 100])
         state["mlflow"] = {"run_id": self.run_id, "tracking_uri": client.tracking_uri}
 
     def log(self, split: str, step: int, values: dict[str, float]) -> None:
