@@ -340,3 +340,10 @@ def test_failing_stage_is_one_line(objective_run, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("litebert experiment: error: none: pretraining: --seq-len 600 exceeds")
     assert not any(line.startswith("litebert pretrain: error") for line in err)
+
+
+def test_the_experiment_folder_is_all_litebert_own(objective_run):
+    """Everything the run wrote, its baselines/ included, is in the experiment layout (an overwrite may delete it)."""
+    from litebert import folders
+
+    assert folders.foreign(objective_run["out"], folders.EXPERIMENT) == []

@@ -89,6 +89,22 @@ def test_overwrite_deletes_only_what_the_layout_owns_at_every_depth(tmp_path):
     assert folders.read_marker(out)["complete"] is True
 
 
+def test_an_experiment_folder_with_its_baselines_is_all_litebert_own(tmp_path):
+    out = marked(tmp_path / "experiment", "experiment", complete=True)
+    for name in ("experiment.json", "results.json", "arms/none/scores.json", "arms/none/pretrain/model/config.json",
+                 "baselines/baselines.json", "baselines/from-scratch/model/config.json",
+                 "baselines/from-scratch/model/model.safetensors", "baselines/from-scratch/model/spiece.model",
+                 "baselines/from-scratch/model.partial/config.json", "baselines/from-scratch/sentiment/finetune.json",
+                 "baselines/from-scratch/mc/checkpoints/step-00000004.pt"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("x")
+    assert folders.foreign(out, folders.EXPERIMENT) == []
+    (out / "baselines" / "notes.txt").write_text("mine")
+    (out / "baselines" / "from-scratch" / "model" / "README.md").write_text("mine")
+    assert folders.foreign(out, folders.EXPERIMENT) == ["baselines/from-scratch/model/README.md",
+                                                       "baselines/notes.txt"]
+
+
 def test_outputs_apart_from_inputs(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -286,3 +286,17 @@ def test_errors_are_one_line(folders):
         qa("just a string")
     with pytest.raises(ConfigError, match="top_k = 0"):
         qa(question="q", context="c", top_k=0)
+
+
+@pytest.mark.filterwarnings("ignore:.*encoder weights missing")
+def test_a_tokenizer_of_another_model_is_refused(tok, tmp_path):
+    """A tokenizer whose ids run past the model's vocabulary: a one-line DataError naming the cause, as predict's,
+    not an index error from the embedding."""
+    folder = tmp_path / "small-vocab"
+    torch.manual_seed(0)
+    litebert.AlbertForMaskedLM(litebert.AlbertConfig(**{**CONFIG, "vocab_size": 100})).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    for task, text in (("fill-mask", "The [MASK] sat on the mat."), ("feature-extraction", "The cat sat on the mat.")):
+        with pytest.raises(DataError, match="the tokenizer is not the model's") as e:
+            litebert.pipeline(task, model=folder)(text)
+        assert "\n" not in str(e.value)

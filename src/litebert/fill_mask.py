@@ -29,17 +29,17 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     the MLM head of ``model`` (a pretraining folder, an HF AlbertForMaskedLM/AlbertForPreTraining folder, a hub id):
     the ``top_k`` pieces per mask, as HF's fill-mask pipeline answers. With ``output``, each record is written there
     with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned."""
-    from litebert import text_input
+    from litebert import hub, text_input
     from litebert.folders import plan_file
-    from litebert.tasks.predict import CHUNK_SIZE, chunks, write_jsonl
+    from litebert.tasks.predict import CHUNK_SIZE, check_count, chunks, write_jsonl
 
     if (text is None) == (input is None):
         raise ConfigError("give {text:flag} or {input:flag}" + (", not both" if text is not None else ""),
                           text=text, input=input)
     if output is not None and input is None:
         raise ConfigError("{output} goes with {input} (a text's answer is returned)", output=output, input=input)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ConfigError("{top_k}: expected an integer >= 1", top_k=top_k)
+    check_count("top_k", top_k)
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens)

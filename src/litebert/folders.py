@@ -105,6 +105,9 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
                                                    "train": STORE, "heldout": STORE}),
                      "arms": Layout(None, folders={r"[^/]+": Layout(None, files=_names("scores.json"), folders={
                          "pretrain": RUN, "sentiment": FINETUNED, "mc": FINETUNED})}),
+                     "baselines": Layout(None, files=_names("baselines.json"), folders={"from-scratch": Layout(
+                         None, folders={r"model(?:\.partial)?": Layout(None, files=MODEL_FILES),
+                                        "sentiment": FINETUNED, "mc": FINETUNED})}),
                      "timing": Layout(None, folders={r"[^/]+": RUN}),
                      "speedup": Layout(None, files=(r"[^/]+\.json",))},
                     resumable=True)

@@ -94,8 +94,7 @@ class Pipeline:
             return self.answer([inputs], **options)[0]
         if not isinstance(inputs, (list, tuple)) or not all(isinstance(t, str) for t in inputs):
             raise DataError(f"{self.task} takes a string or a list of strings, got {literal(type(inputs).__name__)}")
-        out = self.answer(list(inputs), **options)
-        return out[0] if len(out) == 1 and self.task == "fill-mask" else out  # as HF's FillMaskPipeline
+        return self.answer(list(inputs), **options)
 
     def encode(self, texts: list[str]) -> list[dict]:
         """[CLS] text [SEP] of each text, cut to the model's positions (special tokens written in it are theirs)."""
@@ -108,8 +107,9 @@ class Pipeline:
         """The model's output for each feature, in batches of similar length (order restored); each output is what
         `take` makes of the batch's outputs for one row."""
         from litebert.padding import prepare_batch
-        from litebert.tasks.features import collate, sorted_batches
+        from litebert.tasks.features import check_ids, collate, sorted_batches
 
+        check_ids(features, self.model.config.vocab_size)
         results: list[Any] = [None] * len(features)
         lengths = [len(f["input_ids"]) for f in features]
         for idx in sorted_batches(lengths, self.batch_size, self.batch_tokens):
@@ -133,10 +133,15 @@ class FillMask(Pipeline):
 
         return _load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head")
 
+    def __call__(self, inputs, **options):
+        answers = super().__call__(inputs, **options)
+        return answers[0] if not isinstance(inputs, str) and len(answers) == 1 else answers  # as HF's
+
     def answer(self, texts: list[str], top_k: int = 5, where: Optional[list[str]] = None) -> list:
         """``where``: where each text comes from (file:line), for errors."""
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-            raise ConfigError("{top_k}: expected an integer >= 1", top_k=top_k)
+        from litebert.tasks.predict import check_count
+
+        check_count("top_k", top_k)
         feats = self.encode(texts)
         mask_id = self.tokenizer.mask_token_id
         for n, (f, text) in enumerate(zip(feats, texts)):
@@ -145,9 +150,12 @@ class FillMask(Pipeline):
                 at = f"{literal(where[n])}: " if where else ""
                 raise DataError(f"{at}no [MASK] in the text {literal(repr(text[:80]))}; write [MASK] (in capitals) "
                                 f"where a piece is to be filled in")
-        # the MLM head runs at the masks only: positions [B, P], padded with 0 ([CLS], read and dropped)
-        positions = lambda fs: torch.tensor([f["masks"] + [0] * (max(len(g["masks"]) for g in fs) - len(f["masks"]))
-                                             for f in fs], device=self.device)
+
+        def positions(fs: list[dict]) -> torch.Tensor:
+            """Where the MLM head runs, the masks only: [B, P], padded with 0 ([CLS], read and dropped)."""
+            width = max(len(f["masks"]) for f in fs)
+            return torch.tensor([f["masks"] + [0] * (width - len(f["masks"])) for f in fs], device=self.device)
+
         probs = self.run(feats, mlm_positions=positions)
         return [self._rows(f, p, min(top_k, p.shape[-1])) for f, p in zip(feats, probs)]
 
@@ -185,7 +193,15 @@ def _labels(model, folder: Path) -> list[str]:
     return labels if isinstance(labels, list) and len(labels) == n else [f"LABEL_{i}" for i in range(n)]
 
 
-class TextClassification(Pipeline):
+class _Labelled(Pipeline):
+    """A pipeline whose answers name the folder's labels (`_labels`, read once)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.labels = _labels(self.model, self.folder)
+
+
+class TextClassification(_Labelled):
     @staticmethod
     def load(folder: Path):
         from litebert.heads import AlbertForSequenceClassification
@@ -193,8 +209,9 @@ class TextClassification(Pipeline):
         return _load_head(AlbertForSequenceClassification, folder, "classifier.", "sequence-classification head")
 
     def answer(self, texts: list[str], top_k="") -> list:
-        labels = _labels(self.model, self.folder)
-        config = self.model.config
+        from litebert.tasks.kinds import softmax
+
+        labels, config = self.labels, self.model.config
         logits = self.run(self.encode(texts))
         out = []
         for z in logits:  # HF's function_to_apply default: none (regression), sigmoid (1 label), else softmax
@@ -203,8 +220,7 @@ class TextClassification(Pipeline):
             elif config.problem_type == "multi_label_classification" or len(z) == 1:
                 scores = 1 / (1 + np.exp(-z))
             else:
-                e = np.exp(z - z.max())
-                scores = e / e.sum()
+                scores = softmax(z)
             if top_k == "":  # HF's legacy answer: the best label alone
                 out.append({"label": labels[int(scores.argmax())], "score": scores.max().item()})
                 continue
@@ -222,7 +238,7 @@ class TextClassification(Pipeline):
         return out.logits[row].float().cpu().numpy()
 
 
-class TokenClassification(Pipeline):
+class TokenClassification(_Labelled):
     @staticmethod
     def load(folder: Path):
         from litebert.heads import AlbertForTokenClassification
@@ -233,24 +249,25 @@ class TokenClassification(Pipeline):
         if aggregation_strategy not in (None, "none"):
             raise ConfigError("{aggregation_strategy}: only 'none' (one answer per piece) is supported",
                               aggregation_strategy=aggregation_strategy)
-        labels = _labels(self.model, self.folder)
-        feats = self.encode(texts)
+        from litebert.tasks.kinds import softmax
+
+        labels, feats = self.labels, self.encode(texts)
         out = []
         for text, f, logits in zip(texts, feats, self.run(feats)):
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            scores = e / e.sum(-1, keepdims=True)  # [L, C]
+            scores = softmax(logits, axis=-1)  # [L, C]
             offsets = hf_offsets(self.tokenizer, f["input_ids"], f["offsets"])
             entities = []
             for k, i in enumerate(f["input_ids"]):
                 if k == 0 or k == len(f["input_ids"]) - 1:  # the [CLS] and [SEP] added (HF's special_tokens_mask)
                     continue
                 c = int(scores[k].argmax())
+                if labels[c] in ignore_labels:
+                    continue
                 start, end = offsets[k]
                 word = text[start:end] if i == self.tokenizer.unk_token_id else \
                     self.tokenizer.convert_ids_to_tokens(int(i))
-                if labels[c] not in ignore_labels:
-                    entities.append({"entity": labels[c], "score": scores[k, c], "index": k, "word": word,
-                                     "start": start, "end": end})
+                entities.append({"entity": labels[c], "score": scores[k, c], "index": k, "word": word,
+                                 "start": start, "end": end})
             out.append(entities)
         return out
 
@@ -331,11 +348,13 @@ class QuestionAnswering(Pipeline):
     def word_ids(self, ids: list[int]) -> list[int]:
         """The word of each piece, as the folder's tokenizer.json pre-tokenizes: a word starts at a "▁" piece, at a
         user-defined piece and after one (`litebert.tokenizer.hf_json`); WordPiece: at a piece without "##"."""
+        from litebert.tokenizer.tokenizer import PIECE_USER_DEFINED
+
         tok, words, previous_alone = self.tokenizer, [], False
         types = getattr(tok, "piece_types", None)
         for i in ids:
             piece = tok.convert_ids_to_tokens(int(i))
-            alone = types is not None and types[i] == 4  # PIECE_USER_DEFINED
+            alone = types is not None and types[i] == PIECE_USER_DEFINED
             new = piece.startswith("▁") or alone or previous_alone if types is not None else \
                 not piece.startswith("##")
             words.append(words[-1] + (1 if new else 0) if words else 0)
@@ -345,21 +364,22 @@ class QuestionAnswering(Pipeline):
     def answer(self, pairs: list[tuple[str, str]], top_k: int = 1, max_answer_len: int = 15,
                max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None, handle_impossible_answer=False,
                align_to_words: bool = True, max_question_len: int = 64) -> list:
-        for name, value in (("top_k", top_k), ("max_answer_len", max_answer_len)):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
+        from litebert.tasks.predict import check_count
+
+        check_count("top_k", top_k)
+        check_count("max_answer_len", max_answer_len)
         max_seq_len = max_seq_len or min(self.max_length, 384)
         doc_stride = doc_stride if doc_stride is not None else min(max_seq_len // 2, 128)
-        feats, owner = [], []
-        for n, (q, c) in enumerate(pairs):
+        feats, spans = [], []  # spans: each pair's windows, feats[first:last]
+        for q, c in pairs:
             ws = self.windows(q, c, max_seq_len, doc_stride)
+            spans.append((len(feats), len(feats) + len(ws)))
             feats += ws
-            owner += [n] * len(ws)
         logits = self.run(feats)
         results = []
-        for n, (_, context) in enumerate(pairs):
+        for (_, context), (first, last) in zip(pairs, spans):
             answers, null = [], 1e6
-            for f, (start, end) in ((f, lg) for f, lg, o in zip(feats, logits, owner) if o == n):
+            for f, (start, end) in zip(feats[first:last], logits[first:last]):
                 null = self._decode(f, start, end, context, answers, null, top_k, max_answer_len,
                                     handle_impossible_answer, align_to_words)
             if handle_impossible_answer:
@@ -372,16 +392,15 @@ class QuestionAnswering(Pipeline):
     def _decode(f, start, end, context, answers, null, top_k, max_answer_len, impossible, align) -> float:
         """HF's `select_starts_ends` + `decode_spans` (transformers/pipelines/question_answering.py) on one window,
         its answers added to ``answers`` (an equal answer's score summed); returns the null score so far."""
+        from litebert.tasks.kinds import softmax
+
         first, n = f["first"], len(f["offsets"])
         allowed = np.zeros(len(start), dtype=bool)  # the context pieces and [CLS]
         allowed[0] = True
         allowed[first:first + n] = True
         start = np.where(allowed, start, np.float32(-10000.0))
         end = np.where(allowed, end, np.float32(-10000.0))
-        start = np.exp(start - start.max())
-        start = start / start.sum()
-        end = np.exp(end - end.max())
-        end = end / end.sum()
+        start, end = softmax(start), softmax(end)
         if impossible:
             null = min(null, (start[0] * end[0]).item())
         start[0] = end[0] = 0.0

@@ -380,18 +380,26 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
     return {o: scores[o].to_json() if o in scores else None for o in intrinsic.OBJECTIVES}
 
 
-def dev_size(task: str, folder: Path) -> int:
-    """Examples in the task's dev split (what the dev accuracy was counted over)."""
+def _examples(task: str, s: Settings, split: str) -> list:
+    """The task's examples of ``split`` that fine-tuning used: the first max_train_examples / max_eval_examples."""
     from litebert.tasks.presets import get_preset
     from litebert.tasks.runner import find_split
 
-    return len(get_preset(task).kind.read(find_split(folder, "dev")))
+    folder = Path(getattr(s, f"{task}_data"))
+    examples = get_preset(task).kind.read(find_split(folder, split))
+    return examples[:s.max_train_examples if split == "train" else s.max_eval_examples]
+
+
+def _dev_accuracy(score: float, n: int) -> dict:
+    """A dev accuracy over ``n`` examples with its count and 95% Wilson interval (correct = score x n, exact)."""
+    from litebert.experiments.intrinsic import accuracy
+
+    return accuracy(round(score * n), n).to_json()
 
 
 def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
     """Fine-tune the arm's model on a task (reusing a finished folder); dev accuracy with its count and 95% Wilson
     interval (the count is the dev examples evaluated; correct = accuracy x count, exact)."""
-    from litebert.experiments.intrinsic import accuracy
     from litebert.tasks.finetune import FinetuneConfig
     from litebert.tasks.finetune import finetune as finetune_run
 
@@ -412,8 +420,7 @@ def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
     else:
         progress(f"{arm.name}: fine-tuning on {task} finished earlier, reused")
     acc = float(read_json(meta_path, ConfigError)["dev_metrics"]["accuracy"])
-    n = dev_size(task, data) if s.max_eval_examples is None else min(s.max_eval_examples, dev_size(task, data))
-    return {**accuracy(round(acc * n), n).to_json(), "steps": steps}
+    return {**_dev_accuracy(acc, len(_examples(task, s, "dev"))), "steps": steps}
 
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:
@@ -457,22 +464,6 @@ def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps:
 
 
 # ---------------------------------------------------------------------------------------------------- controls
-
-
-def _examples(task: str, s: Settings, split: str) -> list:
-    """The task's examples of ``split`` that fine-tuning used: the first max_train_examples / max_eval_examples."""
-    from litebert.tasks.presets import get_preset
-    from litebert.tasks.runner import find_split
-
-    folder = Path(getattr(s, f"{task}_data"))
-    examples = get_preset(task).kind.read(find_split(folder, split))
-    return examples[:s.max_train_examples if split == "train" else s.max_eval_examples]
-
-
-def _dev_accuracy(score: float, n: int) -> dict:
-    from litebert.experiments.intrinsic import accuracy
-
-    return accuracy(round(score * n), n).to_json()
 
 
 def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) -> dict:

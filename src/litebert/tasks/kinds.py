@@ -40,9 +40,10 @@ def json_text(obj: dict, keys: tuple, where: str) -> str:
     raise DataError(f"{where}: missing key; expected one of {list(keys)} (has: {sorted(obj)})")
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
+def softmax(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Softmax over ``axis`` (None: the whole array)."""
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
 
 
 def sort_labels(labels) -> list[str]:

@@ -159,8 +159,14 @@ POOLINGS = ("mean", "pooled", "cls")
 def check_sizes(**sizes: Optional[int]) -> None:
     """Batch sizes and lengths are integers >= 1 (None: not given)."""
     for name, value in sizes.items():
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
+        if value is not None:
+            check_count(name, value)
+
+
+def check_count(name: str, value) -> None:
+    """The option ``name`` is an integer >= 1 (not None, not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
 
 
 def _runtime(device, precision: str, attention: str, model):
