@@ -40,26 +40,13 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
-from bench.bench_model import bootstrap_ratio, corpus_texts, pipeline_batches, tokenize  # noqa: E402
+from bench.bench_model import (bootstrap_ratio, corpus_texts, hf_model, our_model, pipeline_batches,  # noqa: E402
+                               tokenize)
 from litebert.config import AlbertConfig  # noqa: E402
 from litebert.train.metrics import flops_per_sequence, peak_tflops_of  # noqa: E402
 
 CUDA = torch.device("cuda")
 BF16 = torch.bfloat16
-
-
-def hf_model(config: AlbertConfig, cls_name: str):
-    import transformers
-
-    hf_config = transformers.AlbertConfig(**config.to_hf_dict())
-    hf_config._attn_implementation = "sdpa"
-    return getattr(transformers, cls_name)(hf_config)
-
-
-def our_model(config: AlbertConfig, cls_name: str):
-    import litebert.heads as heads
-
-    return getattr(heads, cls_name)(config)
 
 
 def both(config: AlbertConfig, cls_name: str):

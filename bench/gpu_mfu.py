@@ -124,12 +124,13 @@ def synthetic_batch(config: AlbertConfig, batch: int, seq_len: int, predictions:
 
 
 def hf_model(config: AlbertConfig):
-    """HF transformers' AlbertForPreTraining of the same shape, with SDPA attention."""
-    import transformers
+    """HF transformers' AlbertForPreTraining of the same shape, with SDPA attention (bench/bench_model.py's)."""
+    from pathlib import Path
 
-    hf_config = transformers.AlbertConfig(**config.to_hf_dict())
-    hf_config._attn_implementation = "sdpa"
-    return transformers.AlbertForPreTraining(hf_config)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: bench is a package there
+    from bench.bench_model import hf_model as built
+
+    return built(config, "AlbertForPreTraining")
 
 
 def attention_context(name: str):
