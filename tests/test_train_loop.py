@@ -241,3 +241,17 @@ def test_compile_without_a_cpp_compiler_is_a_clear_error(setup, tmp_path, monkey
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="C\\+\\+ compiler"):
         train(model(), tr, None, cfg(compile=True), tmp_path, progress=False)
+
+
+def test_pretrain_refuses_compile_without_a_compiler_before_writing(setup, tmp_path, monkeypatch):
+    """`litebert.pretrain` checks everything before its first write: a --compile the machine cannot honour leaves
+    no run folder behind."""
+    import shutil
+
+    from litebert import pretrain
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="C\\+\\+ compiler"):
+        pretrain(setup["store"], tmp_path / "run", model=tiny_model_config(), train=cfg(compile=True),
+                 device="cpu", progress=False)
+    assert not (tmp_path / "run").exists()

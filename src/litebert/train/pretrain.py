@@ -110,7 +110,7 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     from litebert.params import available_memory, check_memory
     from litebert.train import distributed as D
     from litebert.train.checkpoint import run_identity
-    from litebert.train.engine import Runtime, plan_run
+    from litebert.train.engine import Runtime, check_compilable, plan_run
     from litebert.train.init_from import check_vocabulary, load_init_weights, read_init_model
     from litebert.train.loop import train as train_loop
 
@@ -138,6 +138,8 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
             _say(f"{plan.out} holds no checkpoint that verifies; starting from step 0 (its metrics are rewritten)")
     cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
     cfg.accumulation(dist.world_size)  # refused here, before anything is written
+    if cfg.compile:
+        check_compilable(dist.device)  # likewise (the loop's setup checks it again)
     action = "reopen" if plan.action == "finished" else plan.action
     record = _run_record(cfg, config, runtime, data, eval_data, identity)
     writer = _begin(run, action, cfg, runtime, record, model, train_data, note)
