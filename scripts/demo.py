@@ -16,7 +16,8 @@ Writes OUT/report.json, OUT/report.md and OUT/pretraining.png.
 
     .venv/bin/python scripts/demo.py [--out runs/demo] [--steps 1100] [--finetune-steps 400] [--threads 2]
 
-Re-running reuses finished stages (delete the folder for a fresh start); an interrupted pretraining resumes.
+Re-running reuses the corpus, tokenizer, stores and a finished pretraining (delete the folder for a fresh start);
+an interrupted pretraining resumes; the fine-tunings run again.
 """
 
 from __future__ import annotations

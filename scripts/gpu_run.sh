@@ -135,7 +135,7 @@ stage_experiment() {
     args=(--device cpu --steps 3 --corpus data/corpus/moby_dick.txt.xz --tokenizer data/albert-30k
           --hidden-size 32 --num-layers 2 --embedding-size 16 --seq-len 64 --batch 8 --eval-examples 24
           --sentiment-steps 2 --mc-steps 2 --finetune-batch 8 --max-train-examples 16 --max-eval-examples 30)
-  else  # the demo's shape and rate (docs/EXPERIMENTS.md, "On a GPU")
+  else  # the demo's shape and rate: keep in step with demo_gpu.GPU (docs/EXPERIMENTS.md, "On a GPU")
     local corpus=(data/corpus-large/*.txt.xz)
     if [ ! -f "${corpus[0]}" ]; then
       echo "gpu_run.sh: data/corpus-large/*.txt.xz is missing: build it with python3" \
