@@ -111,15 +111,24 @@ def any_rank(flag: bool, d: Distributed) -> bool:
     return bool(all_reduce_max(torch.tensor([int(flag)], dtype=torch.long, device=d.device), d).item())
 
 
-def average_gradients(model: nn.Module, d: Distributed) -> None:
+def average_gradients(model: nn.Module, d: Distributed, bucket: int = 2**24) -> None:
     """DDP's gradient average, by hand, once the backward passes have run (for a model not wrapped in DDP): each
-    gradient divided by the world size, then summed over ranks. Every rank must hold a gradient for the same
-    parameters."""
+    gradient divided by the world size, then summed over ranks in flat buckets of up to ``bucket`` elements, as DDP's
+    default communication hook does. Every rank must hold a gradient for the same parameters."""
     if not d.enabled:
         return
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad.div_(d.world_size), op=dist.ReduceOp.SUM)
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    while grads:
+        n, size = 0, 0
+        while n < len(grads) and (n == 0 or size + grads[n].numel() <= bucket) and grads[n].dtype == grads[0].dtype:
+            size, n = size + grads[n].numel(), n + 1
+        part, grads = grads[:n], grads[n:]
+        flat = torch.cat([g.reshape(-1) for g in part]).div_(d.world_size)
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for g in part:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
 
 
 def broadcast_int(value: int, d: Distributed) -> int:

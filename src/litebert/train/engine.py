@@ -180,8 +180,8 @@ def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Opt
 def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
                        dist: D.Distributed) -> Optional[tuple]:
     """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; the other ranks load it. A
-    refusal on rank 0, or a failed load on another rank, is raised on every rank. None: no checkpoint yet, or none
-    that verifies (the run then starts again)."""
+    refusal on rank 0 is raised on every rank. None: no checkpoint yet, or none that verifies (the run then starts
+    again)."""
     found, error = None, None
     if dist.is_main:
         try:
@@ -199,12 +199,7 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
     step = D.broadcast_int(found[0] if found is not None else -1, dist)  # every rank continues from rank 0's choice
     if step >= 0 and not dist.is_main:
         path = checkpoint_path(ckpt_dir, step)
-        try:
-            found = (step, path, load_checkpoint(path))
-        except LitebertError as e:
-            error = e
-    if D.any_rank(error is not None, dist):
-        raise error if error is not None else CheckpointError("the resume failed on another rank (see its message)")
+        found = (step, path, load_checkpoint(path))
     return found
 
 
