@@ -87,23 +87,33 @@ def finetune_sentiment(model, out: Path, lrs, *, tokenizer=None, data: Path = DA
             "runs": [{k: v for k, v in r.items() if k != "folder"} for r in runs]}
 
 
-def sentiment_report(model, out: Path, lrs, *, control: bool = False, tokenizer=None, data: Path = DATA,
-                     device=None, progress=False, seed: int = 0, on_part=None, **config) -> dict:
-    """The whole comparison: the baselines, the pretrained model, and with ``control`` the from-scratch model.
-    ``on_part(report)`` is called as each part is added (to save what is done before a long step)."""
+def sentiment_report(model, out: Path, lrs, *, control_lrs=None, control_config=None, tokenizer=None,
+                     data: Path = DATA, device=None, progress=False, seed: int = 0, on_part=None, **config) -> dict:
+    """The whole comparison: the baselines, the pretrained model at each of ``lrs``, and with ``control_lrs`` the
+    same architecture from random weights at each of those (rates for training from scratch) with ``config``
+    updated by ``control_config`` (e.g. more epochs). Dev chooses each model's rate (and checkpoint); test scores the
+    choice once. ``on_part(report)`` is called as each part is added (to save what is done before a long step)."""
     splits = read_splits(data)
     report = {"examples": {s: len(v) for s, v in splits.items()}, "majority": majority(splits),
               "bag_of_words": bag_of_words(splits)}
     done = on_part or (lambda _: None)
     done(report)
-    kw = dict(tokenizer=tokenizer or model, data=data, device=device, progress=progress, seed=seed, **config)
-    report["pretrained"] = finetune_sentiment(model, out / "pretrained", lrs, **kw)
+    kw = dict(tokenizer=tokenizer or model, data=data, device=device, progress=progress, seed=seed)
+    report["pretrained"] = {**finetune_sentiment(model, out / "pretrained", lrs, **kw, **config), "settings": config}
     done(report)
-    if control:
+    if control_lrs:
         scratch = random_copy(Path(model), out / "random-init", seed)
-        report["from_scratch"] = finetune_sentiment(scratch, out / "from-scratch", lrs, **kw)
+        settings = {**config, **(control_config or {})}
+        report["from_scratch"] = {**finetune_sentiment(scratch, out / "from-scratch", control_lrs, **kw, **settings),
+                                  "settings": settings}
         done(report)
     return report
+
+
+def grid(result: dict) -> str:
+    """Every rate tried with its best dev accuracy; the one dev chose marked *."""
+    return ", ".join(f"{r['lr']:g}: {100 * r['dev_accuracy']:.1f}{'*' if r['lr'] == result['lr'] else ''}"
+                     for r in result["runs"])
 
 
 def format_report(report: dict) -> str:
@@ -115,10 +125,10 @@ def format_report(report: dict) -> str:
              (f"best constant guess (always '{report['majority']['dev_label']}')", report["majority"])]
     n = report["examples"]
     lines = [f"sentiment (Rotten Tomatoes snippets): dev {n['dev']}, test {n['test']} "
-             "(dev chooses checkpoint, learning rate and C; test is scored once)",
+             "(dev chooses checkpoint, learning rate and C; test is scored once; * = dev's choice)",
              f"  {'':<48} {'dev':>7} {'test':>7}"]
     for name, r in rows:
-        extra = f"  lr {r['lr']:g}, step {r['best_step']}" if "lr" in r else ""
+        extra = f"  dev by lr: {grid(r)}; step {r['best_step']}" if "lr" in r else ""
         lines.append(f"  {name:<48} {100 * r['dev_accuracy']:6.1f}% {100 * r['test_accuracy']:6.1f}%{extra}")
     return "\n".join(lines)
 

@@ -159,6 +159,7 @@ def no_work(monkeypatch):
 ZERO_OK = {
     "pretrain": {"--warmup-steps", "--eval-every", "--save-every", "--keep-last", "--weight-decay", "--short-seq-prob",
                  "--seed", "--data-workers"},
+    "gate": {"--warmup-steps", "--weight-decay", "--short-seq-prob", "--seed"},
     "finetune": {"--warmup-steps", "--warmup-proportion", "--save-every", "--seed", "--dropout"},
     "data inspect": {"--sample", "--show", "--seed", "--epoch", "--max-predictions", "--masked-lm-prob",
                      "--short-seq-prob"},
@@ -260,6 +261,11 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
         return ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "1",
                 "--global-batch", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5",
                 "--no-progress"], [out]
+    if path == "gate":
+        out = tmp / "gate"
+        return ["gate", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "4",
+                "--warmup-steps", "1", "--after-warmup", "1", "--global-batch", "2", "--seq-len", "32",
+                "--max-predictions", "5", "--proxy-seq-len", "32", "--no-progress"], [out]
     if path == "finetune":
         out = tmp / "ft"
         return ["finetune", "classify", "--model", inp["model"], "--data", inp["cls"], "--out", out, "--max-steps",
@@ -323,7 +329,8 @@ def test_every_numeric_option_is_covered():
     """The enumeration finds the options of every command that has numeric ones (a guard against an enumeration
     that silently finds nothing), and each has a base invocation."""
     paths = {p.values[0] for p in NUMERIC_CASES}
-    assert paths >= {"tokenizer train", "data prepare", "data inspect", "pretrain", "finetune", "evaluate", "predict",
+    assert paths >= {"tokenizer train", "data prepare", "data inspect", "pretrain", "gate", "finetune", "evaluate",
+                     "predict",
                      "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment"}, paths
     flags = {(p.values[0], p.values[1]) for p in NUMERIC_CASES}
     for must in [("pretrain", "--lr"), ("pretrain", "--num-layers"), ("pretrain", "--peak-tflops"),

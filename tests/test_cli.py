@@ -41,8 +41,8 @@ def test_one_name_for_each_setting():
     assert found <= {("experiment", "--steps")}
     uses = {o: sorted(line for line, p in PARSERS if o in options(p))
             for o in ("--max-steps", "--seq-len", "--warmup-steps", "--text-field", "--encoding-errors")}
-    assert uses["--max-steps"] == ["finetune", "pretrain"]
-    assert uses["--warmup-steps"] == ["finetune", "pretrain"]
+    assert uses["--max-steps"] == ["finetune", "gate", "pretrain"]  # gate: the candidate's pretraining settings
+    assert uses["--warmup-steps"] == ["finetune", "gate", "pretrain"]
     assert {"pretrain", "finetune", "evaluate", "predict", "embed", "data inspect"} <= set(uses["--seq-len"])
     assert {"tokenizer train", "data prepare", "embed"} <= set(uses["--text-field"])
     assert {"tokenizer train", "data prepare", "finetune", "evaluate", "predict", "embed"} <= set(

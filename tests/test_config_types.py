@@ -50,7 +50,7 @@ def test_train_config_from_json_names_the_file(tmp_path):
     path.write_text(json.dumps({"lr": "0.001"}))
     with pytest.raises(ConfigError) as e:
         TrainConfig.from_dict(TrainConfig.from_json(path), source=str(path))
-    assert str(e.value) == f"{path}: TrainConfig.lr = '0.001': expected float"
+    assert str(e.value) == f"{path}: TrainConfig.lr = '0.001': expected float or 'auto'"
     assert "\n" not in str(e.value)
 
 

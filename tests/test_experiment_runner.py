@@ -153,12 +153,18 @@ def test_control_rows(objective_run):
     for task in ("sentiment", "mc"):
         row = controls[task]["from_scratch"]
         assert row["total"] == 30 and (row["low"], row["high"]) == pytest.approx(wilson(row["correct"], 30))
-        assert json.loads((control / task / "finetune.json").read_text())["complete"] is True
+        # the control's rates are its own (for training from scratch), each a run of its own, the best on dev kept
+        assert [g["lr"] for g in row["grid"]] == [3e-4, 1e-3]
+        assert row["accuracy"] == max(g["accuracy"] for g in row["grid"])
+        for g in row["grid"]:
+            meta = json.loads((control / task / f"lr-{g['lr']:g}" / "finetune.json").read_text())
+            assert meta["complete"] is True and meta["train"]["lr"] == g["lr"]
+            assert meta["dev_metrics"]["accuracy"] == pytest.approx(g["accuracy"])
     table = (out / "results.md").read_text()
     cell = lambda r: f"{100 * r['accuracy']:.1f} [{100 * r['low']:.1f}, {100 * r['high']:.1f}]"  # noqa: E731
     assert (f"| bag of words (TF-IDF + logistic regression, C on dev) | - | - | - | - | {cell(bow)} | - | - |"
             in table.splitlines())
-    assert f"| from random weights (none shape, fine-tuned alike) | - | - | - | - | " \
+    assert f"| from random weights (none shape, lr chosen on dev from a from-scratch grid) | - | - | - | - | " \
            f"{cell(controls['sentiment']['from_scratch'])} | {cell(controls['mc']['from_scratch'])} |" in table
     assert "MC has no bag-of-words row" in table
 

@@ -95,7 +95,9 @@ def test_an_experiment_folder_with_its_baselines_is_all_litebert_own(tmp_path):
                  "baselines/baselines.json", "baselines/from-scratch/model/config.json",
                  "baselines/from-scratch/model/model.safetensors", "baselines/from-scratch/model/spiece.model",
                  "baselines/from-scratch/model.partial/config.json", "baselines/from-scratch/sentiment/finetune.json",
-                 "baselines/from-scratch/mc/checkpoints/step-00000004.pt"):
+                 "baselines/from-scratch/mc/checkpoints/step-00000004.pt",
+                 "baselines/from-scratch/sentiment/lr-0.001/finetune.json",
+                 "baselines/from-scratch/mc/lr-0.0003/checkpoints/step-00000004.pt"):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text("x")
     assert folders.foreign(out, folders.EXPERIMENT) == []

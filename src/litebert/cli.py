@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tokenizer": ("litebert.tokenizer.cli", "train a SentencePiece vocabulary / encode text"),
     "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
     "pretrain": ("litebert.train.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
+    "gate": ("litebert.train.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): PLATEAU, SLOW or "
+                                        "PASS"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
     "finetune": ("litebert.tasks.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
     "evaluate": ("litebert.tasks.cli", "evaluate a fine-tuned model"),
@@ -112,8 +114,9 @@ def _scalar(hint: Any) -> Any:
     """``Optional[X]`` -> X; the argparse type of an annotation."""
     if typing.get_origin(hint) in (Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if int in args and len(args) == 2 and typing.get_origin(args[1 - args.index(int)]) is typing.Literal:
-            return _int_or_word  # int | Literal["auto"]: --micro-batch 16 or --micro-batch auto
+        for number, parse in ((int, _int_or_word), (float, _float_or_word)):
+            if number in args and len(args) == 2 and typing.get_origin(args[1 - args.index(number)]) is typing.Literal:
+                return parse  # int | Literal["auto"]: --micro-batch 16 or --micro-batch auto (--lr: a float)
         return args[0] if len(args) == 1 else str
     return hint
 
@@ -122,6 +125,14 @@ def _int_or_word(text: str) -> int | str:
     """An integer where the text is one; otherwise the word, checked by the config (``auto``, or a clear error)."""
     try:
         return int(text)
+    except ValueError:
+        return text
+
+
+def _float_or_word(text: str) -> float | str:
+    """A number where the text is one; otherwise the word, checked by the config (``auto``, or a clear error)."""
+    try:
+        return float(text)
     except ValueError:
         return text
 

@@ -90,7 +90,7 @@ STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
                {"tokenizer": Layout(None, files=TOKENIZER_FILES)}, legacy=_legacy("token-store", ("manifest.json",), None))
 RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "metrics.jsonl", "train.csv", "eval.csv",
-                                                         "trackers.json"),
+                                                         "guard.csv", "trackers.json"),
              {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD,
               "wandb": WANDB},
              resumable=True, legacy=_legacy("pretraining-run", ("train_config.json", "checkpoints"), False))
@@ -107,12 +107,16 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
                          "pretrain": RUN, "sentiment": FINETUNED, "mc": FINETUNED})}),
                      "baselines": Layout(None, files=_names("baselines.json"), folders={"from-scratch": Layout(
                          None, folders={r"model(?:\.partial)?": Layout(None, files=MODEL_FILES),
-                                        "sentiment": FINETUNED, "mc": FINETUNED})}),
+                                        # one run per rate (lr-RATE/); a run of one rate in place, as written before
+                                        r"sentiment|mc": Layout(None, files=FINETUNED.files, folders={
+                                            r"lr-[^/]+": FINETUNED, **FINETUNED.folders})})}),
                      "timing": Layout(None, folders={r"[^/]+": RUN}),
                      "speedup": Layout(None, files=(r"[^/]+\.json",))},
                     resumable=True)
 
-LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT)
+GATE = Layout("recipe-gate", "recipe gate", _names("gate.json", "gate.md"), {r"proxy(?:-[0-9.]+x)?": RUN})
+
+LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE)
 
 
 # ---------------------------------------------------------------------------------------------------- reading

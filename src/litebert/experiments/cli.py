@@ -102,6 +102,13 @@ def _sizes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated integers") from None
 
 
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated numbers") from None
+
+
 def _configure_experiment(p: argparse.ArgumentParser) -> None:
     from litebert.experiments.runner import EXPERIMENTS, Settings
     from litebert.experiments.speedup import DEFAULT_PRESETS
@@ -137,6 +144,9 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                        help="held-out examples per intrinsic score")
     down = p.add_argument_group("downstream fine-tuning")
     down.add_argument("--finetune-lr", type=float, default=d.finetune_lr, help="fine-tuning learning rate")
+    down.add_argument("--control-lrs", type=_rates, default=d.control_lrs,
+                      help="the from-scratch control's fine-tuning rates, the best on dev kept (default "
+                           f"{','.join(f'{x:g}' for x in d.control_lrs)})")
     down.add_argument("--sentiment-steps", type=int, default=d.sentiment_steps, help="sentiment steps")
     down.add_argument("--mc-steps", type=int, default=d.mc_steps, help="multiple-choice steps")
     down.add_argument("--finetune-batch", type=int, default=d.finetune_batch, help="fine-tuning batch size")
@@ -195,7 +205,8 @@ def settings(args: argparse.Namespace):
         data_workers=args.data_workers,
         hidden_size=args.hidden_size, num_layers=args.num_layers, embedding_size=args.embedding_size,
         embedding_sizes=args.embedding_sizes or (), seq_len=args.seq_len, batch=args.batch, lr=args.lr,
-        eval_examples=args.eval_examples, finetune_lr=args.finetune_lr, sentiment_steps=args.sentiment_steps,
+        eval_examples=args.eval_examples, finetune_lr=args.finetune_lr, control_lrs=tuple(args.control_lrs),
+        sentiment_steps=args.sentiment_steps,
         mc_steps=args.mc_steps, finetune_batch=args.finetune_batch, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, data=path(args.data), eval_data=path(args.eval_data),
         corpus=tuple(path(c) for c in corpus), tokenizer=path(tokenizer), heldout_every=args.heldout_every,

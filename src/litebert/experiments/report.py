@@ -36,7 +36,8 @@ def control_rows(controls: dict | None) -> list[list[str]]:
         return []
     names = {"majority": "majority class (dev's most frequent label)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
-             "from_scratch": f"from random weights ({controls['shape_of']} shape, fine-tuned alike)"}
+             "from_scratch": f"from random weights ({controls['shape_of']} shape, lr chosen on dev from a from-scratch "
+                             f"grid)"}
     rows = []
     for key, name in names.items():
         sent, mc = controls["sentiment"].get(key), controls["mc"].get(key)

@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, Optional
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +62,7 @@ class Settings:
     eval_examples: int = 1000          # held-out examples per intrinsic score
     # downstream: fixed small budgets
     finetune_lr: float = 1e-4
+    control_lrs: tuple[float, ...] = (3e-4, 1e-3)  # the from-scratch control's rates, the best on dev kept
     sentiment_steps: int = 300
     mc_steps: int = 200
     finetune_batch: int = 16
@@ -88,6 +89,9 @@ class Settings:
                             "minutes": POSITIVE, "lr": POSITIVE, "finetune_lr": POSITIVE, "seed": AT_LEAST_0,
                             "data_workers": AT_LEAST_0},
                      {"experiment": EXPERIMENTS, "encoding_errors": ENCODING_ERRORS})
+        if not self.control_lrs or any(not (isinstance(x, (int, float)) and 0 < x < 1) for x in self.control_lrs):
+            raise ConfigError("{control_lrs}: expected one or more learning rates in (0, 1)",
+                              control_lrs=",".join(map(str, self.control_lrs)))
         if any(e < 1 for e in self.embedding_sizes):
             raise ConfigError("{embedding_sizes}: expected integers >= 1",
                               embedding_sizes=",".join(map(str, self.embedding_sizes)))
@@ -397,19 +401,21 @@ def _dev_accuracy(score: float, n: int) -> dict:
     return accuracy(round(score * n), n).to_json()
 
 
-def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
-    """Fine-tune the arm's model on a task (reusing a finished folder); dev accuracy with its count and 95% Wilson
-    interval (the count is the dev examples evaluated; correct = accuracy x count, exact)."""
+def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path, lr: Optional[float] = None) -> dict:
+    """Fine-tune the arm's model on a task at ``lr`` (default: the settings' ``finetune_lr``), reusing a finished
+    folder; dev accuracy with its count and 95% Wilson interval (the count is the dev examples evaluated; correct =
+    accuracy x count, exact)."""
     from litebert.tasks.finetune import FinetuneConfig
     from litebert.tasks.finetune import finetune as finetune_run
 
     steps = s.sentiment_steps if task == "sentiment" else s.mc_steps
+    lr = s.finetune_lr if lr is None else lr
     data = Path(getattr(s, f"{task}_data"))
     meta_path = out / "finetune.json"
     if not (meta_path.is_file() and read_json(meta_path, ConfigError).get("complete")):
-        progress(f"{arm.name}: fine-tuning on {task} ({steps} steps) in {out}")
+        progress(f"{arm.name}: fine-tuning on {task} ({steps} steps, lr {lr:g}) in {out}")
         config = FinetuneConfig(seed=s.seed, max_steps=steps, eval_every=steps, batch_size=s.finetune_batch,
-                                lr=s.finetune_lr, seq_len=s.seq_len, warmup_proportion=0.1,
+                                lr=lr, seq_len=s.seq_len, warmup_proportion=0.1,
                                 max_train_examples=s.max_train_examples, max_eval_examples=s.max_eval_examples)
         with _stage(f"{arm.name}: fine-tuning on {task}"):
             result = finetune_run(task, run / "model", data, out, config=config,
@@ -420,7 +426,15 @@ def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path) -> dict:
     else:
         progress(f"{arm.name}: fine-tuning on {task} finished earlier, reused")
     acc = float(read_json(meta_path, ConfigError)["dev_metrics"]["accuracy"])
-    return {**_dev_accuracy(acc, len(_examples(task, s, "dev"))), "steps": steps}
+    return {**_dev_accuracy(acc, len(_examples(task, s, "dev"))), "steps": steps, "lr": lr}
+
+
+def finetune_grid(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs) -> dict:
+    """`finetune` at each rate of ``lrs`` (into out/lr-<rate>); the best dev accuracy is the row's, every rate's
+    listed under ``grid`` (the choice is made on dev, so the row is optimistic by it)."""
+    grid = [finetune(arm, task, s, run, out / f"lr-{lr:g}", lr) for lr in lrs]
+    best = max(grid, key=lambda r: r["accuracy"])  # the first of equals: the order of lrs
+    return {**best, "grid": [{"lr": r["lr"], "accuracy": r["accuracy"]} for r in grid]}
 
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:
@@ -470,8 +484,8 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
     """The rows every arm's downstream score is read against, on the same dev examples: the best constant guess (the
     dev split's most frequent label); for sentiment a bag of words (`litebert.tasks.baselines`: TF-IDF word 1-2-grams
     + logistic regression, C chosen on dev, so its dev figure is optimistic by that choice); and the first arm's
-    architecture from random weights fine-tuned with the same steps, rate and seed (the control: what pretraining
-    adds). Multiple choice has no bag-of-words row: it picks one of a question's answers, which a bag of words over
+    architecture from random weights fine-tuned with the same steps and seed at rates meant for training from scratch
+    (``control_lrs``, the best on dev kept: the control: what pretraining adds). Multiple choice has no bag-of-words row: it picks one of a question's answers, which a bag of words over
     one text does not model. Cached in OUT/baselines/baselines.json."""
     import torch
 
@@ -483,8 +497,9 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
     folder = out / "baselines"
     cache = folder / "baselines.json"
     rows = read_json(cache, ConfigError) if cache.is_file() else {}
-    if rows.get("settings") != {"shape_of": first.name, "steps": s.steps}:
-        rows = {"settings": {"shape_of": first.name, "steps": s.steps}}
+    settings = {"shape_of": first.name, "steps": s.steps, "control_lrs": list(s.control_lrs)}
+    if rows.get("settings") != settings:
+        rows = {"settings": settings}
     for task in ("sentiment", "mc"):
         if task in rows:
             continue
@@ -518,7 +533,7 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
     arm = Arm(f"from-scratch ({first.name} shape)", first.objective, first.sharing, first.embedding_size)
     for task in ("sentiment", "mc"):
         if "from_scratch" not in rows[task]:
-            rows[task]["from_scratch"] = finetune(arm, task, s, control, control / task)
+            rows[task]["from_scratch"] = finetune_grid(arm, task, s, control, control / task, s.control_lrs)
             write_json(cache, rows)
     return {"shape_of": first.name, **{task: rows[task] for task in ("sentiment", "mc")},
             "note": "multiple choice has no bag-of-words row: a bag of words scores one text, not a choice among a "

@@ -70,12 +70,13 @@ class TrainArgs:
     max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.train.engine`)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass
     compile: bool = False  # torch.compile the model in place (batches keep their padding)
+    bias_correction: bool = False  # Adam bias correction (the official AdamW has none)
     report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.train.trackers`)
 
     # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
     # changes only the order of floating-point sums).
     TRAJECTORY = ("lr", "batch_size", "train_steps", "warmup_steps", "weight_decay", "max_grad_norm", "eval_every",
-                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision")
+                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision", "bias_correction")
 
     def __post_init__(self) -> None:
         check_fields(self, {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1,
@@ -271,7 +272,8 @@ def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
     """The train state and the model as the processes run it (`engine.setup`, as pretraining's), with AdamW; and
     the checkpoint folder (None without a run folder)."""
     def optimizer(m: torch.nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(m, "adamw", lr=args.lr, weight_decay=args.weight_decay)
+        return build_optimizer(m, "adamw", lr=args.lr, weight_decay=args.weight_decay,
+                               bias_correction=args.bias_correction)
 
     counters = {"best_metrics": None, "best_step": None, "bad_evals": 0, "history": []}
     # Every trainable parameter gets a gradient in every task's loss (the heads that do not read the pooler are built

@@ -136,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
                       init_from=args.init_from, tokenizer=args.tokenizer, resume=args.resume,
                       overwrite=args.overwrite, device=args.device, attention=args.attention,
                       verify_data=args.verify_data, progress=args.progress)
+    if result.stopped_on_plateau:
+        print(f"stopped at step {result.step} on the unigram plateau (--on-plateau stop); checkpoint saved in "
+              f"{args.out / 'checkpoints'}; change the recipe and start again, or continue with --resume "
+              f"--on-plateau warn", file=sys.stderr)
+        return 3
     if result.interrupted:
         print(f"stopped at step {result.step} (signal {result.signal}); checkpoint saved in "
               f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)

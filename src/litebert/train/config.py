@@ -28,12 +28,14 @@ class TrainConfig:
         global_batch: sequences per optimizer step (paper: 4096)
         micro_batch: sequences per forward/backward on one process, or auto: on a GPU the largest that fits (from
             the per-process batch, halved on out of memory), on a CPU the per-process batch up to 32
-        lr: peak learning rate (paper: 0.00176 with LAMB)
+        lr: peak learning rate (paper: 0.00176 with LAMB at batch 4096), or auto: the square-root rule for the
+            global batch, 0.00176 x sqrt(global_batch / 4096) for LAMB, 1e-4 x sqrt(global_batch / 256) for AdamW
         warmup_steps: linear warmup steps (official: 3125)
         poly_power: power of the polynomial decay (official: 1.0)
         optimizer: lamb | adamw
         weight_decay: decoupled weight decay (official: 0.01)
-        bias_correction: Adam bias correction in LAMB/AdamW (the official optimizers have none)
+        bias_correction: Adam bias correction in LAMB/AdamW (the official optimizers have none; without it the
+            first hundreds of steps of LayerNorm and bias parameters are up to ~3x larger)
         clip_norm: global gradient-norm clipping (official: 1.0)
         seq_len: maximum sequence length (paper: 512)
         objective: sop (ALBERT) | nsp (BERT) | none (MLM only)
@@ -58,13 +60,16 @@ class TrainConfig:
         peak_tflops: peak TFLOP/s of one device, for the MFU estimate (guessed for known GPUs)
         report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
             auto (TensorBoard if installed)
+        on_plateau: what the plateau guard does when the run sits on the unigram plateau after the warmup: warn
+            (one line), stop (one line, then a checkpoint and a resumable stop) or off
+        plateau_check_steps: the guard checks at warmup + this many steps, then every this many steps
     """
 
     # optimisation (official optimization.create_optimizer)
     max_steps: Optional[int] = 1000
     global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
     micro_batch: int | Literal["auto"] = 32  # sequences per forward/backward on one process (auto: `engine.MicroBatch`)
-    lr: float = 0.00176
+    lr: float | Literal["auto"] = 0.00176  # auto: resolved by the sqrt rule when the config is built
     warmup_steps: int = 0
     poly_power: float = 1.0
     optimizer: str = "lamb"          # lamb | adamw
@@ -93,12 +98,27 @@ class TrainConfig:
     max_bad_steps: int = 10          # stop after this many non-finite steps in a row
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
     report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.train.trackers`); not trajectory
+    on_plateau: str = "warn"         # the plateau guard (`litebert.train.plateau`): warn | stop | off
+    plateau_check_steps: int = 300
 
     def __post_init__(self) -> None:
+        from litebert.train.plateau import sqrt_rule_lr
         from litebert.train.trackers import parse
 
         check_fields(self, _RANGES, _CHOICES)
         parse(self.report_to, type(self).__name__)
+        if self.lr == "auto":  # decided here, once: the config (and train_config.json) holds the number
+            self.lr = sqrt_rule_lr(self.global_batch, self.optimizer)
+
+    def describe_lr(self) -> str:
+        """The peak rate, and whether it is the sqrt rule's for this batch."""
+        from litebert.train.plateau import sqrt_rule_lr
+
+        rule = sqrt_rule_lr(self.global_batch, self.optimizer)
+        ratio = self.lr / rule
+        how = ("the sqrt rule for this batch" if abs(ratio - 1) < 1e-6 else
+               f"{ratio:.2g}x the sqrt rule's {rule:.3g} for this batch")
+        return f"lr {self.lr:.3g} ({how})"
 
     def per_process(self, world_size: int) -> int:
         """Sequences per optimizer step on each process; the global batch must split evenly over the processes."""
@@ -163,13 +183,15 @@ class TrainConfig:
 
 _RANGES = {
     **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions",
-                                     "max_ngram", "log_every", "max_bad_steps", "eval_examples")},
+                                     "max_ngram", "log_every", "max_bad_steps", "eval_examples",
+                                     "plateau_check_steps")},
     **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "save_every", "keep_last",
                                      "weight_decay", "seed", "data_workers")},
     "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
     "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
 }
-_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"), "precision": ("auto", "fp32", "bf16", "fp16")}
+_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"),
+            "precision": ("auto", "fp32", "bf16", "fp16"), "on_plateau": ("warn", "stop", "off")}
 
 
 # The paper's recipe (Lan et al. 2020, Section 4.1: "batch size of 4096 ... LAMB optimizer with learning rate 0.00176

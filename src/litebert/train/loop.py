@@ -35,7 +35,10 @@ from litebert.train.config import TrainConfig
 from litebert.train.engine import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
 from litebert.train.feed import Feed
 from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
+from litebert.train.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
 from litebert.train.signals import StopSignals
+
+PROBE_EXAMPLES = 64  # held-out sequences the plateau guard probes (~1,000 masked positions at 20 per sequence)
 
 
 @dataclass
@@ -48,6 +51,8 @@ class LoopResult:
     tokens_seen: int
     elapsed_s: float
     final_eval: Optional[dict]
+    plateau: Optional[dict] = None  # the plateau guard's verdict when it fired (`litebert.train.plateau`)
+    stopped_on_plateau: bool = False  # ended by ``on_plateau="stop"``: checkpoint saved, resumable
 
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
@@ -84,10 +89,11 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
+    guard = _guard(cfg, train_data, eval_data, collate, rt)
     feed = _feed(train_data, collate, cfg, d)
     try:
         if state.step == 0 and eval_data is not None:
-            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)})
+            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size), **_h1(guard)})
         while state.step < cfg.max_steps:
             t0 = time.perf_counter()
             counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made
@@ -108,21 +114,27 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
             record = _train_record(state, step, cfg, dt, peak, d.world_size)
+            if guard is not None:
+                record["unigram_entropy"] = round(guard.unigram.entropy, 4)
             if state.step % cfg.log_every == 0:
                 log.log("train", record)
             bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", **_mlm_postfix(record, guard),
+                            tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
             if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
-                log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)})
+                log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size),
+                                 **_h1(guard)})
             result.interrupted, result.time_limited = _ending(step, state.step - first_step, stop_after,
                                                               state.step < cfg.max_steps)
+            if guard is not None and _watch(guard, record, model, cfg, rt, log, state.step, result):
+                result.interrupted = result.stopped_on_plateau = True
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
                 _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=result.interrupted)
             if result.interrupted or result.time_limited:
                 break
         if not result.interrupted:  # the end (or the time limit): a last checkpoint, evaluation and the model
             _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=True)
-            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size)
+            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size, guard)
     finally:
         feed.close()
         bar.close()
@@ -147,15 +159,72 @@ def _peak_tflops(cfg: TrainConfig, device: torch.device) -> Optional[float]:
 
 
 def _finish(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
-            out: Path, batch: int) -> Optional[dict]:
+            out: Path, batch: int, guard: Optional[PlateauGuard]) -> Optional[dict]:
     """The end of the run: the final evaluation (returned) and, on rank 0, the model in the HF folder format."""
     final = None
     if eval_data is not None:
         final = evaluate(model, eval_data, collate, cfg, rt, batch=batch)
-        log.log("eval", {"step": step, **final})
+        log.log("eval", {"step": step, **final, **_h1(guard)})
     if rt.dist.is_main:
         model.save_pretrained(out / "model")
     return final
+
+
+def _guard(cfg: TrainConfig, train_data, eval_data, collate: Callable, rt: Runtime) -> Optional[PlateauGuard]:
+    """The plateau guard of the run (None when ``on_plateau`` is off, or the data is not a token store's): the
+    unigram statistics counted from the training store, and the probe batch (the first held-out examples, else the
+    first training examples of epoch 0) ready on the device."""
+    store = getattr(train_data, "store", None)
+    if cfg.on_plateau == "off" or store is None:
+        return None
+    unigram = unigram_of_store(store)
+    source = eval_data if eval_data is not None else train_data
+    n = min(PROBE_EXAMPLES, _num_examples(source))
+    batch = prepare_batch(collate([source.example(0, i) for i in range(n)]), rt.dist.device, pack=True,
+                          varlen=rt.varlen)
+    guard = PlateauGuard(unigram, cfg.warmup_steps, check_after=cfg.plateau_check_steps, action=cfg.on_plateau,
+                         batch=batch)
+    if rt.dist.is_main:
+        print(f"plateau guard: {unigram.describe()}; checks at step {guard.warmup + guard.check_after} (warmup "
+              f"{guard.warmup} + {guard.check_after}) and every {guard.check_after} after; on a plateau: "
+              f"{cfg.on_plateau}", file=sys.stderr, flush=True)
+    return guard
+
+
+def _h1(guard: Optional[PlateauGuard]) -> dict:
+    """The unigram entropy beside a record's MLM loss."""
+    return {"unigram_entropy": round(guard.unigram.entropy, 4)} if guard is not None else {}
+
+
+def _mlm_postfix(record: dict, guard: Optional[PlateauGuard]) -> dict:
+    """The progress line's MLM loss beside H1."""
+    if guard is None:
+        return {}
+    return {"mlm": f"{record['mlm_loss']:.2f}", "H1": f"{guard.unigram.entropy:.2f}"}
+
+
+def _watch(guard: PlateauGuard, record: dict, model, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
+           result: LoopResult) -> bool:
+    """Feed the guard this step's MLM loss; at its checks, probe the model, log a ``guard`` record and, when the
+    run sits on the plateau, say so in one line. True: the run should stop here (``on_plateau="stop"``)."""
+    guard.observe(record["mlm_loss"])
+    if not guard.due(step):
+        return False
+    found: Probe = probe(model, guard.batch, rt.autocast())
+    verdict = guard.check(step, found)
+    plateau = bool(D.broadcast_int(int(verdict.plateau), rt.dist))  # rank 0's verdict on every rank
+    log.log("guard", {"step": step, "mlm_loss": round(verdict.loss, 4), **_h1(guard), **found.to_dict(),
+                      "plateau": plateau})
+    if not plateau:
+        return False
+    result.plateau = {"step": step, "mlm_loss": verdict.loss, "unigram_entropy": guard.unigram.entropy,
+                      **found.to_dict()}
+    if rt.dist.is_main:
+        tip = advice(cfg.lr, cfg.warmup_steps, cfg.global_batch, cfg.optimizer, cfg.bias_correction)
+        stop = (" Stopping (--on-plateau stop): the checkpoint is saved; --resume continues the run." if
+                cfg.on_plateau == "stop" else "")
+        tqdm.write(verdict.line(tip) + stop, file=sys.stderr)
+    return cfg.on_plateau == "stop"
 
 
 def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,

@@ -26,8 +26,11 @@ from litebert.files import atomic_write
 from litebert.train.trackers import open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
-                 "tflops", "mfu", "skipped_steps"]
-EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples"]
+                 "tflops", "mfu", "skipped_steps", "unigram_entropy"]
+EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples", "unigram_entropy"]
+# The plateau guard's checks (`litebert.train.plateau`): the train MLM loss of the last steps beside H1, and the probe
+GUARD_COLUMNS = ["step", "mlm_loss", "unigram_entropy", "probe_positions", "probe_distinct", "probe_top_share",
+                 "probe_cosine", "plateau"]
 
 
 def metric_columns(objective: str) -> dict[str, list[str]]:
@@ -38,7 +41,7 @@ def metric_columns(objective: str) -> dict[str, list[str]]:
             return [c for c in columns if not c.startswith("sop_")]
         return [c.replace("sop_", f"{objective}_", 1) if c.startswith("sop_") else c for c in columns]
 
-    return {"train": rename(TRAIN_COLUMNS), "eval": rename(EVAL_COLUMNS)}
+    return {"train": rename(TRAIN_COLUMNS), "eval": rename(EVAL_COLUMNS), "guard": GUARD_COLUMNS}
 
 
 class MetricsError(LitebertError, ValueError):
@@ -80,7 +83,7 @@ def check_metrics(folder: Path) -> None:
     jsonl = Path(folder) / "metrics.jsonl"
     if jsonl.is_file():
         read_jsonl_records(jsonl, warn=False)
-    for name in ("train.csv", "eval.csv"):
+    for name in ("train.csv", "eval.csv", "guard.csv"):
         if (Path(folder) / name).is_file():
             _csv_rows(Path(folder) / name, warn=False)
 

@@ -48,6 +48,8 @@ class PretrainResult:
     elapsed_s: float = 0.0
     final_eval: Optional[dict] = None
     parameters: int = 0
+    plateau: Optional[dict] = None  # the plateau guard's finding, when it fired (`litebert.train.plateau`)
+    stopped_on_plateau: bool = False  # ended by on_plateau="stop": checkpoint saved, resumable
 
     def summary(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("out", "model_dir", "signal")}
@@ -150,7 +152,8 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
         done = PretrainResult(plan.out, plan.out / "model", action, result.step, cfg.max_steps,
                               not result.interrupted and result.step >= cfg.max_steps, result.interrupted,
                               result.signal, result.time_limited, result.skipped_steps, result.tokens_seen,
-                              result.elapsed_s, result.final_eval, model.num_parameters())
+                              result.elapsed_s, result.final_eval, model.num_parameters(), result.plateau,
+                              result.stopped_on_plateau)
         if writer is not None:
             _end(writer, run, done, saved_tokenizer, data)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
@@ -239,8 +242,8 @@ def _begin(run, action: str, cfg: TrainConfig, runtime, record: dict, model, tra
     split = (f"{cfg.micro_batch} x {cfg.accumulation(world)} x {world} process(es)" if cfg.micro_batch != "auto" else
              f"micro-batch auto x accumulation x {world} process(es)")
     say(f"pretraining: {model.num_parameters():,} parameters, {train_data.num_examples:,} examples/epoch, global "
-        f"batch {cfg.global_batch} = {split}; {runtime.attention} attention, "
-        f"{runtime.describe()['precision']} on {runtime.dist.device}")
+        f"batch {cfg.global_batch} = {split}, {cfg.describe_lr()}, warmup {cfg.warmup_steps}; {runtime.attention} "
+        f"attention, {runtime.describe()['precision']} on {runtime.dist.device}")
     return writer
 
 

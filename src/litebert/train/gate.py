@@ -1,0 +1,203 @@
+"""The CPU gate for a pretraining recipe: a narrow, depth-matched proxy of the candidate, trained on a CPU at the
+candidate's optimizer settings for the warmup and ``after_warmup`` more steps, says PLATEAU, SLOW or PASS.
+
+A GPU run that sits on the unigram plateau spends its minutes for nothing (docs/pretraining.md, "The plateau
+guard"); whether a recipe falls there depends mostly on the learning rate against the warmup, the optimizer and its
+bias correction, and the depth (post-LayerNorm transformers need a longer warmup the deeper they are). The proxy keeps
+those and what the masking draws, and makes the rest cheap: the candidate's depth, sharing and embedding size, but a
+hidden size of at most 512 (8 heads, FFN 2048), length 128 (the predictions per sequence scaled with it) and a batch
+of 8. It follows the candidate's schedule (warmup steps, decay to the candidate's ``max_steps``) step for step. The
+width matters: a proxy at H 256 learned where the GPU run sat on the plateau, at H 512 it sat there too.
+
+The verdict, from the plateau guard's statistics at the last step (`litebert.train.plateau`):
+
+    PLATEAU   the guard fires: the train MLM loss sits at the unigram entropy H1 and the held-out predictions have
+              collapsed (one answer, parallel final states)
+    PASS      the train MLM loss of the last steps is below H1 - 0.3: the model predicts from context
+    SLOW      neither: the loss is still above the unigram level (the rate moves the weights too little in the
+              steps given), or at it without collapse
+
+The gate was calibrated on the two H200 runs whose outcome is known (docs/pretraining.md, "The CPU gate").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from litebert import folders
+from litebert.config import AlbertConfig
+from litebert.errors import ConfigError
+from litebert.files import atomic_write, write_json
+from litebert.train.config import TrainConfig
+
+# The proxy's width: calibrated (docs/pretraining.md, "The CPU gate"): at H 256 the proxy of the H200 run that sat on
+# the plateau learned, even at twice its rate; at H 512 (and H 768) it sat on the plateau as the GPU run did.
+PROXY_HIDDEN, PROXY_HEADS, PROXY_FFN, PROXY_LEN, PROXY_BATCH = 512, 8, 2048, 128, 8
+VERDICTS = ("PLATEAU", "SLOW", "PASS")
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """How the candidate is narrowed: hidden size, heads, FFN size, sequence length and batch of the proxy."""
+
+    hidden_size: int = PROXY_HIDDEN
+    num_heads: int = PROXY_HEADS
+    intermediate_size: int = PROXY_FFN
+    seq_len: int = PROXY_LEN
+    batch: int = PROXY_BATCH
+
+    def model(self, candidate: AlbertConfig) -> AlbertConfig:
+        """The candidate's depth, sharing, groups and embedding size at the proxy's width (the candidate's own when
+        it is not wider); no dropout."""
+        narrow = {} if candidate.hidden_size <= self.hidden_size else dict(
+            hidden_size=self.hidden_size, num_attention_heads=self.num_heads, intermediate_size=self.intermediate_size)
+        return dataclasses.replace(candidate, **narrow, max_position_embeddings=max(self.seq_len, 128),
+                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+    def train(self, candidate: TrainConfig, steps: int, lr_scale: float = 1.0) -> TrainConfig:
+        """The candidate's optimizer, schedule and masking at the proxy's batch (the candidate's when smaller) and
+        length; ``steps`` are trained (the schedule still decays to the candidate's ``max_steps``)."""
+        predictions = max(1, round(candidate.max_predictions * self.seq_len / candidate.seq_len))
+        batch = min(self.batch, candidate.global_batch)
+        return dataclasses.replace(
+            candidate, lr=candidate.lr * lr_scale, global_batch=batch, micro_batch=batch,
+            seq_len=self.seq_len, max_predictions=min(predictions, self.seq_len - 3), max_steps=candidate.max_steps,
+            eval_every=0, eval_examples=64, save_every=steps, keep_last=1, log_every=1, on_plateau="warn",
+            plateau_check_steps=max(1, steps - candidate.warmup_steps), data_workers=0, compile=False,
+            precision="fp32", gradient_checkpointing=False, report_to="none")
+
+
+@dataclass
+class GateRun:
+    """One proxy run and its verdict."""
+
+    lr: float
+    steps: int
+    verdict: str
+    mlm_loss: float  # mean train MLM loss of the last steps
+    unigram_entropy: float
+    probe: dict
+    first_below: Optional[int]  # the first step whose 20-step mean loss was below H1 - 0.3 (None: never)
+    seconds: float
+    run: str
+
+
+@dataclass
+class GateResult:
+    verdict: str  # the candidate's (the run at its own rate)
+    runs: list  # GateRun, the candidate's rate first, then the margin run
+    candidate: dict
+    proxy: dict
+    out: Path
+
+    def line(self) -> str:
+        first = self.runs[0]
+        extra = "".join(f"; at {r.lr / first.lr:g}x the rate: {r.verdict}" for r in self.runs[1:])
+        return (f"gate: {self.verdict} (proxy at lr {first.lr:.3g}, {first.steps} steps: MLM loss {first.mlm_loss:.3f} "
+                f"vs H1 {first.unigram_entropy:.3f}, probe cosine {first.probe.get('probe_cosine', float('nan')):.2f}, "
+                f"{first.seconds / 60:.1f} min{extra})")
+
+
+def verdict_of(loss: float, h1: float, plateau: bool, margin: float = 0.3) -> str:
+    """PLATEAU when the guard fired, PASS below H1 - margin, SLOW otherwise."""
+    if plateau:
+        return "PLATEAU"
+    return "PASS" if loss < h1 - margin else "SLOW"
+
+
+def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig | str | os.PathLike,
+         train: TrainConfig, eval_data: str | os.PathLike | None = None, proxy: Proxy = Proxy(),
+         after_warmup: int = 250, margin_scale: Optional[float] = None, overwrite: bool = False,
+         device: Optional[str] = "cpu", progress: bool = True, log=print) -> GateResult:
+    """Gate the candidate recipe (``model`` and ``train``) on the token store ``data``: train its proxy for
+    ``train.warmup_steps + after_warmup`` steps (at most ``train.max_steps``), and with ``margin_scale`` (e.g. 2) once
+    more at that multiple of the rate; write ``out/gate.json`` and ``out/gate.md`` and the proxy runs under ``out``.
+    ``eval_data``: the held-out store the probe reads (default: the first training examples)."""
+    from litebert.train.pretrain import model_config, pretrain
+    from litebert.data.store import TokenStore
+
+    if not isinstance(train, TrainConfig):
+        raise ConfigError("{train}: expected a TrainConfig", train=type(train).__name__)
+    if train.max_steps is None:
+        raise ConfigError("{max_steps}: the gate follows the candidate's schedule: give its max_steps",
+                          max_steps=None)
+    check_after = max(1, after_warmup)
+    steps = min(train.max_steps, train.warmup_steps + check_after)
+    plan = folders.plan(out, folders.GATE, overwrite=overwrite, inputs={"data": data, "eval_data": eval_data})
+    vocab = TokenStore(data, verify=False).facts.vocab_size
+    candidate = model_config(model, None, vocab, min(train.seq_len, 512))
+    proxy_model = proxy.model(candidate)
+    scales = [1.0] + ([margin_scale] if margin_scale else [])
+    writer = folders.begin(plan)
+    try:
+        runs = []
+        for scale in scales:
+            folder = plan.out / ("proxy" if scale == 1.0 else f"proxy-{scale:g}x")
+            cfg = proxy.train(train, steps, scale)
+            _say(log, f"gate: proxy of depth {proxy_model.num_hidden_layers} (sharing {proxy_model.sharing}), "
+                      f"H {proxy_model.hidden_size}, batch {proxy.batch} x {proxy.seq_len}, lr {cfg.lr:.3g}, warmup "
+                      f"{cfg.warmup_steps}, {'with' if cfg.bias_correction else 'no'} bias correction: {steps} steps")
+            t0 = time.perf_counter()
+            pretrain(data, folder, model=proxy_model, train=cfg, eval_data=eval_data, device=device,
+                     progress=progress, stop_after=steps, overwrite=True)
+            runs.append(_read_run(folder, cfg.lr, steps, time.perf_counter() - t0))
+            _say(log, f"gate: {runs[-1].verdict} at lr {cfg.lr:.3g} (MLM loss {runs[-1].mlm_loss:.3f} vs H1 "
+                      f"{runs[-1].unigram_entropy:.3f})")
+        result = GateResult(runs[0].verdict, runs, {"model": candidate.to_dict(), **train.to_dict()},
+                            dataclasses.asdict(proxy), plan.out)
+        write_json(plan.out / "gate.json", {"verdict": result.verdict, "runs": [dataclasses.asdict(r) for r in runs],
+                                            "candidate": result.candidate, "proxy": result.proxy,
+                                            "after_warmup": check_after})
+        atomic_write(plan.out / "gate.md", markdown(result))
+        writer.finish(verdict=result.verdict)
+        return result
+    finally:
+        writer.close()
+
+
+def _read_run(folder: Path, lr: float, steps: int, seconds: float) -> GateRun:
+    """The verdict of a finished proxy run, from its metrics: the guard's record at the last step."""
+    from litebert.train.metrics import read_metrics
+
+    train = read_metrics(folder, "train")
+    guard = read_metrics(folder, "guard")
+    if not train or not guard:
+        raise ConfigError(f"{folder}: the proxy run logged no plateau-guard check; it needs a token store")
+    last = guard[-1]
+    h1 = last["unigram_entropy"]
+    losses = [r["mlm_loss"] for r in train]
+    first = next((i + 20 for i in range(len(losses) - 19)
+                  if sum(losses[i:i + 20]) / 20 < h1 - 0.3), None)
+    probe = {k: v for k, v in last.items() if k.startswith("probe_")}
+    return GateRun(lr, steps, verdict_of(last["mlm_loss"], h1, bool(last["plateau"])), last["mlm_loss"], h1, probe,
+                   first, round(seconds, 1), str(folder))
+
+
+def markdown(result: GateResult) -> str:
+    rows = ["| proxy run | lr | steps | MLM loss (last 20) | H1 | probe: top share / cosine | first below H1 - 0.3 "
+            "| verdict | minutes |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in result.runs:
+        rows.append(f"| {Path(r.run).name} | {r.lr:.3g} | {r.steps} | {r.mlm_loss:.3f} | {r.unigram_entropy:.3f} | "
+                    f"{r.probe.get('probe_top_share', math.nan):.2f} / {r.probe.get('probe_cosine', math.nan):.2f} | "
+                    f"{r.first_below if r.first_below is not None else '-'} | **{r.verdict}** | {r.seconds / 60:.1f} |")
+    c = result.candidate
+    return "\n".join([f"# Gate: {result.verdict}", "",
+                      f"Candidate: {c['optimizer']} lr {c['lr']:.3g}, warmup {c['warmup_steps']} of {c['max_steps']} "
+                      f"steps, batch {c['global_batch']} x {c['seq_len']}, bias correction {c['bias_correction']}, "
+                      f"depth {c['model']['num_hidden_layers']} (sharing {c['model']['sharing']}).",
+                      f"Proxy: {json.dumps(result.proxy)}.", "", *rows, ""])
+
+
+def _say(log, message: str) -> None:
+    if log is not None:
+        log(message)
+    sys.stdout.flush()
+
