@@ -14,7 +14,7 @@ Stages (each a function of the work folder, called in order by main()):
                  dev) and the majority class, on the same dev and test splits
 Writes OUT/report.json, OUT/report.md and OUT/pretraining.png.
 
-    .venv/bin/python scripts/demo.py [--out runs/demo] [--steps 1100] [--finetune-steps 400] [--threads 2]
+    .venv/bin/python scripts/demo.py [--out runs/demo] [--steps 1100] [--finetune-epochs 3] [--threads 2]
 
 Re-running reuses the corpus, tokenizer, stores and a finished pretraining (delete the folder for a fresh start);
 an interrupted pretraining resumes; the fine-tunings run again.
@@ -40,7 +40,11 @@ VOCAB = 8000
 EVAL_EXAMPLES = 512  # held-out sequences per evaluation (~10k masked tokens)
 PROBE_STEPS = 10  # real training steps timed (on a copy of the model) to tell how long the run will take
 STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 min on 2 idle cores
-FINETUNE = dict(lr=1e-4, max_steps=400, batch_size=32, seq_len=64, eval_every=100)  # demo_finetune.py's defaults
+# Sentiment fine-tuning, the same for the pretrained model and the from-scratch control but for the rates: each model
+# gets the grid meant for it, the best rate chosen on dev (docs/pretraining.md, "The demo": how the grids were found).
+FINETUNE = dict(epochs=3.0, batch_size=32, seq_len=64, warmup_proportion=0.1, bias_correction=True)
+PRETRAINED_LRS = (1e-4, 3e-4)
+CONTROL_LRS = (1e-4, 3e-4)
 
 
 def split_corpus(files: list[Path], out: Path, max_documents: int = 0) -> dict:
@@ -262,21 +266,29 @@ def stage_report(work: Path, args, pre: dict, tok, heldout: Path) -> dict:
 
 
 def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
-    """Sentiment (scripts/demo_finetune.py): the pretrained model and the from-scratch control with the same budget
-    (FINETUNE, --finetune-steps), the bag of words and the majority class; the report is rewritten as each is done."""
+    """Sentiment (scripts/demo_finetune.py): the pretrained model at the rates --finetune-lrs and the from-scratch
+    control at --control-lrs, each for --finetune-epochs (or --finetune-steps), the rate chosen on dev; the bag of
+    words and the majority class; the report is rewritten as each is done."""
     import demo_finetune
 
     def save(part: dict) -> None:
         report["sentiment"] = part
         write_report(work, report)
 
-    settings = {**FINETUNE, "max_steps": args.finetune_steps, "eval_every": max(1, args.finetune_steps // 4)}
-    lr = settings.pop("lr")
-    print(f"[finetune] sentiment: the pretrained model and the same architecture from random weights, each "
-          f"{settings['max_steps']} steps of {settings['batch_size']} at lr {lr:g}; bag of words; majority class",
-          flush=True)
-    demo_finetune.sentiment_report(model, work / "finetune", [lr], control=True, device="cpu",
-                                   progress=not args.no_progress, seed=0, on_part=save, **settings)
+    settings = dict(FINETUNE)
+    if args.finetune_steps:  # a step count instead of epochs (a quick run)
+        settings.update(epochs=None, max_steps=args.finetune_steps)
+    else:
+        settings["epochs"] = args.finetune_epochs
+    budget = (f"{settings['max_steps']} steps" if settings.get("max_steps") else f"{settings['epochs']:g} epochs")
+    steps = settings.get("max_steps") or math.ceil(8568 / settings["batch_size"] * settings["epochs"])
+    settings["eval_every"] = max(1, steps // 8)
+    rates = lambda lrs: ", ".join(f"{x:g}" for x in lrs)  # noqa: E731
+    print(f"[finetune] sentiment, {budget} of {settings['batch_size']} each: the pretrained model at lr "
+          f"{rates(args.finetune_lrs)}, the same architecture from random weights at lr {rates(args.control_lrs)} "
+          "(the best on dev kept); bag of words; majority class", flush=True)
+    demo_finetune.sentiment_report(model, work / "finetune", args.finetune_lrs, control_lrs=args.control_lrs,
+                                   device="cpu", progress=not args.no_progress, seed=0, on_part=save, **settings)
 
 
 def write_report(work: Path, report: dict, render=None) -> None:
@@ -307,21 +319,38 @@ def markdown(report: dict) -> str:
 
 
 def sentiment_table(s: dict) -> list[str]:
-    """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``)."""
+    """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``) and,
+    for the fine-tuned ones, every rate tried with its dev accuracy (dev's choice in bold)."""
     names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "same model from random weights (control)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
              "majority": "best constant guess"}
-    return ["| sentiment | dev | test |", "|---|---|---|",
-            *(f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} |"
+
+    def chosen(r: dict) -> str:
+        if "runs" in r:
+            return ", ".join((f"**{x['lr']:g}: {x['dev_accuracy']:.1%}**" if x["lr"] == r["lr"] else
+                              f"{x['lr']:g}: {x['dev_accuracy']:.1%}") for x in r["runs"])
+        return f"C {r['C']:g}" if "C" in r else ""
+
+    return ["| sentiment | dev | test | dev by setting (dev's choice in bold) |", "|---|---|---|---|",
+            *(f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} | {chosen(s[k])} |"
               for k, name in names.items() if k in s)]
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "demo", help="work folder (default: runs/demo)")
     ap.add_argument("--steps", type=int, default=STEPS, help=f"pretraining steps (default {STEPS})")
-    ap.add_argument("--finetune-steps", type=int, default=FINETUNE["max_steps"],
-                    help=f"fine-tuning steps of each sentiment model (default {FINETUNE['max_steps']})")
+    ap.add_argument("--finetune-epochs", type=float, default=FINETUNE["epochs"],
+                    help=f"fine-tuning epochs of each sentiment run (default {FINETUNE['epochs']:g})")
+    ap.add_argument("--finetune-steps", type=int, help="fine-tuning steps of each sentiment run instead of epochs")
+    ap.add_argument("--finetune-lrs", type=_rates, default=PRETRAINED_LRS,
+                    help=f"the pretrained model's fine-tuning rates (default {','.join(map(str, PRETRAINED_LRS))})")
+    ap.add_argument("--control-lrs", type=_rates, default=CONTROL_LRS,
+                    help=f"the from-scratch control's rates (default {','.join(map(str, CONTROL_LRS))})")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)

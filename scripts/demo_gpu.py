@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402  (scripts/demo.py: baselines, plot, step timing)
+from litebert.files import write_json  # noqa: E402
 import demo_finetune  # noqa: E402
 
 
@@ -53,26 +54,33 @@ class Recipe:
     global_batch: int
     micro_batch: int
     lr: float
+    warmup_steps: int         # in steps, whatever the run's length (a share of a short run is a handful)
+    bias_correction: bool
     eval_examples: int
     minutes: float
-    finetune_lrs: tuple
-    finetune: dict            # FinetuneConfig fields
+    finetune_lrs: tuple       # the pretrained model's rates, the best on dev kept
+    control_lrs: tuple        # the from-scratch control's rates, likewise
+    finetune: dict            # FinetuneConfig fields, the same for both
     max_documents: int = 0    # per corpus file (0: all)
     steps: int = 0            # a fixed step count instead of the time budget (the toy: no timing, no time limit)
     data_workers: int = 0     # processes that build the batches ahead of the GPU
     log_every: int = 1
 
 
+# The pretraining rate and warmup the CPU gate passed (docs/GPU.md, "The gate"): `litebert gate` on this recipe.
+GATED_LR, GATED_WARMUP = 0.00088, 300
 GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model={}, seq_len=128, max_predictions=20, global_batch=128,
-             micro_batch=128, lr=0.00088, eval_examples=2000, minutes=8.0, finetune_lrs=(3e-5, 5e-5),
-             data_workers=6, log_every=10,
-             finetune=dict(max_steps=800, batch_size=32, seq_len=128, eval_every=200, warmup_proportion=0.1))
+             micro_batch=128, lr=GATED_LR, warmup_steps=GATED_WARMUP, bias_correction=False, eval_examples=2000,
+             minutes=5.0, finetune_lrs=(1e-5, 3e-5, 1e-4), control_lrs=(3e-5, 1e-4), data_workers=6, log_every=10,
+             finetune=dict(epochs=3.0, batch_size=32, seq_len=128, eval_every=100, warmup_proportion=0.1,
+                           bias_correction=True))
 TOY = Recipe(corpus="data/corpus/*.txt.xz", model=dict(embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                                        num_attention_heads=2, intermediate_size=64),
-             seq_len=64, max_predictions=10, global_batch=8, micro_batch=4, lr=0.005, eval_examples=64,
-             minutes=0.05, finetune_lrs=(1e-3,), max_documents=30, steps=40, data_workers=1,
+             seq_len=64, max_predictions=10, global_batch=8, micro_batch=4, lr=0.005, warmup_steps=4,
+             bias_correction=False, eval_examples=64, minutes=0.05, finetune_lrs=(1e-3,), control_lrs=(1e-3, 3e-3),
+             max_documents=30, steps=40, data_workers=1,
              finetune=dict(max_steps=10, batch_size=16, seq_len=64, eval_every=10, max_train_examples=160,
-                           max_eval_examples=100))
+                           max_eval_examples=100, bias_correction=True))
 
 
 def stage_corpus(work: Path, recipe: Recipe) -> dict:
@@ -118,7 +126,9 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     run = work / "pretrain"
     settings = dict(optimizer="lamb", lr=recipe.lr, global_batch=recipe.global_batch, micro_batch=recipe.micro_batch,
                     seq_len=recipe.seq_len, max_predictions=recipe.max_predictions, seed=1,
-                    log_every=recipe.log_every, data_workers=recipe.data_workers)
+                    warmup_steps=recipe.warmup_steps, bias_correction=recipe.bias_correction,
+                    log_every=recipe.log_every, data_workers=recipe.data_workers, on_plateau="stop",
+                    plateau_check_steps=150)
     eval_data = PretrainingDataset(stores["heldout"], max_seq_length=recipe.seq_len,
                                    max_predictions_per_seq=recipe.max_predictions, seed=1)
     config = model_config(recipe, eval_data.facts.vocab_size)
@@ -126,15 +136,14 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     if plan.exists():  # a resumed run keeps its step count (the schedule depends on it)
         settings.update(json.loads(plan.read_text())["settings"])
     elif recipe.steps:
-        settings.update(max_steps=recipe.steps, warmup_steps=recipe.steps // 10, eval_every=recipe.steps // 2,
-                        save_every=recipe.steps)
+        settings.update(max_steps=recipe.steps, eval_every=recipe.steps // 2, save_every=recipe.steps)
         plan.write_text(json.dumps({"settings": settings}) + "\n")
     else:
         per_step = demo._seconds_per_step(config, stores, settings, device)
         # 6 evaluations of eval_examples sequences, forward only (~1/3 of a training sequence's cost)
         eval_share = 6 * recipe.eval_examples / 3 * per_step / recipe.global_batch
-        settings["max_steps"] = max(20, int((recipe.minutes * 60 - eval_share) / (per_step * 1.05)))
-        settings["warmup_steps"] = max(1, settings["max_steps"] // 10)
+        settings["max_steps"] = max(recipe.warmup_steps + 150, int((recipe.minutes * 60 - eval_share) /
+                                                                   (per_step * 1.05)))
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 2)
         plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
@@ -146,6 +155,10 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
           f"length {cfg.seq_len}, {cfg.max_predictions} predictions", flush=True)
     result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
                       device=device, progress=False, time_limit=None if recipe.steps else recipe.minutes * 60 * 1.05)
+    if result.stopped_on_plateau:
+        write_json(work / "plateau.json", {"step": result.step, **result.plateau})
+        raise SystemExit(f"[pretrain] stopped at step {result.step}: the unigram plateau (the guard's numbers: "
+                         f"{work / 'plateau.json'}); the recipe needs a lower rate or a longer warmup")
     if result.interrupted:
         raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
     if result.final_eval is None:  # finished by an earlier run: its last evaluation
@@ -188,10 +201,15 @@ def stage_finetune(work: Path, model: Path, recipe: Recipe, report: dict, contro
         report["sentiment"] = part
         write_report(work, report)
 
-    lrs = ", ".join(f"{x:g}" for x in recipe.finetune_lrs)
-    print(f"[finetune] sentiment at lr {lrs}, the best on dev kept; bag of words; control {control}", flush=True)
-    demo_finetune.sentiment_report(model, work / "finetune", recipe.finetune_lrs, control=control, device=device,
-                                   seed=0, on_part=save, **recipe.finetune)
+    def rates(lrs) -> str:
+        return ", ".join(f"{x:g}" for x in lrs)
+
+    print(f"[finetune] sentiment: the pretrained model at lr {rates(recipe.finetune_lrs)}" +
+          (f", the from-scratch control at lr {rates(recipe.control_lrs)}" if control else "") +
+          " (the best on dev kept); bag of words; majority class", flush=True)
+    demo_finetune.sentiment_report(model, work / "finetune", recipe.finetune_lrs,
+                                   control_lrs=recipe.control_lrs if control else None, device=device, seed=0,
+                                   on_part=save, **recipe.finetune)
 
 
 def write_report(work: Path, report: dict) -> None:
@@ -231,8 +249,12 @@ def main(argv=None) -> int:
     ap.add_argument("--toy", action="store_true", help="every stage at toy size, on the CPU (a smoke run)")
     ap.add_argument("--minutes", type=float, help="pretraining budget (default 8; the toy runs 40 steps)")
     ap.add_argument("--corpus", help="corpus files, a glob under the repository (default data/corpus-large/*.txt.xz)")
-    ap.add_argument("--lr", type=float, help="pretraining LAMB rate (default 0.00088)")
-    ap.add_argument("--lrs", help="fine-tuning rates, the best on dev kept (default 3e-5,5e-5)")
+    ap.add_argument("--lr", type=float, help=f"pretraining LAMB rate (default {GATED_LR:g})")
+    ap.add_argument("--warmup-steps", type=int, help=f"pretraining warmup steps (default {GATED_WARMUP})")
+    ap.add_argument("--lrs", help="the pretrained model's fine-tuning rates, the best on dev kept (default "
+                                  f"{','.join(f'{x:g}' for x in GPU.finetune_lrs)})")
+    ap.add_argument("--control-lrs", help="the from-scratch control's rates, the best on dev kept (default "
+                                          f"{','.join(f'{x:g}' for x in GPU.control_lrs)})")
     ap.add_argument("--workers", type=int, default=8, help="processes that tokenize the corpus (default 8)")
     ap.add_argument("--device", help="default: cuda when available (required without --toy)")
     ap.add_argument("--no-control", action="store_true", help="skip the from-scratch fine-tuning")
@@ -241,8 +263,10 @@ def main(argv=None) -> int:
 
     recipe = TOY if args.toy else GPU
     recipe = dataclasses.replace(recipe, **{k: v for k, v in dict(
-        corpus=args.corpus, lr=args.lr, minutes=args.minutes,
-        finetune_lrs=tuple(float(x) for x in args.lrs.split(",")) if args.lrs else None).items() if v is not None})
+        corpus=args.corpus, lr=args.lr, minutes=args.minutes, warmup_steps=args.warmup_steps,
+        finetune_lrs=tuple(float(x) for x in args.lrs.split(",")) if args.lrs else None,
+        control_lrs=tuple(float(x) for x in args.control_lrs.split(",")) if args.control_lrs else None).items()
+        if v is not None})
     device = "cpu" if args.toy and args.device is None else args.device
     if not args.toy and device is None and not torch.cuda.is_available():
         raise SystemExit("demo_gpu.py: no CUDA device (torch.cuda.is_available() is False); the recipe is sized for a "

@@ -12,7 +12,7 @@
 # and experiment); models, stores and checkpoints stay in WORK (default runs/gpu-work). The stages of one call share
 # DEADLINE seconds (default 570): each step gets what is left, a step with too little left is recorded as skipped,
 # so the call ends, with its results written, inside the 10-minute cap.
-# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (6), EXP_MINUTES (2),
+# Environment: PYTHON (python3), OUT, WORK, DEADLINE, DRY_RUN=1 (as --dry-run), DEMO_MINUTES (5), EXP_MINUTES (2),
 # MFU_VARIANTS (';'-separated bench/gpu_mfu.py argument lists), TESTS_TIMEOUT (240).
 set -uo pipefail
 START=$SECONDS  # the call's clock starts here: the CUDA check below imports torch, which takes seconds
@@ -23,7 +23,7 @@ OUT=${OUT:-$REPO/runs/gpu-proof}
 WORK=${WORK:-$REPO/runs/gpu-work}
 DEADLINE=${DEADLINE:-570}
 DRY_RUN=${DRY_RUN:-0}
-DEMO_MINUTES=${DEMO_MINUTES:-6}
+DEMO_MINUTES=${DEMO_MINUTES:-5}
 EXP_MINUTES=${EXP_MINUTES:-2}
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-240}
 export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -122,7 +122,7 @@ stage_demo() {
   [ "$DRY_RUN" = 1 ] && args=(--toy --out "$WORK/demo")
   step "$OUT/demo.log" 100000 "$PYTHON" scripts/demo_gpu.py "${args[@]}"
   local rc=$?
-  for f in report.json:demo.json report.md:demo.md pretraining.png:demo.png; do
+  for f in report.json:demo.json report.md:demo.md pretraining.png:demo.png plateau.json:demo-plateau.json; do
     [ -f "$WORK/demo/${f%%:*}" ] && cp "$WORK/demo/${f%%:*}" "$OUT/${f##*:}"
   done
   return $rc

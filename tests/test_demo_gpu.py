@@ -47,9 +47,12 @@ def test_demo_gpu_toy(tmp_path):
     assert base["sop_uniform"] == 0.5 and 0.5 <= base["sop_majority"] <= 1 and base["mlm_uniform"] == 1 / 30000
     s = report["sentiment"]
     assert s["examples"] == {"train": 8568, "dev": 1000, "test": 1000}
-    for name in ("pretrained", "from_scratch"):
-        assert s[name]["lr"] == 1e-3 and s[name]["test_examples"] == 1000
+    for name, grid in (("pretrained", [1e-3]), ("from_scratch", [1e-3, 3e-3])):  # each model its own rates
+        assert [r["lr"] for r in s[name]["runs"]] == grid and s[name]["test_examples"] == 1000
+        best = max(s[name]["runs"], key=lambda r: r["dev_accuracy"])  # dev chooses; the first of equals
+        assert s[name]["lr"] == best["lr"] and s[name]["dev_accuracy"] == best["dev_accuracy"]
         assert 0 <= s[name]["dev_accuracy"] <= 1 and 0 <= s[name]["test_accuracy"] <= 1
+        assert s[name]["settings"]["bias_correction"] is True
     assert 0.76 <= s["bag_of_words"]["test_accuracy"] <= 0.80  # TF-IDF + LR, C on dev: measured 79.2%
     assert s["majority"]["test_accuracy"] == 0.509
     md = (out / "report.md").read_text()

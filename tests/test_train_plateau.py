@@ -143,7 +143,7 @@ def test_guard_checks_after_the_warmup_then_every_interval_until_it_fires():
     (6.55, Probe(500, 1, 1.0, 0.999), True),      # at H1, one answer, parallel states: the measured plateau
     (6.22, Probe(500, 41, 0.84, 0.60), False),    # the measured learning run at the same step: states apart
     (6.10, Probe(500, 1, 1.0, 0.999), False),     # below H1 - 0.3: left the plateau
-    (7.70, Probe(500, 1, 1.0, 0.999), False),     # above H1 + 1: still falling towards it (a slow start)
+    (7.10, Probe(500, 1, 1.0, 0.999), False),     # above H1 + 0.5: still falling towards it (a slow start)
     (6.55, Probe(500, 3, 0.95, 0.80), False),     # one answer but states apart: context is being learned
 ])
 def test_plateau_needs_the_loss_at_h1_and_the_collapse(loss, found, plateau):
@@ -151,6 +151,24 @@ def test_plateau_needs_the_loss_at_h1_and_the_collapse(loss, found, plateau):
     for _ in range(20):
         g.observe(loss)
     assert g.check(400, found).plateau is plateau
+
+
+@pytest.mark.parametrize("loss, h1, probe_, verdict", [
+    # the gate's calibration runs (docs/pretraining.md, "The CPU gate"): loss, H1, (top share, cosine) at the check
+    (6.756, 6.586, (1.0, 1.0), "PLATEAU"),     # run A's proxy at H 512: the GPU run's plateau reproduced
+    (9.467, 6.586, (0.60, 0.997), "SLOW"),     # run B's proxy: far above H1, still collapsed
+    (7.280, 6.586, (1.0, 1.0), "SLOW"),        # run A with bias correction at warmup + 250: collapsed, still falling
+    (6.477, 6.586, (0.87, 0.75), "PASS"),      # run A's too-robust H 256 proxy: positions apart at H1
+    (6.200, 6.586, (0.95, 0.95), "PASS"),      # below H1 - 0.3 whatever the probe says
+    (7.300, 6.586, (0.80, 0.60), "SLOW"),      # apart but far above H1: not yet predicting from context
+])
+def test_gate_verdicts(loss, h1, probe_, verdict):
+    from litebert.train.gate import verdict_of
+    from litebert.train.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHARE, MARGIN
+
+    collapsed = probe_[0] >= COLLAPSE_SHARE and probe_[1] >= COLLAPSE_COSINE
+    plateau = collapsed and h1 - MARGIN <= loss <= h1 + CEILING  # the guard's rule
+    assert verdict_of(loss, h1, plateau, collapsed) == verdict
 
 
 def test_guard_ignores_non_finite_losses():

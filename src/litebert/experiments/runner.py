@@ -62,7 +62,7 @@ class Settings:
     eval_examples: int = 1000          # held-out examples per intrinsic score
     # downstream: fixed small budgets
     finetune_lr: float = 1e-4
-    control_lrs: tuple[float, ...] = (3e-4, 1e-3)  # the from-scratch control's rates, the best on dev kept
+    control_lrs: tuple[float, ...] = (1e-4, 3e-4)  # the from-scratch control's rates, the best on dev kept
     sentiment_steps: int = 300
     mc_steps: int = 200
     finetune_batch: int = 16
