@@ -143,7 +143,7 @@ stage_experiment() {
       return 1
     fi
     args=(--device cuda --minutes "$EXP_MINUTES" --corpus "${corpus[@]}" --tokenizer data/albert-30k
-          --hidden-size 768 --num-layers 12 --embedding-size 128 --seq-len 128 --batch 128 --lr 0.00088
+          --hidden-size 768 --num-layers 6 --embedding-size 128 --seq-len 128 --batch 128 --lr 0.00176
           --data-workers 6
           --eval-examples 2000 --finetune-batch 32 --finetune-lr 5e-5 --sentiment-steps 600 --mc-steps 300)
   fi
