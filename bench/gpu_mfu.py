@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="MFU of an ALBERT pretraining step on one CUDA GPU")
     p.add_argument("--preset", default="albert-large-v2", choices=list(PRESETS), help="model shape (default "
                    "albert-large-v2: H 1024, 24 layers, 16 heads, dropout 0)")
+    p.add_argument("--num-layers", type=int, default=None,
+                   help="depth steps over the preset's (e.g. 6: the GPU demo's ALBERT-base width at 6 layers)")
     p.add_argument("--batch", type=int, default=32, help="sequences per step (default 32)")
     p.add_argument("--seq-len", type=int, default=512, help="tokens per sequence (default 512)")
     p.add_argument("--predictions", type=int, default=76,
@@ -74,7 +76,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print the plan and FLOP count, run nothing")
     p.add_argument("--json", help="also write the settings and the measurements to this file")
     args = p.parse_args(argv)
-    config = AlbertConfig.from_preset(args.preset)
+    if args.num_layers is not None and args.num_layers < 1:
+        p.error(f"--num-layers {args.num_layers}: must be >= 1")
+    config = AlbertConfig.from_preset(args.preset, **({} if args.num_layers is None else
+                                                      {"num_hidden_layers": args.num_layers}))
     if not 1 <= args.seq_len <= config.max_position_embeddings:
         p.error(f"--seq-len {args.seq_len}: must be in [1, max_position_embeddings = {config.max_position_embeddings}]")
     if not 1 <= args.predictions <= args.seq_len - 1:
@@ -231,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     memory = f"; peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB" if cuda else ""
     print(f"achieved {tflops:.3g} TFLOP/s; MFU {mfu}{memory}")
     if args.json:
-        settings = {k: getattr(args, k) for k in ("model", "preset", "batch", "seq_len", "predictions", "dtype",
+        settings = {k: getattr(args, k) for k in ("model", "preset", "num_layers", "batch", "seq_len", "predictions", "dtype",
                                                   "attention", "compile", "compile_mode", "compile_optimizer",
                                                   "checkpointing", "optimizer", "steps")}
         result = {**settings, "device": name, "torch": torch.__version__, "step_ms": t * 1e3,

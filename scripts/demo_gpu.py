@@ -167,8 +167,26 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     last = train[-1] if train else {}
     mfu = [r["mfu"] for r in train[3:] if r.get("mfu") is not None]  # the first steps warm up
     return {"run": run, "result": result, "eval_data": eval_data, "config": config,
+            "plateau_check": plateau_check(train, read_metrics(run, "guard"), cfg.warmup_steps),
             "tokens_per_s": last.get("tokens", 0) / max(last.get("elapsed_s", 0), 1e-9),
             "mfu": sorted(mfu)[len(mfu) // 2] if mfu else None}
+
+
+def plateau_check(train: list[dict], guard: list[dict], warmup: int, after: int = 150, band: float = 0.3) -> dict:
+    """Did the run leave the unigram plateau in time: the first logged step whose training MLM loss is below
+    H1 - ``band`` (the target: by warmup + ``after``), the loss logged at warmup + ``after`` (the nearest record at
+    or before it), the guard's probes, and the logged MLM loss curve (step, loss) for the report."""
+    h1 = next((r["unigram_entropy"] for r in train if r.get("unigram_entropy") is not None), None)
+    if h1 is None or not train:
+        return {}
+    below = next((r["step"] for r in train if r["mlm_loss"] < h1 - band), None)
+    due = warmup + after
+    at_due = [r for r in train if r["step"] <= due]
+    return {"unigram_entropy": h1, "band": band, "due_step": due, "first_step_below": below,
+            "mlm_loss_at_due": at_due[-1]["mlm_loss"] if at_due else None,
+            "step_at_due": at_due[-1]["step"] if at_due else None,
+            "met": below is not None and below <= due, "guard": guard,
+            "curve": [[r["step"], round(r["mlm_loss"], 4)] for r in train]}
 
 
 def stage_report(work: Path, pre: dict, stores: dict, corpus: dict, recipe: Recipe, device) -> dict:
@@ -183,6 +201,10 @@ def stage_report(work: Path, pre: dict, stores: dict, corpus: dict, recipe: Reci
             "model": {k: getattr(pre["config"], k) for k in ("embedding_size", "hidden_size", "num_hidden_layers",
                                                               "num_attention_heads", "intermediate_size", "sharing")},
             "final_eval": final, "baselines": base, "tokens_per_s": pre["tokens_per_s"], "mfu": pre["mfu"],
+            "plateau_check": pre["plateau_check"], "recipe": {"lr": recipe.lr, "warmup_steps": recipe.warmup_steps,
+                                                              "global_batch": recipe.global_batch,
+                                                              "seq_len": recipe.seq_len,
+                                                              "bias_correction": recipe.bias_correction},
             "model_dir": str(pre["run"] / "model")}
 
 
@@ -230,8 +252,21 @@ def markdown(report: dict) -> str:
              f"| MLM accuracy | **{f['mlm_accuracy']:.1%}** | always the most frequent piece "
              f"{b['mlm_most_frequent']:.1%}; uniform {b['mlm_uniform']:.3%} |",
              f"| SOP accuracy | **{f['sop_accuracy']:.1%}** | majority label {b['sop_majority']:.1%}; chance 50% |",
+             *_plateau_line(report.get("plateau_check") or {}),
              *([""] + PLATEAU if on_plateau(f, b) else []), "", *demo.sentiment_table(s)]
     return "\n".join(lines) + "\n"
+
+
+def _plateau_line(check: dict) -> list[str]:
+    if not check:
+        return []
+    h1, below, due = check["unigram_entropy"], check["first_step_below"], check["due_step"]
+    at = check["mlm_loss_at_due"]
+    return ["", f"Unigram entropy of the masked targets H1 = {h1:.3f}; training MLM loss "
+                + (f"{at:.3f} at step {check['step_at_due']} (warmup + 150 = {due}); " if at is not None else "")
+                + (f"first below H1 - {check['band']:g} at step {below}" if below is not None
+                   else f"never below H1 - {check['band']:g}")
+                + (" (in time)." if check["met"] else " (not by warmup + 150).")]
 
 
 PLATEAU = ["The model predicts the most frequent piece everywhere: the unigram plateau, where a post-LayerNorm model "

@@ -3,7 +3,8 @@
 # proof"). Runs with the machine's own python3 and the repository's src/ (PYTHONPATH), nothing installed.
 #
 #   scripts/gpu_run.sh tests mfu       # pytest -m gpu; ALBERT-large 512 bf16 LAMB: kernel profile + MFU levers
-#   scripts/gpu_run.sh demo            # scripts/demo_gpu.py: ALBERT-base pretrained DEMO_MINUTES, then sentiment
+#   scripts/gpu_run.sh demo            # scripts/demo_gpu.py: ALBERT-base pretrained DEMO_MINUTES, then sentiment;
+#                                      # then bench/gpu_mfu.py at the demo's shape (demo-mfu.json)
 #   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
 #   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
 #   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/test_gpu_script.py)
@@ -125,6 +126,16 @@ stage_demo() {
   for f in report.json:demo.json report.md:demo.md pretraining.png:demo.png plateau.json:demo-plateau.json; do
     [ -f "$WORK/demo/${f%%:*}" ] && cp "$WORK/demo/${f%%:*}" "$OUT/${f##*:}"
   done
+  # The benchmark's step at the demo's shape and settings (demo_gpu.GPU: ALBERT-base's width at 6 layers, 128 x 128,
+  # 20 predictions, bf16, LAMB, not compiled) on synthetic batches: the demo's median MFU over this one is how much
+  # of the step's speed the data pipeline and the loop keep.
+  local shape=(--preset albert-base-v2 --num-layers 6 --batch 128 --seq-len 128 --predictions 20)
+  [ "$DRY_RUN" = 1 ] && shape=(--device cpu --preset tiny --batch 2 --seq-len 16 --predictions 3 --warmup 1
+                               --steps 1 --peak-tflops 1 --dtype fp32 --attention auto)
+  rm -f "$OUT/demo-mfu.json"
+  step "$OUT/demo.log" 90 "$PYTHON" bench/gpu_mfu.py "${shape[@]}" --json "$OUT/demo-mfu.json"
+  local brc=$?
+  [ $rc -eq 0 ] && rc=$brc
   return $rc
 }
 
