@@ -1,13 +1,13 @@
 """Fine-tune a pretrained model folder on the bundled Rotten Tomatoes sentiment task and report dev and test accuracy
 beside the baselines: the majority class, a bag-of-words model (TF-IDF + logistic regression, scikit-learn), and
-(with --control) the same architecture fine-tuned from random weights with the same budget.
+(with --control) the same architecture fine-tuned from random weights, at rates of its own (--control-lrs).
 
-    python scripts/demo_finetune.py --model PRETRAINED_DIR [--out DIR] [--max-steps 400] [--lr 1e-4] [--control]
+    python scripts/demo_finetune.py --model PRETRAINED_DIR [--out DIR] [--epochs 3] [--lrs 1e-4,3e-4] [--control]
     python scripts/demo_finetune.py --model PRETRAINED_DIR --lrs 3e-5,1e-4 --json results.json
 
 The data (data/finetune/sentiment, from the vaderSentiment 3.3.2 sdist, MIT) is 8,568 training, 1,000 dev and 1,000
 test movie review snippets labelled by the sign of their mean human rating. Every choice is made on dev: the
-checkpoint kept is the best on dev (as the official run_classifier does), the learning rate the best of --lrs, the
+checkpoint kept is the best on dev (as the official run_classifier does), each model's learning rate the best of its rates (--lrs, --control-lrs), the
 bag-of-words model's inverse L2 strength C the best of 0.25 .. 32; so dev accuracies are optimistic and the test
 accuracy of what dev chose is the unbiased figure. The folder must hold the tokenizer (spiece.model) or pass
 --tokenizer. Exit status 0 even if the model does not beat the baselines: the numbers are the report.
@@ -138,24 +138,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=True, help="pretrained model folder (e.g. the pretraining demo's output)")
     ap.add_argument("--tokenizer", help="tokenizer folder or .model (default: the model folder)")
     ap.add_argument("--out", help="where to keep the fine-tuned models (default: a temporary folder)")
-    ap.add_argument("--max-steps", type=int, default=400)
+    ap.add_argument("--epochs", type=float, default=3.0, help="passes over the training split (default 3)")
+    ap.add_argument("--max-steps", type=int, help="a fixed step count instead of --epochs")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-4, help="small demo models like a higher rate than the paper's")
-    ap.add_argument("--lrs", help="comma-separated learning rates to try, the best on dev kept (default: --lr)")
+    ap.add_argument("--lrs", default="1e-4,3e-4",
+                    help="comma-separated rates for the pretrained model, the best on dev kept (default 1e-4,3e-4: "
+                         "small demo models like higher rates than the paper's)")
     ap.add_argument("--seq-len", type=int, default=64, help="the snippets average ~25 pieces")
     ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--warmup-proportion", type=float, default=0.1)
+    ap.add_argument("--no-bias-correction", action="store_true",
+                    help="AdamW without bias correction (the official BERT/ALBERT optimizer); default: corrected")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--control", action="store_true", help="also fine-tune the architecture from random weights")
+    ap.add_argument("--control", action="store_true",
+                    help="also fine-tune the architecture from random weights, at --control-lrs")
+    ap.add_argument("--control-lrs", default="1e-4,3e-4",
+                    help="the from-scratch control's rates, the best on dev kept (default 1e-4,3e-4)")
     ap.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    lrs = [float(x) for x in args.lrs.split(",")] if args.lrs else [args.lr]
+
+    def rates(text: str, flag: str) -> list[float]:
+        try:
+            out = [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            ap.error(f"{flag} {text!r}: expected comma-separated numbers, e.g. 1e-4,3e-4")
+        if not out or any(x <= 0 for x in out):
+            ap.error(f"{flag} {text!r}: expected one or more positive rates")
+        return out
+
+    lrs = rates(args.lrs, "--lrs")
+    control_lrs = rates(args.control_lrs, "--control-lrs") if args.control else None
+    budget = dict(max_steps=args.max_steps) if args.max_steps else dict(epochs=args.epochs)
     with tempfile.TemporaryDirectory() as tmp:
-        report = sentiment_report(args.model, Path(args.out or Path(tmp) / "sentiment"), lrs, control=args.control,
+        report = sentiment_report(args.model, Path(args.out or Path(tmp) / "sentiment"), lrs, control_lrs=control_lrs,
                                   tokenizer=args.tokenizer, device=args.device, progress=not args.no_progress,
-                                  seed=args.seed, max_steps=args.max_steps, batch_size=args.batch_size,
-                                  seq_len=args.seq_len, eval_every=args.eval_every)
+                                  seed=args.seed, batch_size=args.batch_size, seq_len=args.seq_len,
+                                  eval_every=args.eval_every, warmup_proportion=args.warmup_proportion,
+                                  bias_correction=not args.no_bias_correction, **budget)
     print("\n" + format_report(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
