@@ -122,7 +122,7 @@ def _seconds_per_step(config, stores: dict, settings: dict, device=None) -> floa
     from litebert.train.metrics import read_metrics
 
     probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
-                           "log_every": 1})
+                           "log_every": 1, "on_plateau": "off", "report_to": "none"})
     with tempfile.TemporaryDirectory() as tmp:
         pretrain(stores["train"], Path(tmp) / "probe", model=config, train=probe, device=device, progress=False)
         elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp) / "probe")]

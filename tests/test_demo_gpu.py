@@ -15,6 +15,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import demo_finetune  # noqa: E402
+import demo_gpu  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +84,18 @@ def test_report_names_the_unigram_plateau():
     assert "unigram plateau" in demo_gpu.markdown(run)
     run = json.loads((REPO / "bench" / "results" / "h200-2026-11-26" / "demo-512-lr0.00044.json").read_text())
     assert "unigram plateau" not in demo_gpu.markdown(run)
+
+
+def test_plateau_check_reads_the_logged_curve():
+    """Hand-made records logged every 10 steps: H1 6.0, warmup 100, so the mark is step 250 and the band H1 - 0.3 =
+    5.7; the loss first drops below 5.7 at step 260 (5.69), so the mark is missed by one log interval."""
+    train = [{"step": s, "mlm_loss": loss, "unigram_entropy": 6.0}
+             for s, loss in [(10, 9.0), (240, 5.8), (250, 5.75), (260, 5.69), (270, 5.72), (280, 5.5)]]
+    check = demo_gpu.plateau_check(train, [{"step": 250, "plateau": False}], warmup=100)
+    assert check["due_step"] == 250 and check["first_step_below"] == 260 and not check["met"]
+    assert check["mlm_loss_at_due"] == 5.75 and check["step_at_due"] == 250
+    assert check["curve"][0] == [10, 9.0] and len(check["curve"]) == 6 and check["guard"][0]["step"] == 250
+    assert demo_gpu.plateau_check(train, [], warmup=110)["met"]  # mark 260: met
+    line = " ".join(demo_gpu._plateau_line(check))
+    assert "H1 = 6.000" in line and "step 260" in line and "not by warmup + 150" in line
+    assert demo_gpu.plateau_check([], [], warmup=100) == {}  # no records (or no guard): nothing to say

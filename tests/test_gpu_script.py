@@ -87,11 +87,28 @@ def test_arguments_and_defaults():
     (["--seq-len", "513"], "max_position_embeddings = 512"),
     (["--seq-len", "128", "--predictions", "128"], "seq_len - 1 = 127"),
     (["--batch", "0"], "--batch must be >= 1"),
+    (["--num-layers", "0"], "--num-layers 0: must be >= 1"),
 ])
 def test_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         gpu_mfu.parse_args(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_num_layers_changes_the_depth_and_the_flop_count():
+    """The GPU demo's shape (ALBERT-base at 6 layers): the depth replaces the preset's, and the six layers taken
+    away are six full layers of work, counted by hand: per token 4 H^2 (Q, K, V, output) + 2 H F (FFN) multiply-adds
+    and 2 L H for attention's scores and sum, 2 FLOPs per multiply-add, x3 for forward and backward."""
+    base = gpu_mfu.parse_args(["--preset", "albert-base-v2", "--batch", "128", "--seq-len", "128",
+                               "--predictions", "20"])
+    six = gpu_mfu.parse_args(["--preset", "albert-base-v2", "--num-layers", "6", "--batch", "128", "--seq-len", "128",
+                              "--predictions", "20"])
+    assert (base.config.num_hidden_layers, six.config.num_hidden_layers) == (12, 6)
+    assert six.config.hidden_size == base.config.hidden_size == 768
+    f12, f6 = (gpu_mfu.step_flops(a.config, 128, 128, 20) for a in (base, six))
+    h, f, length = 768, 3072, 128
+    layer = 6 * 128 * (length * (4 * h * h + 2 * h * f) + 2 * length * length * h)
+    assert f12 - f6 == pytest.approx(6 * layer, rel=1e-3)
 
 
 def test_dry_run_prints_plan(capsys):
