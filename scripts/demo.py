@@ -9,9 +9,10 @@ Stages (each a function of the work folder, called in order by main()):
                  the same numbers on any machine; the time it will take is estimated from timed steps and printed)
   5. report      held-out MLM and SOP accuracy beside their chance baselines; the HF-format model; a PNG plot;
                  the model's top-3 fill-mask answers on a few held-out sentences
-  6. finetune    sentiment (scripts/demo_finetune.py): the pretrained model, the same architecture from random
-                 weights with the same budget (the control), a bag-of-words TF-IDF + logistic regression (C chosen on
-                 dev) and the majority class, on the same dev and test splits
+  6. finetune    sentiment (scripts/demo_finetune.py): the pretrained model and the same architecture from random
+                 weights (the control), each at its own grid of rates with the same epochs, the rate and checkpoint
+                 chosen on dev; a bag-of-words TF-IDF + logistic regression (C chosen on dev) and the majority
+                 class, on the same dev and test splits
 Writes OUT/report.json, OUT/report.md and OUT/pretraining.png.
 
     .venv/bin/python scripts/demo.py [--out runs/demo] [--steps 1100] [--finetune-epochs 3] [--threads 2]
