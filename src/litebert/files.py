@@ -139,7 +139,7 @@ def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError], l
         raise error(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deeply (arrays or objects inside each other more than about "
-                    f"{MAX_JSON_DEPTH} levels); no litebert file nests so deep: fix or replace the file") from None
+                    f"{MAX_JSON_DEPTH} levels); no file litebert reads nests so deep: fix or replace it") from None
 
 _MISSING = object()
 
@@ -171,9 +171,8 @@ def file_in(folder: str | os.PathLike, name: Any, source: str | os.PathLike, err
     plain = (isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name
              and PurePosixPath(name).name == name and PureWindowsPath(name).name == name)
     if not plain:
-        raise error(f"{source}: names {name!r}, which is not a plain name inside "
-                    f"{folder} (no path may lead out of the folder); fix the file, or copy the folder "
-                    f"again")
+        raise error(f"{source}: names {name!r}, which is not a file name inside {folder} (a name read from a file "
+                    f"may not lead out of its folder); fix the file, or copy the folder again")
     return Path(folder) / name
 
 
