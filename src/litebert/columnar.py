@@ -14,9 +14,10 @@ in the columns asked for, so memory follows the size of a batch, not of the file
 * in Python, a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a pandas ``DataFrame``, or any other
   iterable of strings (`text_source`).
 
-Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. A
-``ClassLabel`` column (`datasets` keeps its features in the schema's metadata) reads as its label names, and -1, its
-"no label", as null.
+Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. Each
+record batch is validated in full before it is read (strings are UTF-8, offsets stay inside their buffers), which
+pyarrow does not do by itself. A ``ClassLabel`` column (`datasets` keeps its features in the schema's metadata)
+reads as its label names, and -1, its "no label", as null.
 """
 
 from __future__ import annotations
@@ -226,8 +227,8 @@ def _validate(table: _Table, batch, first_row: int) -> None:
             at = f"rows {first_row} to {first_row + len(column) - 1}: "
         # pyarrow counts strings within what it validated (the one row): the row named above is the one to show
         reason = re.sub(r" at string index \d+", "", first_line(problem, 200))
-        raise DataError(f"{table.path}: {at}column {name!r} is damaged ({reason}); the file is corrupt or its writer did not check "
-                        "its text: write it again from the source")
+        raise DataError(f"{table.path}: {at}column {name!r} is damaged ({reason}); the file is corrupt, or its writer "
+                        "wrote what its schema does not allow: write it again from the source")
     raise _unreadable(table.path, table.kind, whole)
 
 
@@ -288,25 +289,26 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
 
 
 def _class_names(schema, path) -> dict[str, list[str]]:
-    """{column: label names} of the ``ClassLabel`` columns that `datasets` recorded in the schema's metadata."""
+    """{column: label names} of the ``ClassLabel`` columns that `datasets` recorded in the schema's metadata (of the
+    table ``path``); metadata of another shape is a `DataError` naming the file and the key."""
     raw = (schema.metadata or {}).get(b"huggingface")
     if not raw:
         return {}
-    where = f"{path} (its schema metadata 'huggingface')"
+    source = f"{path} (its schema metadata 'huggingface')"
     fix = "write the file again without that metadata"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise DataError(f"{where}: not UTF-8 text; {fix}") from None
-    doc = parse_json(text, where, DataError)
+        raise DataError(f"{source}: not UTF-8 text; {fix}") from None
+    doc = parse_json(text, source, DataError)
     if not isinstance(doc, dict):
-        raise DataError(f"{where}: a JSON {json_kind(type(doc))}, expected a JSON object; {fix}")
-    info = json_field(doc, "info", dict, where, DataError, default={}, fix=fix)
-    features = json_field(info, "features", dict, where, DataError, default={}, where="info.", fix=fix)
+        raise DataError(f"{source}: a JSON {json_kind(type(doc))}, expected a JSON object; {fix}")
+    info = json_field(doc, "info", dict, source, DataError, default={}, fix=fix)
+    features = json_field(info, "features", dict, source, DataError, default={}, where="info.", fix=fix)
     names = {}
     for name, f in features.items():
         if isinstance(f, dict) and f.get("_type") == "ClassLabel":
-            names[name] = json_field(f, "names", list, where, DataError, where=f"info.features.{name}.", fix=fix)
+            names[name] = json_field(f, "names", list, source, DataError, where=f"info.features.{name}.", fix=fix)
     return names
 
 
