@@ -14,21 +14,23 @@ in the columns asked for, so memory follows the size of a batch, not of the file
 * in Python, a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a pandas ``DataFrame``, or any other
   iterable of strings (`text_source`).
 
-Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. A
-``ClassLabel`` column (`datasets` keeps its features in the schema's metadata) reads as its label names, and -1, its
-"no label", as null.
+Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. Each
+record batch is validated in full before it is read (strings are UTF-8, offsets stay inside their buffers), which
+pyarrow does not do by itself. A ``ClassLabel`` column (`datasets` keeps its features in the schema's metadata)
+reads as its label names, and -1, its "no label", as null.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from litebert.errors import DataError, literal
+from litebert.errors import DataError, first_line, literal
+from litebert.files import file_in, json_field, json_kind, parse_json, read_json
 
 INSTALL_HINT = "pip install 'litebert[datasets]'"
 BATCH_ROWS = 1024
@@ -64,29 +66,26 @@ def choose_split(splits: list[str], where: str, prefer: tuple[str, ...] = ()) ->
 
 def split_folder(folder: str | os.PathLike, prefer: tuple[str, ...] = ()) -> Path:
     """The folder of the split of the ``DatasetDict`` folder ``folder`` to read (`choose_split`)."""
-    splits = _json(Path(folder) / DATASET_DICT).get("splits")
-    if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
-        raise DataError(f"{folder}/{DATASET_DICT}: expected a non-empty list of split names under 'splits'")
+    path = Path(folder) / DATASET_DICT
+    splits = json_field(read_json(path, DataError), "splits", list, path, DataError)
+    if not splits or not all(isinstance(s, str) for s in splits):
+        raise DataError(f"{path}: expected a non-empty list of split names under 'splits'")
+    for name in splits:
+        file_in(folder, name, path, DataError)  # a split is a sub-folder: none may lead elsewhere
     return Path(folder) / choose_split(splits, str(folder), prefer)
-
-
-def _json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: cannot read it as JSON ({literal(e)})") from None
-    if not isinstance(value, dict):
-        raise DataError(f"{path}: expected a JSON object")
-    return value
 
 
 def _data_files(folder: Path) -> list[Path]:
     """The Arrow files of a ``Dataset.save_to_disk`` folder, in order (``state.json``'s ``_data_files``)."""
-    entries = _json(folder / "state.json").get("_data_files")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("filename"), str)
-                                                and "/" not in e["filename"] for e in entries):
-        raise DataError(f"{folder}/state.json: expected a list of {{'filename': NAME}} under '_data_files'")
-    files = [folder / e["filename"] for e in entries]
+    path = folder / "state.json"
+    entries = json_field(read_json(path, DataError), "_data_files", list, path, DataError)
+    files = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise DataError(f"{path}: '_data_files[{i}]' is a JSON {json_kind(type(entry))}, expected a JSON object "
+                            "{'filename': NAME}")
+        name = json_field(entry, "filename", str, path, DataError, where=f"_data_files[{i}].")
+        files.append(file_in(folder, name, path, DataError))
     missing = [f for f in files if not f.is_file()]
     if missing:
         raise DataError(f"{missing[0]}: listed in {folder}/state.json but missing; copy the whole folder again")
@@ -185,13 +184,52 @@ def _unreadable(path: Path, kind: str, e: Exception) -> DataError:
 
 
 def _batches(table: _Table, columns: list[str] | None) -> Iterator:
-    """The record batches of ``table`` in ``columns``; a damaged file is a `DataError` naming it."""
+    """The record batches of ``table`` in ``columns``, each validated in full; a damaged file is a `DataError`
+    naming it (and the column and row where it can)."""
+    import pyarrow as pa
+
+    row = 0
+    try:
+        for batch in table.batches(columns):
+            _validate(table, batch, row)
+            yield batch
+            row += batch.num_rows
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(table.path, table.kind, e) from None
+
+
+def _validate(table: _Table, batch, first_row: int) -> None:
+    """Refuse a batch whose buffers do not hold what its schema says. pyarrow reads Arrow and Parquet without
+    checking that strings are UTF-8 or that offsets stay inside their buffers (a cheap check only: full validation is
+    left to the reader), and converting such a batch to Python raises UnicodeDecodeError or reads past the buffer.
+    The error names the column and the first bad row (``first_row`` is the batch's first row in the table)."""
     import pyarrow as pa
 
     try:
-        yield from table.batches(columns)
-    except (pa.ArrowException, OSError) as e:
-        raise _unreadable(table.path, table.kind, e) from None
+        batch.validate(full=True)
+        return
+    except pa.ArrowException as e:
+        whole = e
+    for i, name in enumerate(batch.schema.names):
+        column = batch.column(i)
+        try:
+            column.validate(full=True)
+            continue
+        except pa.ArrowException as e:
+            problem = e
+        for k in range(len(column)):
+            try:
+                column.slice(k, 1).validate(full=True)
+            except pa.ArrowException as e:
+                at, problem = f"row {first_row + k}: ", e
+                break
+        else:
+            at = f"rows {first_row} to {first_row + len(column) - 1}: "
+        # pyarrow counts strings within what it validated (the one row): the row named above is the one to show
+        reason = re.sub(r" at string index \d+", "", first_line(problem, 200))
+        raise DataError(f"{table.path}: {at}column {name!r} is damaged ({reason}); the file is corrupt, or its writer "
+                        "wrote what its schema does not allow: write it again from the source")
+    raise _unreadable(table.path, table.kind, whole)
 
 
 def column_names(path: str | os.PathLike, kind: str) -> list[str]:
@@ -240,7 +278,7 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
     missing = [c for c in columns or [] if c not in table.schema.names]
     if missing:
         raise DataError(f"{path}: no column {missing[0]!r} (it has {', '.join(table.schema.names) or 'none'})")
-    names = _class_names(table.schema)
+    names = _class_names(table.schema, table.path)
     row = 0
     for batch in _batches(table, columns):
         values = {name: _python_values(batch.column(i), names.get(name))
@@ -250,15 +288,28 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
         row += batch.num_rows
 
 
-def _class_names(schema) -> dict[str, list[str]]:
-    """{column: label names} of the ``ClassLabel`` columns that `datasets` recorded in the schema's metadata."""
+def _class_names(schema, path) -> dict[str, list[str]]:
+    """{column: label names} of the ``ClassLabel`` columns that `datasets` recorded in the schema's metadata (of the
+    table ``path``); metadata of another shape is a `DataError` naming the file and the key."""
     raw = (schema.metadata or {}).get(b"huggingface")
-    try:
-        features = json.loads(raw)["info"]["features"] if raw else {}
-    except (ValueError, KeyError, TypeError):
+    if not raw:
         return {}
-    return {name: f["names"] for name, f in features.items()
-            if isinstance(f, dict) and f.get("_type") == "ClassLabel" and isinstance(f.get("names"), list)}
+    source = f"{path} (its schema metadata 'huggingface')"
+    fix = "write the file again without that metadata"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{source}: not UTF-8 text; {fix}") from None
+    doc = parse_json(text, source, DataError)
+    if not isinstance(doc, dict):
+        raise DataError(f"{source}: a JSON {json_kind(type(doc))}, expected a JSON object; {fix}")
+    info = json_field(doc, "info", dict, source, DataError, default={}, fix=fix)
+    features = json_field(info, "features", dict, source, DataError, default={}, where="info.", fix=fix)
+    names = {}
+    for name, f in features.items():
+        if isinstance(f, dict) and f.get("_type") == "ClassLabel":
+            names[name] = json_field(f, "names", list, source, DataError, where=f"info.features.{name}.", fix=fix)
+    return names
 
 
 def _python_values(column, class_names: list[str] | None) -> list:

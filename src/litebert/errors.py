@@ -11,8 +11,9 @@ call or a command line, so a message names its arguments as fields, ``{name}``, 
 ``str(error)`` (what a Python caller sees) renders ``{seq_len}`` as ``seq_len = 600``; the command line renders it as
 its flag, ``--seq-len 600`` (`LitebertError.render` with the command's map of argument names to flags). ``{name:flag}``
 gives the name alone (``seq_len`` / ``--seq-len``), ``{name:value}`` the value alone. A value wrapped in `Field`
-belongs to a config class and renders as ``TrainConfig.lr = 0.001`` in Python. Arguments the message does not
-render as fields (``limit`` above) are plain values. A message without keyword arguments is used as it is.
+belongs to a config class and renders as ``TrainConfig.lr = 0.001`` in Python; one read from a file
+(``Field(..., source=FILE)``) renders as ``FILE: lr = 0.001`` everywhere, since no flag gave it. Arguments the message
+does not render as fields (``limit`` above) are plain values. A message without keyword arguments is used as it is.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)(?::(\w+))?\}")  # an escaped brace, or a
 
 @dataclass(frozen=True)
 class Field:
-    """A config field's value in an error: ``Field("TrainConfig", 0.001)`` renders as ``TrainConfig.lr = 0.001``."""
+    """A config field's value in an error: ``Field("TrainConfig", 0.001)`` renders as ``TrainConfig.lr = 0.001``;
+    with ``source``, the file the value was read from, as ``FILE: lr = 0.001``."""
 
     owner: str
     value: Any
+    source: Any = None
 
 
 class _Named:
@@ -44,6 +47,9 @@ class _Named:
         flag = self.flags.get(self.name) if self.flags else None
         if spec == "value":
             return _plain(value)
+        if isinstance(self.value, Field) and self.value.source is not None:  # the file's field, not a flag
+            name = f"{_plain(self.value.source)}: {self.name}"
+            return name if spec == "flag" else f"{name} = {_python(value)}"
         if flag is not None:  # as the command line wrote it
             if spec == "flag" or isinstance(value, bool) or value is None:
                 return flag

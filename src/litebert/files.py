@@ -1,8 +1,13 @@
-"""Writing files so that a crash never leaves half a file, and reading JSON with errors that name the file.
+"""Writing files so that a crash never leaves half a file; reading what files say with errors that name the file.
 
 Every file litebert writes goes through `atomic_write`: the content goes to a hidden temporary beside the target
 (``.NAME.tmp-PID``), is flushed to disk, then renamed over the target in one step. A reader therefore sees the old
 file or the new one, never a torn one, and a failed write leaves the old file as it was.
+
+What a file says is not trusted: every JSON document is parsed by `parse_json` (bad JSON, or JSON nested deeper than
+Python can parse, is an error naming the file and line), a value read from it is taken with `json_field` (a wrong type
+is an error naming the file and key), and a name read from it becomes a path only through `file_in` (a name that
+would lead out of its folder is refused).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Callable, Union
 
 from litebert.errors import LitebertError, WriteError
@@ -118,12 +123,57 @@ def read_json(path: str | os.PathLike, error: type[LitebertError], *, expect: ty
     return data
 
 
-def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError]) -> Any:
-    """The JSON document ``text``, read from ``path``; bad JSON raises ``error`` naming the file and line."""
+# json.loads nests as deep as Python's recursion limit (1000 by default) and raises RecursionError beyond it
+MAX_JSON_DEPTH = 1000
+
+
+def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError], lineno: int | None = None) -> Any:
+    """The JSON document ``text``, read from ``path`` (line ``lineno`` of it, for JSON lines); bad JSON, or JSON
+    nested deeper than Python's parser goes, raises ``error`` naming the file and line."""
+    where = f"{path}:{lineno}" if lineno is not None else str(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
+        if lineno is not None:
+            raise error(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
         raise error(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply (arrays or objects inside each other more than about "
+                    f"{MAX_JSON_DEPTH} levels); no file litebert reads nests so deep: fix or replace it") from None
+
+_MISSING = object()
+
+
+def json_field(data: dict, key: str, expect: type | tuple[type, ...], path: str | os.PathLike,
+               error: type[LitebertError], *, default: Any = _MISSING, where: str = "", fix: str = "") -> Any:
+    """``data[key]``, a value of the JSON object read from ``path``, checked to be an ``expect`` (a bool is not
+    taken for a number). A missing key gives ``default``; without one, or for a value of another type, ``error``
+    names the file and the key (``where``, the key's path above ``data``, as ``shards[2].``), and ``fix`` says how
+    to mend it."""
+    name = f"{where}{key}"
+    if key not in data:
+        if default is not _MISSING:
+            return default
+        raise error(f"{path}: no key {name!r}{'; ' + fix if fix else ''}")
+    value = data[key]
+    kinds = expect if isinstance(expect, tuple) else (expect,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        wanted = " or ".join(dict.fromkeys(json_kind(k) for k in kinds))
+        raise error(f"{path}: {name!r} is a JSON {json_kind(type(value))}, expected a JSON "
+                    f"{wanted}{'; ' + fix if fix else ''}")
+    return value
+
+
+def file_in(folder: str | os.PathLike, name: Any, source: str | os.PathLike, error: type[LitebertError]) -> Path:
+    """The path of ``name``, a file or folder name that ``source`` (a file) gives, inside ``folder``. A name read
+    from a file becomes a path only here: one that is not a plain name (empty, ``.``, ``..``, with a ``/`` or ``\\``,
+    a drive or a NUL) would lead out of ``folder`` and raises ``error`` naming ``source``."""
+    plain = (isinstance(name, str) and name not in ("", ".", "..") and "\0" not in name
+             and PurePosixPath(name).name == name and PureWindowsPath(name).name == name)
+    if not plain:
+        raise error(f"{source}: names {name!r}, which is not a file name inside {folder} (a name read from a file "
+                    f"may not lead out of its folder); fix the file, or copy the folder again")
+    return Path(folder) / name
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -23,7 +23,6 @@ a folder holding anything else is refused before anything is deleted.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from litebert.errors import LitebertError, WriteError, literal
-from litebert.files import TEMPORARY, io_failure, process_alive, write_json
+from litebert.files import TEMPORARY, io_failure, process_alive, read_json, write_json
 
 OWNER_FILE = ".litebert.json"
 ACTIONS = ("new", "overwrite", "restart", "resume", "finished")
@@ -123,10 +122,9 @@ LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE)
 def read_marker(folder: str | os.PathLike) -> dict:
     """The marker of an output folder as a dict ({} when there is none or it cannot be read)."""
     try:
-        data = json.loads((Path(folder) / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(Path(folder) / OWNER_FILE, LitebertError)
+    except LitebertError:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def output_kind(folder: str | os.PathLike) -> Optional[str]:

@@ -23,6 +23,7 @@ _ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(?:
 # weights in formats litebert does not read: not fetched
 _IGNORED = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "*.ckpt*", "*.gguf", "onnx/*", "coreml/*"]
 _TRUE = ("1", "true", "yes", "on")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a snapshot's folder name in the cache: its commit hash
 
 
 def is_hub_id(spec) -> bool:
@@ -78,10 +79,28 @@ def local(spec, what: str = "model") -> Path:
 
 def _cached(hub, repo: str, revision: str | None) -> Path | None:
     """The snapshot of ``repo`` at ``revision`` (default: main) in the cache, or None."""
+    _check_ref(repo, revision)
     try:
         return Path(hub.snapshot_download(repo, revision=revision, cache_dir=cache_dir(), local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached (LocalEntryNotFoundError and relatives)
         return None
+
+
+def _check_ref(repo: str, revision: str | None) -> None:
+    """The cache's ``refs/REVISION`` file, where there is one, must hold a commit hash: huggingface_hub joins what it
+    holds to ``snapshots/``, so a path there (``../../elsewhere``) would lead out of the cache."""
+    if revision is not None and _COMMIT.match(revision):
+        return  # a commit names its snapshot itself; no ref is read
+    root = cache_dir() / ("models--" + repo.replace("/", "--"))
+    ref = root / "refs" / (revision or "main")
+    try:
+        held = ref.read_bytes()[:100].decode("utf-8", errors="replace").strip()
+    except OSError:
+        return  # no such ref: not cached at this revision
+    if not _COMMIT.match(held):
+        raise CheckpointError(f"{ref}: holds {held[:60]!r}, not a commit hash (40 hexadecimal digits), so the cached "
+                              f"{repo} cannot be found by it; the cache entry is damaged: delete {root} and download "
+                              f"the model again")
 
 
 def download(repo: str, revision: str | None) -> str:

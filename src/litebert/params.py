@@ -59,9 +59,11 @@ _SHAPE_FIELDS = {"vocab_size": 256_000, "embedding_size": 4096, "hidden_size": 4
                  "max_position_embeddings": 512}
 
 
-def check_memory(config: AlbertConfig, batch: int, seq_len: int, available: int, training: bool = True) -> None:
+def check_memory(config: AlbertConfig, batch: int, seq_len: int, available: int, training: bool = True,
+                 source=None) -> None:
     """Refuse, before anything is allocated, a shape whose `memory_bytes` exceed ``available`` bytes: a one-line
-    `ConfigError` naming the config field most responsible and the sizes."""
+    `ConfigError` naming the config field most responsible (as a field of ``source``, the file the config was read
+    from, when it was) and the sizes."""
     from litebert.errors import ConfigError, Field
 
     need = memory_bytes(config, batch, seq_len, training)
@@ -78,8 +80,8 @@ def check_memory(config: AlbertConfig, batch: int, seq_len: int, available: int,
     culprit = max(drops, key=drops.get) if drops else "hidden_size"
     raise ConfigError("{" + culprit + "}: " + f"this shape needs at least {_gb(need)} "
                       f"({'training' if training else 'inference'} at batch {batch} x {seq_len} tokens), more than "
-                      f"the {_gb(available)} available; lower it", **{culprit: Field("AlbertConfig",
-                                                                                     getattr(config, culprit))})
+                      f"the {_gb(available)} available; lower it",
+                      **{culprit: Field("AlbertConfig", getattr(config, culprit), source)})
 
 
 def _gb(n: int) -> str:

@@ -40,7 +40,7 @@ from typing import Any, BinaryIO, Iterator
 from litebert import columnar
 from litebert.columnar import TextSource
 from litebert.errors import DataError, literal as _literal
-from litebert.files import json_kind
+from litebert.files import json_kind, parse_json
 from litebert.zstd import MAGIC as _ZSTD_MAGIC, ZstdFile
 
 ENCODING_ERRORS = ("strict", "replace")
@@ -481,12 +481,7 @@ def parse_json_line(line: str, path: str | os.PathLike, lineno: int, encoding_er
     """One line of a JSON-lines file, which must hold a JSON object; otherwise a `DataError` naming file and line.
     A lone surrogate in its strings is an error too, or U+FFFD with ``encoding_errors="replace"``
     (`mend_lone_surrogates`)."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-    except RecursionError:
-        raise DataError(f"{path}:{lineno}: JSON nested too deeply") from None
+    obj = parse_json(line, path, DataError, lineno)
     if not isinstance(obj, dict):
         raise DataError(f"{path}:{lineno}: expected a JSON object, got {json_kind(type(obj))}")
     if "\\" in line:  # only an escape gives a lone surrogate: a line without one costs a byte search, no more

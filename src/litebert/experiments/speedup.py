@@ -210,7 +210,7 @@ def _child(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, warm
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
         raise ExperimentError(f"speedup: timing {preset} on {n} process(es) failed (exit {done.returncode}): "
                               f"{tail}")
-    result = json.loads(tmp.read_text())
+    result = read_json(tmp, ConfigError)
     tmp.unlink()
     return result
 

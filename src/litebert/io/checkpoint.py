@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Iterable
@@ -19,8 +20,8 @@ import torch
 
 from litebert import __version__
 from litebert.config import AlbertConfig
-from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError
-from litebert.files import atomic_write, read_json, write_json
+from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, first_line
+from litebert.files import atomic_write, file_in, read_json, write_json
 from litebert.io import keymap
 
 log = logging.getLogger("litebert")
@@ -109,15 +110,13 @@ def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         weight_map = read_json(index, CheckpointError).get("weight_map")
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise CheckpointError(f"{index}: not a valid safetensors index (no 'weight_map' of tensor -> file name)")
-        shards = sorted(set(weight_map.values()))
-        for shard in shards:  # shards live in the folder itself: never read a file the index points to elsewhere
-            if Path(shard).name != shard or shard in (".", ".."):
-                raise CheckpointError(f"{index} names shard {shard!r}, which is not a file name inside {path}")
+        # shards live in the folder itself: never read a file the index points to elsewhere
+        shards = [file_in(path, shard, index, CheckpointError) for shard in sorted(set(weight_map.values()))]
         tensors: dict[str, torch.Tensor] = {}
         for shard in shards:
-            if not (path / shard).is_file():
-                raise CheckpointError(f"{index} names shard {shard!r}, which is missing from {path}")
-            tensors.update(_read_file(path / shard))
+            if not shard.is_file():
+                raise CheckpointError(f"{index} names shard {shard.name!r}, which is missing from {path}")
+            tensors.update(_read_file(shard))
         return tensors
     if (path / LEGACY_WEIGHTS).is_file():
         return _read_file(path / LEGACY_WEIGHTS)
@@ -138,10 +137,22 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
     try:  # legacy PyTorch pickle: never unpickle arbitrary objects
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for corrupt or unsafe pickles
-        raise CheckpointError(f"{file}: cannot be read as a PyTorch state dict with weights_only=True ({e})") from None
+        raise CheckpointError(f"{file}: cannot be read as a PyTorch state dict with weights_only=True "
+                              f"({_unpickling_reason(e)}); litebert reads safetensors, or pickles of plain tensors, "
+                              f"and never runs code from a pickle. If you trust the file, convert it: load it with "
+                              f"torch.load(weights_only=False) and save its tensors with safetensors.torch.save_file "
+                              f"as {WEIGHTS_NAME}") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{file}: expected a flat dict of tensors")
     return state
+
+
+def _unpickling_reason(e: Exception) -> str:
+    """Why torch.load(weights_only=True) refused a file, in a line: its advice to load with weights_only=False,
+    which spans several lines and is not litebert's to give, left out."""
+    text = str(e)
+    found = re.search(r"WeightsUnpickler error: ([^\n]*?)(?:\.\s|\.?$)", text, re.MULTILINE)
+    return found.group(1) if found else first_line(e, 200) or type(e).__name__
 
 
 def load_hf_state_dict(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:

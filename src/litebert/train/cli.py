@@ -78,9 +78,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, TrainConfig, title="training (the recipe's or the defaults unless given)")
 
 
-def flag_names(args: argparse.Namespace) -> dict[str, str]:
-    """The flag that named the model, for errors about it."""
-    return {"model": "--model-config" if args.model_config else "--preset", "train": "--config"}
+def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
+    """The flag that named the model, for errors about it. A shape field that no flag set came from the preset or
+    the config file: an error names it as a config field (None), not as a flag the user did not give."""
+    unset = {dest: None for dest in SHAPE if getattr(args, dest, None) is None}
+    return {**unset, "model": "--model-config" if args.model_config else "--preset", "train": "--config"}
 
 
 def build_train_config(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:

@@ -86,5 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.verdict == "PASS" else 3
 
 
-def flag_names(args: argparse.Namespace) -> dict[str, str]:
-    return {"model": "--model-config" if args.model_config else "--preset", "train": "--config"}
+def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
+    from litebert.train.cli import flag_names as pretrain_flag_names
+
+    return pretrain_flag_names(args)

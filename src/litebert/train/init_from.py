@@ -17,7 +17,6 @@ sha256 of its weights (`weights_sha256`) in its checkpoints, so ``--resume`` che
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, ConfigError
+from litebert.files import read_json
 from litebert.folders import output_kind
 
 # Configuration fields that belong to task heads, not to the encoder a pretraining run continues.
@@ -91,8 +91,8 @@ def read_init_model(path: Path) -> InitModel:
     tensors = load_weights(folder)
     _check_shapes(config, tensors, folder)
     try:
-        architecture = str((json.loads((folder / "config.json").read_text()).get("architectures") or ["?"])[0])
-    except (ValueError, OSError, TypeError, IndexError):
+        architecture = str((read_json(folder / "config.json", ConfigError).get("architectures") or ["?"])[0])
+    except (ConfigError, TypeError, IndexError, KeyError):
         architecture = "?"
     tokenizer, pieces = _vocabulary(folder)
     return InitModel(folder, config, tensors, weights_sha256(tensors), architecture, tokenizer, pieces)
@@ -109,10 +109,10 @@ def _vocabulary(folder: Path) -> tuple[object | None, list[str] | None]:
         if not file.is_file():
             return None, None
         try:
-            model = json.loads(file.read_text(encoding="utf-8")).get("model") or {}
+            model = read_json(file, ConfigError).get("model") or {}
             if model.get("type") == "Unigram" and isinstance(model.get("vocab"), list):
                 return None, [str(entry[0]) for entry in model["vocab"]]
-        except (ValueError, OSError, TypeError, IndexError, AttributeError) as e:
+        except (TypeError, IndexError, AttributeError, KeyError) as e:
             raise ConfigError("{init_from}: " + f"{file.name} is not a readable tokenizer.json ({e})",
                               init_from=folder) from None
         if model.get("type") != "WordPiece":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError, first_line
-from litebert.files import atomic_write
+from litebert.files import atomic_write, parse_json
 from litebert.train.trackers import open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
@@ -68,8 +68,8 @@ def read_jsonl_records(path: Path, warn: bool = True) -> list[tuple[str, dict]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = parse_json(line, path, MetricsError, i)
+        except MetricsError:
             record = None
         if not isinstance(record, dict) or type(record.get("step")) is not int:
             raise MetricsError(f"{path}:{i}: not a metrics record ({line[:60]!r}); fix or delete that line, then "

@@ -119,12 +119,13 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
     train_data, eval_set = _datasets(data, eval_data, cfg, verify_data)
     init = read_init_model(init_from) if init_from is not None else None
     init_tokenizer = check_vocabulary(init, train_data.store) if init is not None else None
-    config = model_config(model_spec, init, train_data.facts.vocab_size, cfg.seq_len)
+    config, config_file = model_config(model_spec, init, train_data.facts.vocab_size, cfg.seq_len)
     saved_tokenizer = (_tokenizer(tokenizer, train_data.store) if init is None or tokenizer is not None
                        else init_tokenizer)
     runtime = Runtime.resolve(dist, cfg.precision, attention, config, training=True)
     smallest = cfg.micro_batch if isinstance(cfg.micro_batch, int) else 1  # auto goes down to 1
-    check_memory(config, smallest, cfg.seq_len, available_memory(dist.device))  # before it is allocated
+    # before it is allocated
+    check_memory(config, smallest, cfg.seq_len, available_memory(dist.device), source=config_file)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = AlbertForPreTraining(config)
     note = load_init_weights(model, init) if init is not None else None
@@ -181,21 +182,23 @@ def _datasets(data: Path, eval_data, cfg: TrainConfig, verify: bool):
     return train_data, held
 
 
-def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> AlbertConfig:
-    """The config to train: ``spec`` (a config, a preset name or a config.json), or with ``init`` the model's own
-    (``spec`` must then agree); its vocabulary is the store's, and it must take ``seq_len`` positions."""
+def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> tuple[AlbertConfig, str | None]:
+    """The config to train and the file it was read from (None for a preset or a config given in Python): ``spec``
+    (a config, a preset name or a config.json), or with ``init`` the model's own (``spec`` must then agree); its
+    vocabulary is the store's, and it must take ``seq_len`` positions."""
+    from litebert.io.checkpoint import CONFIG_NAME
     from litebert.train.init_from import check_model_agrees
 
-    given = None
+    given, source = None, None
     if isinstance(spec, AlbertConfig):
         given = spec
     elif isinstance(spec, str) and not spec.endswith(".json") and os.sep not in spec:
         given = AlbertConfig.from_preset(spec)
     elif spec is not None:
-        given = AlbertConfig.from_json(spec)
+        given, source = AlbertConfig.from_json(spec), os.fspath(spec)
     if init is not None:
         check_model_agrees(init, given, spec)
-        config = init.config
+        config, source = init.config, os.fspath(init.folder / CONFIG_NAME)
     elif given is None:
         raise ConfigError("give the model: {model:flag} (a preset name, a config or a config.json) or "
                           "{init_from:flag} (a model folder)", model=None, init_from=None)
@@ -204,7 +207,7 @@ def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> Albert
     if config.vocab_size != vocab_size:  # the store's tokenizer decides the vocabulary
         config = dataclasses.replace(config, vocab_size=vocab_size)
     config.sequence_length(seq_len, seq_len)
-    return config
+    return config, source
 
 
 def _tokenizer(path, store):

@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
-from litebert.files import read_json, write_json
+from litebert.files import json_field, read_json, write_json
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 REPORT_TO = ("auto", "none") + TRACKERS
 INSTALL = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb",
            "mlflow": "pip install mlflow-skinny (or mlflow)"}
 STATE_FILE = "trackers.json"  # the ids of the tracker runs, for resume
+_STATE_KEYS = {"wandb": ("id",), "mlflow": ("run_id", "tracking_uri")}  # what the trackers read of it
 DEFAULT_PROJECT = "litebert"  # W&B project and MLflow experiment unless the environment names one
 
 
@@ -128,7 +129,12 @@ def _read_state(folder: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        return read_json(path, TrackerError)
+        state = read_json(path, TrackerError)
+        for name, keys in _STATE_KEYS.items():
+            entry = json_field(state, name, dict, path, TrackerError, default=None)
+            for key in keys if entry is not None else ():
+                json_field(entry, key, str, path, TrackerError, where=f"{name}.")
+        return state
     except LitebertError as e:
         print(f"warning: {e}; the trackers start new runs", file=sys.stderr, flush=True)
         return {}
