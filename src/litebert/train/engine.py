@@ -29,8 +29,7 @@ from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
-from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid,
-                                      load_checkpoint, save_checkpoint)
+from litebert.train.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
 from litebert.train.device import autocast_dtype
 
 

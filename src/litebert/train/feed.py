@@ -136,6 +136,9 @@ def _death(exitcode: int) -> str:
     if exitcode >= 0:
         return f"exited with status {exitcode}"
     number = -exitcode
-    name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+    try:
+        name = f", {signal.Signals(number).name}"
+    except ValueError:  # a real-time signal: no name
+        name = ""
     why = ", likely by the out-of-memory killer" if number == signal.SIGKILL else ""
-    return f"was killed (signal {number}, {name}{why})"
+    return f"was killed (signal {number}{name}{why})"
