@@ -195,6 +195,16 @@ def test_commands_take_hub_ids_offline(hf_home, tmp_path, capsys):
                  str(tmp_path / "store"), "--no-progress"]) == 0
 
 
+def test_export_takes_a_hub_id_offline(hf_home, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "tiny.onnx"
+    assert main(["export", "onnx", "--offline", "--model", "albert/albert-tiny", "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    assert "exported AlbertForMaskedLM" in capsys.readouterr().out and out.stat().st_size > 0
+    assert main(["export", "onnx", "--offline", "--model", "albert/not-cached", "--out", str(tmp_path / "x.onnx")]) == 2
+    assert "is not in the Hugging Face cache" in capsys.readouterr().err
+
+
 def test_pretrain_init_from_hub_id(hf_home, tmp_path, capsys):
     from litebert.data.store import prepare_store
     from litebert.tokenizer import AlbertTokenizer

@@ -104,3 +104,13 @@ def test_plot_refusals_are_one_line(runs, tmp_path, capsys):
         plot_runs([tmp_path / "missing"], tmp_path / "x.svg")
     with pytest.raises(ConfigError, match="out = .*: cannot draw a 'file without extension'"):
         plot_runs([a], tmp_path / "curves")
+
+
+def test_one_path_is_one_run(runs, tmp_path):
+    from litebert import plot_runs
+
+    a = runs[0]
+    listed = plot_runs([a], tmp_path / "listed.svg")
+    assert plot_runs(str(a), tmp_path / "str.svg") == listed  # not the folders "/", "t", "m", "p", ...
+    assert plot_runs(a, tmp_path / "path.svg") == listed
+    assert list(listed["loss"]) == [a.name]

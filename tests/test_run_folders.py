@@ -2,6 +2,7 @@
 changes nothing on disk, `--resume` / `--overwrite` / completion markers behave as docs/pretraining.md describes."""
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -139,15 +140,46 @@ def test_pretrain_resume_refusals_change_nothing(setup, tmp_path, capsys, monkey
     (out / "metrics.jsonl").write_text(lines[0] + "\n" + "garbage\n" + lines[1] + "\n")
     refused(capsys, pretrain(setup, out, "--resume"), out, "metrics.jsonl:2: not a metrics record")
     (out / "metrics.jsonl").write_text(good)
-    # no checkpoint verifies (here: corrupt; as well: killed while writing the first one): nothing to continue from,
-    # so --resume starts again from step 0, saying so, and the metrics are rewritten (no --overwrite needed)
-    ckpt = out / "checkpoints" / "step-00000002.pt"
-    data = bytearray(ckpt.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    ckpt.write_bytes(bytes(data))
+
+
+def test_pretrain_resume_refuses_when_no_checkpoint_verifies(setup, tmp_path, capsys, monkeypatch):
+    """Checkpoints that all fail to verify leave nothing to continue from, but the run has a history (metrics,
+    checkpoints): --resume refuses, naming each checkpoint and its fault, rather than start again over it."""
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 4)
+    assert main(pretrain(setup, out, steps=8)) == 130
+    monkeypatch.undo()
+    ckpts = out / "checkpoints"
+    newest, older = ckpts / "step-00000004.pt", ckpts / "step-00000002.pt"
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # bit rot
+    newest.write_bytes(bytes(data))
+    older.write_bytes(b"not a checkpoint")  # replaced, with a checksum that matches the new bytes
+    (ckpts / "step-00000002.pt.sha256").write_text(f"{hashlib.sha256(b'not a checkpoint').hexdigest()}  x\n")
+    refused(capsys, pretrain(setup, out, "--resume", steps=8), out,
+            f"none of the checkpoints in {ckpts} verifies (step-00000004.pt does not match its checksum in "
+            "step-00000004.pt.sha256: the file is corrupt; step-00000002.pt cannot be read (")
+    refused(capsys, pretrain(setup, out, "--resume", steps=8), out, "start the run over with --overwrite")
+    # killed while writing its first checkpoint (the file, not yet its checksum): refused as well
+    (ckpts / "step-00000002.pt").unlink()
+    (ckpts / "step-00000002.pt.sha256").unlink()
+    (ckpts / "step-00000004.pt.sha256").unlink()
+    refused(capsys, pretrain(setup, out, "--resume", steps=8), out,
+            "(step-00000004.pt has no checksum file step-00000004.pt.sha256: it was not completely written)")
+    assert main(pretrain(setup, out, "--overwrite", steps=8)) == 0  # as the message says
+    assert [r["step"] for r in read_metrics(out)] == list(range(1, 9)) and read_marker(out)["complete"] is True
+
+
+def test_pretrain_resume_before_the_first_checkpoint_starts_again(setup, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    stop_after(monkeypatch, 1)  # stopped before --save-every 2 ...
+    assert main(pretrain(setup, out)) == 130
+    monkeypatch.undo()
+    for f in (out / "checkpoints").iterdir():  # ... as a kill would leave it: no checkpoint at all
+        f.unlink()
     capsys.readouterr()
     assert main(pretrain(setup, out, "--resume")) == 0
-    assert "holds no checkpoint that verifies; starting from step 0" in capsys.readouterr().err
+    assert "holds no checkpoint yet; starting from step 0 (its metrics are rewritten)" in capsys.readouterr().err
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
 
 

@@ -49,6 +49,22 @@ def test_corrupt_latest_falls_back_to_previous_with_warning(tmp_path, damage):
         C.load_checkpoint(latest)
 
 
+def test_checkpoints_none_of_which_verifies_are_an_error_naming_each(tmp_path):
+    C.save_checkpoint(tmp_path, 1, state(1))
+    C.save_checkpoint(tmp_path, 2, state(2))
+    (tmp_path / "step-00000002.pt.sha256").unlink()
+    (tmp_path / "step-00000001.pt").write_bytes(b"rot")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one error, no warnings beside it
+        with pytest.raises(CheckpointError) as e:
+            C.latest_valid(tmp_path)
+    assert str(e.value) == (
+        f"none of the checkpoints in {tmp_path} verifies (step-00000002.pt has no checksum file "
+        "step-00000002.pt.sha256: it was not completely written; step-00000001.pt does not match its checksum in "
+        "step-00000001.pt.sha256: the file is corrupt): there is nothing to continue the run from; put back a good "
+        "checkpoint, or start the run over with overwrite = True, which deletes its history")
+
+
 def test_no_checkpoints_and_missing_file(tmp_path):
     assert C.latest_valid(tmp_path / "nothing") is None
     with pytest.raises(CheckpointNotFoundError):

@@ -31,9 +31,9 @@ def cfg(**kw):
     return TrainConfig(**{**base, **kw})
 
 
-def model():
+def model(**config):
     torch.manual_seed(0)
-    return AlbertForPreTraining(tiny_model_config())
+    return AlbertForPreTraining(tiny_model_config(**config))
 
 
 def starts_for(global_batch, rank=0, world=1):
@@ -101,6 +101,17 @@ def test_a_run_with_workers_equals_one_without_and_resumes_exactly(setup, tmp_pa
     assert [r["step"] for r in b] == list(range(1, 11))
     assert [r["loss"] for r in b] == [r["loss"] for r in a]  # bit-identical
     assert np.isclose(second.final_eval["mlm_loss"], ref.final_eval["mlm_loss"], rtol=0, atol=0)
+
+
+def test_with_dropout_a_run_with_workers_equals_one_without(setup, tmp_path):
+    # dropout draws from the global generator: the loader must not (its workers' seed comes from its own)
+    tr, ev = datasets(setup)
+    dropout = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    runs = {w: train(model(**dropout), tr, None, cfg(max_steps=4, data_workers=w), tmp_path / str(w), progress=False)
+            for w in (0, 2)}
+    a, b = read_metrics(tmp_path / "0"), read_metrics(tmp_path / "2")
+    assert [r["step"] for r in b] == [1, 2, 3, 4] and runs[2].step == 4
+    assert [r["loss"] for r in b] == [r["loss"] for r in a]  # bit-identical
 
 
 def test_negative_workers_are_refused():

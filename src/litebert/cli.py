@@ -29,7 +29,7 @@ import typing
 import warnings
 from typing import Any, Iterable, Optional, Union
 
-from litebert.errors import LitebertError, first_line
+from litebert.errors import LitebertError, first_line, printable
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -229,7 +229,7 @@ def _overview() -> str:
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """Warnings on the command line read as one line each, like errors (no source file and line of litebert's)."""
-    return f"warning: {message}\n"
+    return f"warning: {printable(str(message))}\n"
 
 
 _MODEL_OPTIONS = {"model", "models", "init_from", "tokenizer"}

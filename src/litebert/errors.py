@@ -14,6 +14,9 @@ gives the name alone (``seq_len`` / ``--seq-len``), ``{name:value}`` the value a
 belongs to a config class and renders as ``TrainConfig.lr = 0.001`` in Python; one read from a file
 (``Field(..., source=FILE)``) renders as ``FILE: lr = 0.001`` everywhere, since no flag gave it. Arguments the message
 does not render as fields (``limit`` above) are plain values. A message without keyword arguments is used as it is.
+
+A rendered message is `printable`: a path or value holding control characters (an ESC sequence, a newline) shows
+them escaped as a Python repr would (``\x1b[31m``), so a file name cannot recolour the terminal or split the line.
 """
 
 from __future__ import annotations
@@ -72,8 +75,18 @@ def literal(text) -> str:
 
 
 def first_line(e: BaseException, limit: int) -> str:
-    """The first line of an exception's message, cut to ``limit`` characters (another library's error as one line)."""
-    return (str(e).strip().splitlines() or [""])[0][:limit]
+    """The first line of an exception's message, cut to ``limit`` characters (another library's error as one line),
+    `printable`."""
+    return printable((str(e).strip().splitlines() or [""])[0][:limit])
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that a terminal acts on or does not show (control characters such as ESC, tab
+    and newline, bidirectional overrides, the surrogates of undecodable file-name bytes) written as in a Python repr:
+    ``\x1b``, ``\t``, ``\u202e``, ``\udcff``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class LitebertError(Exception):
@@ -88,7 +101,7 @@ class LitebertError(Exception):
         has them, and as Python arguments elsewhere. ``{{``/``}}`` are literal braces; a brace pair that names no
         argument (a file name's, say) is left as it is."""
         if not self.named:
-            return self.template
+            return printable(self.template)
 
         def one(m: re.Match) -> str:
             if m.group(1) is None:
@@ -97,7 +110,7 @@ class LitebertError(Exception):
                 return m.group(0)
             return format(_Named(m.group(1), self.named[m.group(1)], flags), m.group(2) or "")
 
-        return _FIELD.sub(one, self.template)
+        return printable(_FIELD.sub(one, self.template))
 
     def render_except(self, keep) -> str:
         """The template with every named argument but those in ``keep`` rendered (as Python names them): for an

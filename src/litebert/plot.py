@@ -120,12 +120,15 @@ def labels(runs: Sequence[str | os.PathLike]) -> list[str]:
     return [str(r) if names.count(n) > 1 else n for r, n in zip(runs, names)]
 
 
-def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike, *, overwrite: bool = False) -> Curves:
-    """Draw the curves of the run folders ``runs`` into ``out`` (.png, .pdf or .svg, by its extension) and return
-    what was drawn: ``{panel: {line label: (steps, values)}}`` with the panels "loss", "accuracy" and
-    "learning rate". ``overwrite``: replace an existing ``out``. Everything is read before ``out`` is written."""
+def plot_runs(runs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
+              overwrite: bool = False) -> Curves:
+    """Draw the curves of the run folders ``runs`` (one folder, or a list of them) into ``out`` (.png, .pdf or .svg,
+    by its extension) and return what was drawn: ``{panel: {line label: (steps, values)}}`` with the panels "loss",
+    "accuracy" and "learning rate". ``overwrite``: replace an existing ``out``. Everything is read before ``out`` is
+    written."""
     from litebert.folders import plan_file
 
+    runs = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)  # a path is one run, not its characters
     out = Path(out)
     kind = out.suffix.lower().lstrip(".")
     if kind not in FORMATS:

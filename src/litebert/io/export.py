@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from litebert import heads
+from litebert import heads, hub
 from litebert.checks import POSITIVE, Range
 from litebert.cli import ranged
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
@@ -61,15 +61,16 @@ VERIFY = [(3, 4, 29), (1, 2, 6)]  # (batch, choices, sequence): padded, then a s
 
 # ------------------------------------------------------------------------------------------------ loading
 def load_for_export(model_dir: str | os.PathLike, head: str = "auto") -> nn.Module:
-    """The model in ``model_dir`` as the head to export, in eval mode.
+    """The model in ``model_dir`` (a folder, or a Hugging Face Hub id: `litebert.hub.local`) as the head to export, in
+    eval mode.
 
     ``head="auto"`` takes the class named by config.json ``architectures``. Unlike `from_pretrained`, a head whose
     weights the folder lacks is an error: an exported graph with a randomly initialised classifier would be silently
     useless. (The bare encoder loads from any folder; its pooler is left out if the folder has none.)
     """
-    path = Path(model_dir)
+    path = hub.local(model_dir, "model")
     if not path.is_dir():
-        raise CheckpointNotFoundError(f"model folder not found: {path}")
+        raise CheckpointNotFoundError(f"model folder not found: {literal(path)}")
     arch = _architecture(path) if head == "auto" else HEAD_NAMES.get(head)
     if arch is None:
         raise ConfigError(f"unknown head {head!r}; choose auto or one of: {', '.join(HEAD_NAMES)}")
@@ -278,7 +279,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("onnx", help="export to ONNX with dynamic batch/sequence axes, verified with onnxruntime",
                        description="Export a model folder to ONNX (inputs input_ids, attention_mask, token_type_ids; "
                                    "dynamic batch, sequence and choices axes) and check it against PyTorch.")
-    p.add_argument("--model", required=True, help="model folder (config.json + model.safetensors)")
+    p.add_argument("--model", required=True, help="model folder (config.json + model.safetensors) or a Hugging Face "
+                                                  "Hub id (org/name[@revision])")
     p.add_argument("--out", required=True, help="ONNX file to write (an existing one is replaced only with "
                                                 "--overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists (an .onnx file only)")
@@ -311,8 +313,9 @@ def check_export_target(out: str | os.PathLike, model_dir: str | os.PathLike, ov
 
 
 def run(args: argparse.Namespace) -> int:
-    check_export_target(args.out, args.model, getattr(args, "overwrite", False))
-    model = load_for_export(args.model, args.head)
+    model_dir = hub.local(args.model, "model")  # a hub id: its folder in the cache
+    check_export_target(args.out, model_dir, getattr(args, "overwrite", False))
+    model = load_for_export(model_dir, args.head)
     arch = type(model).HF_ARCHITECTURE
     result = export_onnx(model, args.out, opset=args.opset, exporter=args.exporter, verify=args.verify,
                          atol=args.atol)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from litebert.errors import CheckpointError, CheckpointNotFoundError, literal
+from litebert.errors import CheckpointError, CheckpointNotFoundError, first_line, literal
 from litebert.files import atomic_write, sha256_file
 
 FORMAT = "litebert-train-checkpoint"
@@ -96,35 +96,51 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
     """Load and verify one checkpoint file; ``CheckpointError`` says what is wrong with it."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+        raise CheckpointNotFoundError(f"checkpoint {literal(path)} does not exist")
+    state = _verified(path, map_location)
+    if isinstance(state, str):
+        raise CheckpointError(f"checkpoint {literal(path)} {literal(state)}")
+    return state
+
+
+def _verified(path: Path, map_location) -> dict | str:
+    """The checkpoint file ``path`` loaded, or what is wrong with it (to follow its name in a message)."""
     sums = path.with_name(path.name + ".sha256")
     if not sums.is_file():
-        raise CheckpointError(f"checkpoint {path} has no checksum file {sums.name}: it was not completely written")
+        return f"has no checksum file {sums.name}: it was not completely written"
     words = sums.read_bytes().decode("ascii", errors="replace").split()
     expected = words[0] if words else ""
     if sha256_file(path) != expected:
-        raise CheckpointError(f"checkpoint {path} does not match its checksum in {sums.name}: the file is corrupt")
+        return f"does not match its checksum in {sums.name}: the file is corrupt"
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure to parse is a corrupt file to the user
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(e).__name__}: {e})") from e
+        return f"cannot be read ({type(e).__name__}: {first_line(e, 200)})"
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a litebert training checkpoint (format {state.get('format')!r})"
-                              if isinstance(state, dict) else f"{path} is not a litebert training checkpoint")
+        found = f" (format {state.get('format')!r})" if isinstance(state, dict) else ""
+        return f"is not a litebert training checkpoint{found}"
     if state.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {state.get('version')} is not supported (expected {VERSION})")
+        return f"has version {state.get('version')}, which is not supported (expected {VERSION})"
     return state
 
 
 def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | None:
-    """(step, path, state) of the newest checkpoint that verifies, warning about every newer one that does not."""
+    """(step, path, state) of the newest checkpoint that verifies, warning about every newer one that does not;
+    None when ``folder`` holds no checkpoint. When it holds checkpoints and none verifies, ``CheckpointError`` names
+    each and what is wrong with it: the run has a history that starting again from step 0 would overwrite."""
+    skipped = []
     for step, path in reversed(list_checkpoints(folder)):
-        try:
-            state = load_checkpoint(path, map_location)
-        except CheckpointError as e:
-            warnings.warn(f"skipping checkpoint: {e}; trying the previous one", stacklevel=2)
+        state = _verified(path, map_location)
+        if isinstance(state, str):
+            skipped.append(f"{path.name} {state}")
             continue
+        for problem in skipped:
+            warnings.warn(f"skipping checkpoint: {Path(folder) / problem}; trying the previous one", stacklevel=2)
         return step, path, state
+    if skipped:
+        raise CheckpointError(f"none of the checkpoints in {literal(folder)} verifies ({literal('; '.join(skipped))}): "
+                              "there is nothing to continue the run from; put back a good checkpoint, or start the run "
+                              "over with {overwrite}, which deletes its history", overwrite=True)
     return None
 
 

@@ -29,8 +29,7 @@ from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
 from litebert.train import distributed as D
-from litebert.train.checkpoint import (check_compatible, checkpoint_path, latest_valid, list_checkpoints,
-                                      load_checkpoint, save_checkpoint)
+from litebert.train.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
 from litebert.train.device import autocast_dtype
 
 
@@ -180,8 +179,8 @@ def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Opt
 def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
                        dist: D.Distributed) -> Optional[tuple]:
     """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; the other ranks load it. A
-    refusal on rank 0 is raised on every rank. None: no checkpoint yet, or none that verifies (the run then starts
-    again)."""
+    refusal on rank 0 is raised on every rank, as is a folder of checkpoints none of which verifies (`latest_valid`).
+    None: no checkpoint yet (the run then starts again)."""
     found, error = None, None
     if dist.is_main:
         try:
@@ -189,9 +188,6 @@ def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_step
             if found is not None:
                 steps = max_steps if max_steps is not None else _saved_max_steps(found[2])
                 check_compatible(found[2], identity(steps), found[1])
-            elif list_checkpoints(ckpt_dir):  # e.g. killed while writing its first one: nothing to continue from
-                warnings.warn(f"none of the checkpoints in {ckpt_dir} verifies (see the warnings above): the run "
-                              f"starts again from step 0", stacklevel=2)
         except LitebertError as e:
             error = e
     if D.broadcast_int(1 if error is not None else 0, dist):

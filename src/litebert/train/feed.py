@@ -10,15 +10,28 @@ are the same either way: every example is a pure function of its number.
 The workers are forked (they share the token store's memory maps instead of copying them) where the platform can
 fork; a step that asks for something else than what was built ahead (a resumed run, an `auto` micro-batch halved
 after running out of memory) restarts them from there.
+
+Stopping belongs to the training process. ``docker stop``, systemd and Slurm send SIGTERM (and a terminal's Ctrl-C
+SIGINT) to the whole process group, workers included: the workers ignore both, so the training process finishes its
+step, saves its checkpoint and closes the feed, which ends them. A worker that dies anyway (the kernel's
+out-of-memory killer sends SIGKILL) is reported as a `TrainingError` naming it, when the step next asks for a batch.
+The loader draws its workers' base seed from a generator of its own (seeded from the run's seed), never from the
+global one that dropout uses, so a run with workers equals one without, bit for bit.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
+import signal
 from typing import Callable, Iterator, Optional
 
 import torch
+from torch.utils.data._utils import signal_handling
+
+from litebert.train.engine import TrainingError
+
+_STOP = (signal.SIGTERM, signal.SIGINT)
 
 
 class _Examples(torch.utils.data.Dataset):
@@ -37,9 +50,9 @@ class Feed:
     workers."""
 
     def __init__(self, data, n: int, collate: Callable, starts: Callable[[int, int], list[int]], workers: int = 0,
-                 ahead: int = 4):
+                 ahead: int = 4, seed: int = 0):
         self.examples, self.collate, self.starts = _Examples(data, n), collate, starts
-        self.workers, self.ahead = workers, ahead
+        self.workers, self.ahead, self.seed = workers, ahead, seed
         self._batches: Optional[Iterator] = None
         self._at: Optional[tuple[int, int]] = None  # (step, size) the workers' next batches belong to
 
@@ -52,8 +65,21 @@ class Feed:
             self._restart(step, size)
         self._at = None  # a step left half-way (out of memory) leaves the workers out of step: restart next time
         for _ in self.starts(step, size):
-            yield next(self._batches)
+            yield self._next()
         self._at = (step + 1, size)
+
+    def _next(self) -> dict:
+        try:
+            return next(self._batches)
+        except RuntimeError:  # "DataLoader worker (pid(s) ...) exited unexpectedly": say which one, and why
+            dead = [(i, w) for i, w in enumerate(self._batches._workers) if w.exitcode not in (None, 0)]
+            if not dead:
+                raise
+            i, w = dead[0]
+            raise TrainingError(f"data worker {i + 1} of {self.workers} (pid {w.pid}) {_death(w.exitcode)}; "
+                                "use fewer {data_workers:flag} or a smaller {micro_batch:flag}. The checkpoints "
+                                "saved so far are kept: continue the run with {resume:flag}", data_workers=self.workers,
+                                micro_batch=None, resume=True) from None
 
     def _restart(self, step: int, size: int) -> None:
         self.close()
@@ -67,16 +93,52 @@ class Feed:
         loader = torch.utils.data.DataLoader(
             self.examples, batch_sampler=batches(), num_workers=self.workers,
             collate_fn=self.collate, prefetch_factor=max(2, self.ahead * len(self.starts(step, size)) // self.workers),
-            multiprocessing_context="fork" if "fork" in methods else None)
-        self._batches = iter(loader)
+            multiprocessing_context="fork" if "fork" in methods else None, worker_init_fn=_ignore_stop_signals,
+            generator=torch.Generator().manual_seed(self.seed))  # not the global generator: dropout's
+        # A stop signal that arrives while the workers start waits (blocked) until they ignore it: it then reaches
+        # this process alone.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+        try:
+            self._batches = iter(loader)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        # torch raises a dead worker's error from its SIGCHLD handler, wherever this process is then (a backward
+        # pass, a checkpoint being written); unregistered, the death is found where a batch is awaited (`_next`).
+        if self._batches._worker_pids_set:
+            signal_handling._remove_worker_pids(id(self._batches))
+            self._batches._worker_pids_set = False
 
     def close(self) -> None:
         batches, self._batches, self._at = self._batches, None, None
         if batches is not None and hasattr(batches, "_shutdown_workers"):
             batches._shutdown_workers()
+            for w in batches._workers:  # torch's last resort is SIGTERM, which the workers ignore
+                if w.is_alive():
+                    w.kill()
 
     def __enter__(self) -> "Feed":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """In each worker as it starts: SIGTERM and SIGINT sent to the process group are the training process's to
+    handle (it ends the workers when it stops), then unblocked (`Feed._restart` blocks them while workers start)."""
+    for s in _STOP:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+
+
+def _death(exitcode: int) -> str:
+    """How a worker process ended, for a person: ``exitcode`` is -N when signal N killed it."""
+    if exitcode >= 0:
+        return f"exited with status {exitcode}"
+    number = -exitcode
+    try:
+        name = f", {signal.Signals(number).name}"
+    except ValueError:  # a real-time signal: no name
+        name = ""
+    why = ", likely by the out-of-memory killer" if number == signal.SIGKILL else ""
+    return f"was killed (signal {number}{name}{why})"

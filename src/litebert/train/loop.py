@@ -267,7 +267,7 @@ def _feed(data, collate: Callable, cfg: TrainConfig, dist) -> Feed:
         first = step * cfg.global_batch + dist.rank * accum * size  # run-wide number of the slice's first example
         return [first + j * size for j in range(accum)]
 
-    return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers)
+    return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers, seed=cfg.seed)
 
 
 def _train_record(state: TrainState, step, cfg: TrainConfig, dt: float, peak: Optional[float], world: int) -> dict:

@@ -135,10 +135,10 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
                    cfg.max_steps, dist, default_max_steps=DEFAULT_MAX_STEPS, done_step=plan.marker.get("step"))
     if run.finished:
         return _finished(plan)
-    if plan.action == "resume" and run.checkpoint is None:  # nothing to continue from: start again in place
+    if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
         run = dataclasses.replace(run, folder=dataclasses.replace(plan, action="restart"))
         if dist.is_main:
-            _say(f"{plan.out} holds no checkpoint that verifies; starting from step 0 (its metrics are rewritten)")
+            _say(f"{plan.out} holds no checkpoint yet; starting from step 0 (its metrics are rewritten)")
     cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
     cfg.accumulation(dist.world_size)  # refused here, before anything is written
     if cfg.compile:
@@ -239,8 +239,6 @@ def _begin(run, action: str, cfg: TrainConfig, runtime, record: dict, model, tra
     if action == "reopen":
         say(f"{run.folder.out}: extending the finished run from step {run.start_step} to {cfg.max_steps} (the "
             f"learning rate follows the schedule for max_steps {cfg.max_steps})")
-    elif action == "resume" and run.checkpoint is None:
-        say(f"{run.folder.out}: no checkpoint yet; starting from step 0")
     world = runtime.dist.world_size
     split = (f"{cfg.micro_batch} x {cfg.accumulation(world)} x {world} process(es)" if cfg.micro_batch != "auto" else
              f"micro-batch auto x accumulation x {world} process(es)")
