@@ -87,6 +87,7 @@ def run_child(tmp: Path, name: str, cases: list[dict]) -> list[dict]:
     out = json.loads(results.read_text())
     for case, result in zip(cases, out):
         assert result["home"] == [], (f"{case['argv'][:2]} wrote under HOME: {result['home']}", result["err"])
+    assert sorted(home.rglob("*")) == [], "written under HOME as the child exited"  # (MLflow's telemetry does)
     assert list(cwd.iterdir()) == [], f"the commands wrote in their working folder: {list(cwd.iterdir())}"
     return out
 
