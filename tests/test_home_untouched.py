@@ -159,7 +159,8 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
     assert not out.exists()  # nothing of any output was made
     assert {p: snapshot(p) for p in runs.values()} == before
     default, server, online, overwrite, never = (refused(r) for r in results[len(cases):])
-    assert default.startswith("litebert pretrain: error: mlflow: cannot start the run (") and "MLFLOW_TRACKING_URI" in default
+    assert default.startswith("litebert pretrain: error: mlflow: cannot start the run (")
+    assert "MLFLOW_TRACKING_URI" in default
     assert "cannot reach http://127.0.0.1:9" in server and results[len(cases) + 1]["seconds"] < 20
     assert "wandb: not logged in to " in online and "wandb login" in online
     assert overwrite == default.replace(str(out / "mlflow-default"), str(runs["overwritten"]))
