@@ -5,7 +5,7 @@ Every command of the CLI's table (`litebert.cli.COMMANDS`) runs a refused invoca
 process whose HOME is an empty folder (the XDG folders, MPLCONFIGDIR, the trackers' and caches' variables unset, so
 every library's default lies under that HOME); after each, HOME is listed, and the outputs are compared with their
 snapshots. The tracker cases (MLflow without a tracking URI, with a server that does not answer, W&B online without
-a login; also with ``--overwrite`` of an existing run) are refused with ``--out`` as it was. A run that reports to
+a login; also with ``--overwrite`` of an existing run; and a fine-tuning run) are refused with ``--out`` as it was. A run that reports to
 W&B (offline) and MLflow (a file store), then `plot` of it, write nothing under HOME either; and ``--overwrite``
 refuses, deleting nothing, a run whose ``wandb/`` holds a user's file.
 """
@@ -118,6 +118,8 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
         shutil.copytree(setup["run"], run, symlinks=True)
     (runs["never-wandb"] / "wandb").mkdir()
     (runs["never-wandb"] / "wandb" / "notes.txt").write_text("mine")  # a user's file in a run that never used W&B
+    texts = tmp_path / "train.jsonl"  # a fine-tuning set the pretrained model reads
+    texts.write_text("".join(json.dumps({"text": f"{w} film", "label": w}) + "\n" for w in ["good", "bad"] * 8))
     commands = {  # command -> refused invocations: argv, environment
         "params": [["params", "--preset", "no-such-preset"]],
         "tokenizer": [["tokenizer", "train", "--input", missing, "--out", out / "tok"],
@@ -149,6 +151,9 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
         {**no_uri, "argv": no_uri["argv"] + ["--out", runs["overwritten"], "--overwrite"]},
         {"argv": ["pretrain", "--data", store, *TINY, "--report-to", "none", "--out", runs["never-wandb"],
                   "--overwrite"]},
+        {"argv": ["finetune", "classify", "--model", setup["run"] / "model", "--data", texts, "--out", out / "ft",
+                  "--max-steps", "2", "--no-progress", "--report-to", "mlflow"],
+         "env": {"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}},
     ]
     before = {p: snapshot(p) for p in runs.values()}
     results = run_child(tmp_path, "refused", cases + trackers)
@@ -158,13 +163,15 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
         refused(result)
     assert not out.exists()  # nothing of any output was made
     assert {p: snapshot(p) for p in runs.values()} == before
-    default, server, online, overwrite, never = (refused(r) for r in results[len(cases):])
+    default, server, online, overwrite, never, finetuned = (refused(r) for r in results[len(cases):])
     assert default.startswith("litebert pretrain: error: mlflow: cannot start the run (")
     assert "MLFLOW_TRACKING_URI" in default
     assert "cannot reach http://127.0.0.1:9" in server and results[len(cases) + 1]["seconds"] < 20
     assert "wandb: not logged in to " in online and "wandb login" in online
     assert overwrite == default.replace(str(out / "mlflow-default"), str(runs["overwritten"]))
     assert "(wandb/notes.txt)" in never and "deletes only what litebert wrote" in never
+    assert finetuned.startswith("litebert finetune: error: mlflow: cannot start the run (ConnectionError: cannot "
+                                "reach http://127.0.0.1:9")
 
 
 def test_trackers_and_plot_write_inside_the_run_folder(setup, tmp_path):
