@@ -79,9 +79,15 @@ TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer
                          "special_tokens_map.json")
 MODEL_FILES = _names("config.json", "model.safetensors", "litebert_model.safetensors") + TOKENIZER_FILES
 TENSORBOARD = Layout(None, files=(r"events\.out\.tfevents\..+",))
-_WANDB_FOLDERS: dict = {}
-WANDB = Layout(None, files=(r".+",), folders=_WANDB_FOLDERS)  # W&B's own tree (offline runs, logs): all of it
-_WANDB_FOLDERS[r".+"] = WANDB
+_W_AND_B_RUN_FOLDERS: dict = {}
+W_AND_B_RUN = Layout(None, files=(r".+",), folders=_W_AND_B_RUN_FOLDERS)  # one W&B run's own tree: all of it
+_W_AND_B_RUN_FOLDERS[r".+"] = W_AND_B_RUN
+# What W&B writes in a run's wandb/ (`litebert.train.trackers`): a folder per W&B run (run-DATE_TIME-ID, offline-run-
+# ...), the links to the latest, and its own debug logs (logs/). Only these: a user's file there is not W&B's, and
+# overwrite refuses to delete it.
+WANDB = Layout(None, files=_names("latest-run", "debug.log", "debug-internal.log"),
+               folders={r"(?:offline-)?run-\d{8}_\d{6}-[^/]+": W_AND_B_RUN,
+                        "logs": Layout(None, files=(r"(?:core|symon)-debug-\d{8}_\d{6}\.log",))})
 CHECKPOINTS = Layout(None, files=(r"step-\d{8,}\.pt(?:\.sha256)?",))
 TOKENIZER = Layout("tokenizer", "tokenizer", TOKENIZER_FILES)
 MODEL = Layout("model", "model", MODEL_FILES)

@@ -11,13 +11,19 @@ figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (``pip
 ``litebert[plot]``).
 
 `draw` is the one place line figures are made (this command, the experiments' curves and layer transitions, the
-demos' pretraining figures): panels of lines, with reference lines, written atomically.
+demos' pretraining figures): panels of lines, with reference lines, written atomically. Matplotlib's config and font
+cache go to a temporary folder, removed at exit, unless ``MPLCONFIGDIR`` names one: a figure writes nothing under
+HOME.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -44,6 +50,26 @@ class Panel:
     ylim: Optional[tuple[float, float]] = None
 
 
+def _pyplot(what: str):
+    """matplotlib.pyplot (Agg), imported the first time with its config and font cache in a temporary folder
+    (matplotlib reads ``MPLCONFIGDIR`` once, on import; it would write them under ~/.config and ~/.cache)."""
+    temporary = None
+    if "matplotlib" not in sys.modules and "MPLCONFIGDIR" not in os.environ:
+        temporary = tempfile.mkdtemp(prefix="litebert-matplotlib-")
+        atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+        os.environ["MPLCONFIGDIR"] = temporary
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError(f"{what} needs matplotlib: pip install matplotlib (or litebert[plot])") from None
+    finally:
+        if temporary is not None:
+            os.environ.pop("MPLCONFIGDIR", None)
+    return plt
+
+
 def draw(panels: Sequence[Panel], out: str | os.PathLike, *, columns: int = 1, size: tuple[float, float] = FIGSIZE,
          dpi: int = DPI, share_steps: bool = False, what: str = "this figure") -> None:
     """Draw ``panels`` (``columns`` side by side, in rows) into ``out`` (the format from its extension), written
@@ -51,12 +77,7 @@ def draw(panels: Sequence[Panel], out: str | os.PathLike, *, columns: int = 1, s
     when matplotlib is not installed."""
     from litebert.files import atomic_write
 
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError(f"{what} needs matplotlib: pip install matplotlib (or litebert[plot])") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot(what)
 
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=size, sharex=share_steps, squeeze=False)

@@ -170,16 +170,17 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     from litebert.tasks.presets import get_preset
     from litebert.train import distributed as D
 
-    from litebert.train.trackers import resolve as resolve_trackers
+    from litebert.train import trackers
 
     preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
-    resolve_trackers(cfg.report_to, "FinetuneConfig")  # a tracker's missing package: refused before any write
+    trackers.resolve(cfg.report_to, "FinetuneConfig")  # a tracker's missing package: refused before any write
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite,
                         inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
     if plan.action == "finished":
         _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
         return FinetuneResult(out, preset.name, "finished", 0, True)
+    trackers.check(cfg.report_to, "FinetuneConfig")  # their login, URI and server, before out is written
     dist = dist or D.from_environment(device=device)
     if resume and plan.action == "new" and dist.is_main:
         _notice(log, f"{out} holds no run yet; starting a new one")

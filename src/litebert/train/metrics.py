@@ -13,6 +13,7 @@ with a warning, any other line that cannot be read stops the resume with the fil
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -23,7 +24,7 @@ from pathlib import Path
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
-from litebert.train.trackers import open_trackers, scalars
+from litebert.train.trackers import environment, open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
@@ -126,6 +127,7 @@ class MetricsWriter:
         self.enabled = enabled
         self.folder = Path(folder)
         self.trackers: list = []
+        self._environment = contextlib.ExitStack()
         if not enabled:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -139,7 +141,13 @@ class MetricsWriter:
             _truncate_jsonl(self.jsonl, resume_step)
             for p, _ in self.csv.values():
                 _truncate_csv(p, resume_step)
-        self.trackers = open_trackers(report_to, self.folder, resume_step, config)
+        # the trackers' libraries write nothing outside the run folder while they run (`trackers.environment`)
+        self._environment.enter_context(environment(self.folder))
+        try:
+            self.trackers = open_trackers(report_to, self.folder, resume_step, config)
+        except BaseException:
+            self._environment.close()
+            raise
 
     def log(self, split: str, record: dict) -> None:
         if not self.enabled:
@@ -188,6 +196,7 @@ class MetricsWriter:
                 print(f"warning: {tracker.name}: cannot close the run ({type(e).__name__}: {e})", file=sys.stderr,
                       flush=True)
         self.trackers = []
+        self._environment.close()
 
 
 def read_metrics(folder: Path, split: str = "train") -> list[dict]:

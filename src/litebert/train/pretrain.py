@@ -24,7 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
 from litebert.train.config import TrainConfig
-from litebert.train.trackers import resolve as resolve_trackers
+from litebert.train import trackers
 
 DEFAULT_MAX_STEPS = 1000
 ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
@@ -76,7 +76,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
 
     cfg = train or TrainConfig(max_steps=None)
     out = Path(out)
-    resolve_trackers(cfg.report_to, "TrainConfig")  # a tracker's missing package: refused before anything is written
+    trackers.resolve(cfg.report_to, "TrainConfig")  # a tracker's missing package: refused before anything is written
     init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
                         inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
@@ -86,6 +86,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
         from litebert.train.metrics import check_metrics
 
         check_metrics(out)
+    trackers.check(cfg.report_to, "TrainConfig")  # their login, URI and server, before the run folder is written
     dist = dist or D.from_environment(device=device)
     try:
         if resume and plan.action == "new" and dist.is_main:

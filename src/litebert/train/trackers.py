@@ -17,6 +17,15 @@ writes the run to disk only), ``WANDB_PROJECT`` (here default ``litebert``), ``W
 reads ``MLFLOW_TRACKING_URI`` and ``MLFLOW_EXPERIMENT_NAME`` (here default ``litebert``), the run being named after
 the run folder.
 
+Before the run folder is written, `check` (called by `pretrain` and `finetune` beside the plan of the folder) tries
+what can be tried without writing: each named tracker's import, MLflow's tracking URI (MLflow 3's default store needs
+SQLAlchemy, which mlflow-skinny lacks) and its server (one request, no retries, a short timeout), W&B's login and the
+reachability of its server when online. A command refused for its tracker leaves ``out`` as it was.
+
+Nothing of the trackers' libraries is written outside the run folder: while they run (`environment`), MLflow's
+telemetry is off (``MLFLOW_DISABLE_TELEMETRY``: it writes a file under HOME and opens a socket) and W&B's own debug
+logs go to the run's ``wandb/logs/`` (``WANDB_CACHE_DIR``), each only when the user has not set the variable.
+
 Resume: the ids of the tracker runs are kept in the run folder's ``trackers.json``. A resumed run continues the same
 W&B run (``wandb.init(id=..., resume="allow")``) and the same MLflow run (its status back to RUNNING); records the
 tracker has seen already (those a killed run logged after its last checkpoint) are not sent again: MLflow's by the
@@ -27,14 +36,17 @@ tracker runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
+import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+from urllib.parse import urlparse
 
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
 from litebert.files import json_field, read_json, write_json
@@ -46,6 +58,7 @@ INSTALL = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb
 STATE_FILE = "trackers.json"  # the ids of the tracker runs, for resume
 _STATE_KEYS = {"wandb": ("id",), "mlflow": ("run_id", "tracking_uri")}  # what the trackers read of it
 DEFAULT_PROJECT = "litebert"  # W&B project and MLflow experiment unless the environment names one
+REACH_TIMEOUT = 10.0  # seconds `check` waits for a tracking server to answer
 
 
 class TrackerError(LitebertError, RuntimeError):
@@ -88,6 +101,68 @@ def resolve(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
     return names
 
 
+def check(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
+    """`resolve`, then what can be tried of each named tracker without writing anything (its import, MLflow's
+    tracking URI and server, W&B's login and server): a `TrackerError` before the run folder is written rather than
+    once it is. Call it on every process (each would be refused alike). Returns the trackers' names."""
+    names = resolve(report_to, owner)
+    if parse(report_to) == ("auto",):
+        return names  # TensorBoard that does not import is a notice when the run opens it, not a refusal
+    with environment(None):
+        for name in names:
+            kind = KINDS[name]
+            with _starting(name, kind.HINT):
+                kind.check()
+    return names
+
+
+@contextlib.contextmanager
+def environment(folder: Optional[Path]) -> Iterator[None]:
+    """The environment the trackers' libraries run in, for the duration: MLflow's telemetry off (it writes
+    ~/.config/mlflow/telemetry.json and opens a socket) and, given the run ``folder``, W&B's own debug logs in its
+    ``wandb/logs/`` (W&B writes them under ~/.cache/wandb otherwise). A variable the user has set is left as it is."""
+    wanted = {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    if folder is not None:
+        wanted["WANDB_CACHE_DIR"] = str(folder)  # W&B writes WANDB_CACHE_DIR/wandb/logs/
+    with _unless_set(wanted):
+        yield
+
+
+@contextlib.contextmanager
+def _unless_set(values: dict[str, str]) -> Iterator[None]:
+    """The environment variables ``values`` for the duration, each only where the user has not set it."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+@contextlib.contextmanager
+def _starting(name: str, hint: str) -> Iterator[None]:
+    """A tracker library's own error (login, server, URI) while its run is checked or started, as one line."""
+    try:
+        yield
+    except LitebertError:
+        raise
+    except Exception as e:
+        raise TrackerError(f"{name}: cannot start the run ({type(e).__name__}: {literal(first_line(e, 300))}); "
+                           f"{hint}") from None
+
+
+def _reach(url: str, timeout: float = REACH_TIMEOUT) -> None:
+    """A `ConnectionError` when the server at ``url`` does not accept a connection within ``timeout`` seconds (the
+    trackers' clients would retry for minutes before they say so)."""
+    u = urlparse(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        socket.create_connection((u.hostname, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"cannot reach {u.scheme}://{u.netloc} ({e.strerror or type(e).__name__})") from None
+
+
 def open_trackers(report_to: str, folder: Path, resume_step: Optional[int], config: Optional[dict]) -> list:
     """The trackers of the run in ``folder``, started (rank 0 only): continuing the runs recorded in
     ``trackers.json`` when ``resume_step`` is given, else new runs given ``config``. `TrackerError` when one cannot
@@ -107,14 +182,9 @@ def open_trackers(report_to: str, folder: Path, resume_step: Optional[int], conf
     opened: list = []
     try:
         for name in names:
-            kind = {"tensorboard": _TensorBoard, "wandb": _WandB, "mlflow": _MLflow}[name]
-            try:
+            kind = KINDS[name]
+            with _starting(name, kind.HINT):
                 opened.append(kind(folder, resume_step, config, state))
-            except LitebertError:
-                raise
-            except Exception as e:  # the tracker's own error (login, server, URI), as one line with what to do
-                raise TrackerError(f"{name}: cannot start the run ({type(e).__name__}: {literal(first_line(e, 300))}); "
-                                   f"{kind.HINT}") from None
     except BaseException:
         for t in opened:
             t.close(failed=True)
@@ -166,6 +236,10 @@ class _TensorBoard:
     name = "tensorboard"
     HINT = "check that the run folder is writable, or pass report_to none"
 
+    @staticmethod
+    def check() -> None:
+        import torch.utils.tensorboard  # noqa: F401  (the package is there; torch's side of it may not import)
+
     def __init__(self, folder: Path, resume_step: Optional[int], config: dict, state: dict):
         from torch.utils.tensorboard import SummaryWriter  # needs the optional `tensorboard` package
 
@@ -183,6 +257,26 @@ class _TensorBoard:
 class _WandB:
     name = "wandb"
     HINT = "log in with `wandb login`, or set WANDB_MODE=offline to write the run to disk only"
+
+    @staticmethod
+    def check() -> None:
+        """Online: credentials for the server (as wandb.init finds them: WANDB_API_KEY, ~/.netrc, its settings,
+        without prompting) and the server answering. W&B internals, version-guarded: another version is left to
+        wandb.init."""
+        import wandb  # noqa: F401
+
+        try:
+            from wandb.sdk import wandb_setup
+            from wandb.sdk.lib.wbauth import authenticate
+        except ImportError:
+            return
+        settings = wandb_setup.singleton().settings
+        if settings.mode in ("offline", "dryrun", "disabled"):
+            return
+        if authenticate.authenticate_session(host=settings.base_url, source="litebert", prompt=False,
+                                             update_session=False) is None:
+            raise TrackerError(f"wandb: not logged in to {settings.base_url}; {_WandB.HINT}")
+        _reach(settings.base_url)
 
     def __init__(self, folder: Path, resume_step: Optional[int], config: dict, state: dict):
         import wandb
@@ -213,6 +307,19 @@ class _MLflow:
     name = "mlflow"
     HINT = ("set MLFLOW_TRACKING_URI to an MLflow server (http://HOST:5000) or a folder (file:./mlruns, with "
             "MLFLOW_ALLOW_FILE_STORE=true on MLflow 3)")
+
+    @staticmethod
+    def check() -> None:
+        """The tracking URI: a store MLflow can open (its client refuses the others, writing nothing), and a server
+        that answers, asked once (no retries, a short timeout) for the experiment the run goes to."""
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient()
+        if urlparse(client.tracking_uri).scheme in ("http", "https"):
+            _reach(client.tracking_uri)
+            with _unless_set({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                              "MLFLOW_HTTP_REQUEST_TIMEOUT": str(int(REACH_TIMEOUT))}):
+                client.get_experiment_by_name(os.environ.get("MLFLOW_EXPERIMENT_NAME", DEFAULT_PROJECT))
 
     def __init__(self, folder: Path, resume_step: Optional[int], config: dict, state: dict):
         from mlflow.entities import Param
@@ -256,3 +363,6 @@ class _MLflow:
 
     def close(self, failed: bool = False) -> None:
         self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+
+
+KINDS = {"tensorboard": _TensorBoard, "wandb": _WandB, "mlflow": _MLflow}
