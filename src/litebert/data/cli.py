@@ -9,9 +9,8 @@ import numpy as np
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, Range
 from litebert.cli import ranged
-from litebert.data.readers import FORMATS, MAX_DOCUMENT_CHARS
+from litebert.data.readers import CORPUS_MAX_LINE_BYTES, FORMATS, MAX_DOCUMENT_CHARS
 from litebert.errors import DataError
-from litebert.text_input import MAX_LINE_BYTES
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +37,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
     ranged(p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)"),
            AT_LEAST_1)
-    ranged(p.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES,
-                          help=f"refuse a line longer than this, naming its file and line (default {MAX_LINE_BYTES}, "
-                               "64 MiB): memory stays bounded on a file without line breaks"), AT_LEAST_1)
+    ranged(p.add_argument("--max-line-bytes", type=int, default=CORPUS_MAX_LINE_BYTES,
+                          help="refuse a line longer than this, naming its file and line (default "
+                               f"{CORPUS_MAX_LINE_BYTES}, 8 MiB): memory stays bounded on a file without line breaks"),
+           AT_LEAST_1)
     ranged(p.add_argument("--max-document-chars", type=int, default=MAX_DOCUMENT_CHARS,
                           help="cut a longer document, at a line, into consecutive documents, with one warning "
                                f"(default {MAX_DOCUMENT_CHARS}, 4 Mi): memory stays bounded on a corpus without "

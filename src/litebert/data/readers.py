@@ -38,13 +38,16 @@ from typing import Iterable, Iterator
 
 from litebert.columnar import WHAT, TextSource
 from litebert.errors import DataError
-from litebert.text_input import (MAX_LINE_BYTES, is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
+from litebert.text_input import (is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
                                  text_field, where)
 
 FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
-# The most characters a document holds before it is cut. A Wikipedia article or a novel is well below it; the
-# tokenizing of one document costs about 10 bytes a character at its peak (Python lists of ids).
+# The most characters a document holds before it is cut: a Wikipedia article or a novel is well below it.
 MAX_DOCUMENT_CHARS = 1 << 22
+# The longest line of a corpus, in bytes: tighter than `litebert.text_input.MAX_LINE_BYTES` (whole JSON files on
+# one line), as a line is a sentence or a paragraph that no cut divides, and tokenizing one costs about 27 bytes of
+# memory a byte (Python lists of ids; bench/prepare_memory.py). A book as a JSON line is a few MB.
+CORPUS_MAX_LINE_BYTES = 8 << 20
 
 
 @dataclass
@@ -131,7 +134,7 @@ def detect_format(path: Path | TextSource) -> str:
 
 
 def read_documents(path: Path | TextSource, fmt: str = "auto", encoding_errors: str = "strict",
-                   text_field: str = "text", max_line_bytes: int | None = MAX_LINE_BYTES,
+                   text_field: str = "text", max_line_bytes: int | None = CORPUS_MAX_LINE_BYTES,
                    max_document_chars: int = MAX_DOCUMENT_CHARS) -> Iterator[RawDocument]:
     """Stream the documents of one input in the given format (see the module docstring): a file, a `datasets`
     folder or texts given in Python. Empty documents are skipped; an empty file yields nothing. A line of more than

@@ -43,12 +43,12 @@ import numpy as np
 from tqdm import tqdm
 
 from litebert import folders
-from litebert.data.readers import MAX_DOCUMENT_CHARS, RawDocument, read_documents
+from litebert.data.readers import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
 from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
 from litebert.folders import OutputError
-from litebert.text_input import MAX_LINE_BYTES, corpus_sources, input_bytes
+from litebert.text_input import corpus_sources, input_bytes
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
@@ -252,7 +252,7 @@ def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
 def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
                   shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
-                  progress: bool = True, max_line_bytes: int | None = MAX_LINE_BYTES,
+                  progress: bool = True, max_line_bytes: int | None = CORPUS_MAX_LINE_BYTES,
                   max_document_chars: int = MAX_DOCUMENT_CHARS) -> "TokenStore":
     """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` (a tokenizer, or what
     `litebert.tokenizer.load_tokenizer` reads: its folder or file, a hub id) into a new store at ``out`` (an existing
