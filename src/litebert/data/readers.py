@@ -66,17 +66,19 @@ class RawDocument:
     cut_at: str | None = None
 
 
-# A part of a document as `_bounded` takes it: (text, or None for a break between documents; input bytes; where).
-_Part = tuple["str | None", int, str]
+# A part of a document as `_bounded` takes it: (text, or None for a break between documents; input bytes; where it
+# is: a line number, or a record's place).
+_Part = tuple["str | None", int, object]
 
 
-def _bounded(parts: Iterable[_Part], max_chars: int) -> Iterator[tuple[list[str], int, str, bool]]:
+def _bounded(parts: Iterable[_Part], max_chars: int) -> Iterator[tuple[list[str], int, object, bool]]:
     """The documents of ``parts``, none of more than ``max_chars`` characters (a part counts its length + 1, as the
     store's blocks do): ``(texts, input bytes, where the first starts, whether it was cut from the one before)``. A
     document is cut before the part that would take it past ``max_chars``; a part longer than that is one alone."""
     group: list[str] = []
     nbytes = chars = 0
-    start, cut = "", False
+    start: object = None
+    cut = False
     for text, n, at in parts:
         if text is None:
             nbytes += n  # a blank line's bytes go with the document it ends (or the next one)
@@ -97,9 +99,10 @@ def _bounded(parts: Iterable[_Part], max_chars: int) -> Iterator[tuple[list[str]
 
 
 def _blank_separated(path: Path, encoding_errors: str, max_line_bytes: int | None,
-                     max_chars: int) -> Iterator[tuple[list[str], int, str, bool]]:
-    """Groups of non-blank lines separated by blank lines, cut at ``max_chars`` characters (`_bounded`)."""
-    lines = ((line.strip() or None, len(line) + 1, f"{path}:{lineno}")
+                     max_chars: int) -> Iterator[tuple[list[str], int, int, bool]]:
+    """Groups of non-blank lines separated by blank lines, cut at ``max_chars`` characters (`_bounded`), with the
+    number of their first line."""
+    lines = ((line.strip() or None, len(line) + 1, lineno)
              for lineno, _, line in iter_lines(path, encoding_errors, max_line_bytes))
     return _bounded(lines, max_chars)
 
@@ -158,12 +161,12 @@ def read_documents(path: Path | TextSource, fmt: str = "auto", encoding_errors: 
         yield from _read_jsonl(path, encoding_errors, text_field, *bound)
     elif fmt == "official":
         for group, nbytes, start, cut in _blank_separated(path, encoding_errors, *bound):
-            yield RawDocument(group, split=False, nbytes=nbytes, cut_at=start if cut else None)
+            yield RawDocument(group, split=False, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)
     elif fmt == "paragraphs":
         for group, nbytes, start, cut in _blank_separated(path, encoding_errors, *bound):
-            yield RawDocument([" ".join(group)], split=True, nbytes=nbytes, cut_at=start if cut else None)
+            yield RawDocument([" ".join(group)], split=True, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)
     else:  # files: the file's paragraphs (each cut like a document) are its document, cut in turn
         paragraphs = ((" ".join(group), nbytes, start)
                       for group, nbytes, start, _ in _blank_separated(path, encoding_errors, *bound))
         for parts, nbytes, start, cut in _bounded(paragraphs, max_document_chars):
-            yield RawDocument(parts, split=True, nbytes=nbytes, cut_at=start if cut else None)
+            yield RawDocument(parts, split=True, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)
