@@ -30,6 +30,7 @@ which SentencePiece and every UTF-8 writer refuse; `mend_lone_surrogates` report
 from __future__ import annotations
 
 import bz2
+import functools
 import glob
 import gzip
 import io
@@ -346,14 +347,7 @@ def _check_max_line_bytes(max_line_bytes: int | None) -> None:
 def _bounded(f: BinaryIO, max_line_bytes: int | None) -> Iterator[bytes]:
     """The binary lines of ``f``, each read with at most ``max_line_bytes + 1`` bytes held: a longer line comes out
     as its first ``max_line_bytes + 1`` bytes, without a line ending, for the caller to refuse."""
-    if max_line_bytes is None:
-        yield from f
-        return
-    while True:
-        raw = f.readline(max_line_bytes + 1)
-        if not raw:
-            return
-        yield raw
+    return iter(f) if max_line_bytes is None else iter(functools.partial(f.readline, max_line_bytes + 1), b"")
 
 
 def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str,

@@ -45,7 +45,7 @@ FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
 # The most characters a document holds before it is cut: a Wikipedia article or a novel is well below it.
 MAX_DOCUMENT_CHARS = 1 << 22
 # The longest line of a corpus, in bytes: tighter than `litebert.text_input.MAX_LINE_BYTES` (whole JSON files on
-# one line), as a line is a sentence or a paragraph that no cut divides, and tokenizing one costs about 27 bytes of
+# one line), as a line is a sentence or a paragraph that no cut divides, and tokenizing one costs about 25 bytes of
 # memory a byte (Python lists of ids; bench/prepare_memory.py). A book as a JSON line is a few MB.
 CORPUS_MAX_LINE_BYTES = 8 << 20
 
