@@ -8,7 +8,11 @@
   compressed files need no special name. What is not text is recognised by its first bytes and refused in one line
   naming the format (a zip archive, a PDF, a Parquet file named ``.txt``, or bytes with a NUL among the first
   KiB), never decoded, with or without ``encoding_errors="replace"``.
-* `iter_lines`: ``(line number, byte offset, text)`` of each line, decoded as UTF-8.
+* `iter_lines`: ``(line number, byte offset, text)`` of each line, decoded as UTF-8. A line longer than
+  ``max_line_bytes`` (`MAX_LINE_BYTES`, 64 MiB, by default) is refused in one line naming the file, the line and the
+  argument to raise, after reading at most that many bytes of it: a file without line breaks (a 500 MB line in a
+  42 kB ``.zst``, text with old Mac ``\\r`` endings, a minified JSON array) is found at a bounded cost instead of
+  being held whole.
 * `open_text`: the same lines as a text stream, for ``csv`` and ``json.load``.
 * Records: `iter_records` and `iter_record_texts` read JSON lines (`iter_jsonl`, `text_field`) and tables alike:
   Parquet and Arrow files named ``*.parquet``, ``*.arrow`` or ``*.feather`` (and holding one, by their magic bytes)
@@ -26,6 +30,7 @@ which SentencePiece and every UTF-8 writer refuse; `mend_lone_surrogates` report
 from __future__ import annotations
 
 import bz2
+import functools
 import glob
 import gzip
 import io
@@ -50,6 +55,9 @@ TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
 _MAGIC = {b"\x1f\x8b": gzip.GzipFile, b"\xfd7zXZ\x00": lzma.LZMAFile, b"BZh": bz2.BZ2File, _ZSTD_MAGIC: ZstdFile}
 _CODECS = {gzip.GzipFile: "gzip", lzma.LZMAFile: "xz", bz2.BZ2File: "bz2", ZstdFile: "zstd"}
 _SNIFF_BYTES = 1024  # a NUL among the first KiB of a file makes it binary
+# The longest line read, in bytes before decoding (the memory a line costs, whatever it then becomes). Generous: a
+# whole book as one JSON line is a few MB, a whole SQuAD training file on one line 42 MB.
+MAX_LINE_BYTES = 64 << 20
 _BOM = b"\xef\xbb\xbf"
 # A \uD800-\uDFFF escape in JSON text (JSON spells escapes with a lowercase u, their hex digits in either case). Only
 # text holding one can decode to a lone surrogate, so only such text has its strings walked.
@@ -330,14 +338,31 @@ def _check_encoding_errors(encoding_errors: str) -> None:
         raise DataError(f"encoding errors must be one of {', '.join(ENCODING_ERRORS)}, not {encoding_errors!r}")
 
 
-def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str) -> Iterator[tuple[int, int, str]]:
+def _check_max_line_bytes(max_line_bytes: int | None) -> None:
+    if max_line_bytes is not None and (isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int)
+                                       or max_line_bytes < 1):
+        raise DataError("{max_line_bytes}: expected an integer >= 1", max_line_bytes=max_line_bytes)
+
+
+def _bounded(f: BinaryIO, max_line_bytes: int | None) -> Iterator[bytes]:
+    """The binary lines of ``f``, each read with at most ``max_line_bytes + 1`` bytes held: a longer line comes out
+    as its first ``max_line_bytes + 1`` bytes, without a line ending, for the caller to refuse."""
+    return iter(f) if max_line_bytes is None else iter(functools.partial(f.readline, max_line_bytes + 1), b"")
+
+
+def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str,
+           max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[tuple[int, int, str]]:
     """``(line number, byte offset, text with its line ending)`` of the open file ``f`` (closed at the end), with
-    the errors of the module docstring."""
+    the errors of the module docstring; a line of more than ``max_line_bytes`` bytes (its ending not counted) is a
+    `DataError`, None reads lines of any length."""
     offset = 0
     with f:
         where = "byte offset" if type(f) is io.BufferedReader else "decompressed byte offset"
         try:
-            for lineno, raw in enumerate(f, start=1):  # binary lines end at b"\n" only, as in `wc -l` and editors
+            # Binary lines end at b"\n" only, as in `wc -l` and editors.
+            for lineno, raw in enumerate(_bounded(f, max_line_bytes), start=1):
+                if max_line_bytes is not None and len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                    raise _too_long(path, lineno, offset, where, max_line_bytes)
                 skip = len(_BOM) if offset == 0 and raw.startswith(_BOM) else 0
                 try:
                     text = raw[skip:].decode("utf-8", errors=encoding_errors)
@@ -352,6 +377,13 @@ def _lines(f: BinaryIO, path: str | os.PathLike, encoding_errors: str) -> Iterat
                 offset += len(raw)
         except _DECOMPRESS_ERRORS as e:
             raise _corrupt(path, f, offset, e) from None
+
+
+def _too_long(path, lineno: int, offset: int, where: str, max_line_bytes: int) -> DataError:
+    return DataError(f"{_literal(path)}:{lineno}: a line longer than " + "{max_line_bytes:value}" + f" bytes (it "
+                     f"starts at {where} {offset}; a file without line breaks, or with \\r alone ending its lines?); "
+                     "give text with a line per sentence or record, or raise {max_line_bytes:flag}",
+                     max_line_bytes=max_line_bytes)
 
 
 # A corrupt or truncated compressed stream: gzip raises BadGzipFile (an OSError), zlib.error or EOFError; xz
@@ -376,22 +408,28 @@ def _check_decompresses(f: BinaryIO, path: str | os.PathLike, offset: int) -> No
         raise _corrupt(path, f, offset, e) from None
 
 
-def iter_lines(path: str | os.PathLike, encoding_errors: str = "strict") -> Iterator[tuple[int, int, str]]:
+def iter_lines(path: str | os.PathLike, encoding_errors: str = "strict",
+               max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[tuple[int, int, str]]:
     """``(line number, byte offset, text)`` of each line of ``path``, the text without its line ending; numbers
-    from 1, offsets of the line's first byte (in the decompressed stream for compressed files)."""
+    from 1, offsets of the line's first byte (in the decompressed stream for compressed files). A line of more than
+    ``max_line_bytes`` bytes is a `DataError` (None: no limit)."""
     _check_encoding_errors(encoding_errors)
-    for lineno, offset, text in _lines(open_binary(path), path, encoding_errors):
+    _check_max_line_bytes(max_line_bytes)
+    for lineno, offset, text in _lines(open_binary(path), path, encoding_errors, max_line_bytes):
         yield lineno, offset, text.rstrip("\r\n")
 
 
 class TextStream(io.TextIOBase):
     """A read-only text stream over `iter_lines`' decoding: lines keep their endings (as with ``newline=""``, which
-    ``csv`` wants), and a bad byte is reported with its file, line and byte offset."""
+    ``csv`` wants), and a bad byte is reported with its file, line and byte offset, a line longer than
+    ``max_line_bytes`` likewise."""
 
-    def __init__(self, path: str | os.PathLike, encoding_errors: str = "strict"):
+    def __init__(self, path: str | os.PathLike, encoding_errors: str = "strict",
+                 max_line_bytes: int | None = MAX_LINE_BYTES):
         _check_encoding_errors(encoding_errors)
+        _check_max_line_bytes(max_line_bytes)
         self.name = str(path)
-        self._lines = _lines(open_binary(path), path, encoding_errors)
+        self._lines = _lines(open_binary(path), path, encoding_errors, max_line_bytes)
         self._pending = ""  # the unread rest of a line that read(size) cut
 
     def readable(self) -> bool:
@@ -423,14 +461,16 @@ class TextStream(io.TextIOBase):
         super().close()
 
 
-def open_text(path: str | os.PathLike, encoding_errors: str = "strict") -> TextStream:
+def open_text(path: str | os.PathLike, encoding_errors: str = "strict",
+              max_line_bytes: int | None = MAX_LINE_BYTES) -> TextStream:
     """``path`` as a text stream (see `TextStream`), decompressed and decoded like `iter_lines`."""
-    return TextStream(path, encoding_errors)
+    return TextStream(path, encoding_errors, max_line_bytes)
 
 
-def iter_jsonl(path: str | os.PathLike, encoding_errors: str = "strict") -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: str | os.PathLike, encoding_errors: str = "strict",
+               max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` of each non-blank line of a JSON-lines file (see `parse_json_line`)."""
-    for lineno, _, line in iter_lines(path, encoding_errors):
+    for lineno, _, line in iter_lines(path, encoding_errors, max_line_bytes):
         if line.strip():
             yield lineno, parse_json_line(line, path, lineno, encoding_errors)
 
@@ -446,8 +486,8 @@ def iter_records(path: str | os.PathLike, encoding_errors: str = "strict",
         yield from iter_jsonl(path, encoding_errors)
 
 
-def iter_record_texts(source: str | os.PathLike | TextSource, field: str,
-                      encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
+def iter_record_texts(source: str | os.PathLike | TextSource, field: str, encoding_errors: str = "strict",
+                      max_line_bytes: int | None = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
     """``(number, text)`` of each record of ``source``: the string ``field`` of a JSON-lines record (`text_field`)
     or a table's row, or a text given in Python, in which a lone surrogate is refused (or, with
     ``encoding_errors="replace"``, made U+FFFD) as in JSON."""
@@ -460,7 +500,7 @@ def iter_record_texts(source: str | os.PathLike | TextSource, field: str,
     if kind is not None:
         yield from columnar.iter_texts(source, kind, field)
         return
-    for lineno, record in iter_jsonl(source, encoding_errors):
+    for lineno, record in iter_jsonl(source, encoding_errors, max_line_bytes):
         yield lineno, text_field(record, field, source, lineno)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, Range
 from litebert.cli import ranged
-from litebert.data.readers import FORMATS
+from litebert.data.readers import CORPUS_MAX_LINE_BYTES, FORMATS, MAX_DOCUMENT_CHARS
 from litebert.errors import DataError
 
 
@@ -37,6 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="invalid UTF-8: stop with file/line/byte offset (strict, default) or substitute U+FFFD")
     ranged(p.add_argument("--shard-tokens", type=int, default=1 << 26, help="tokens per shard (default 2^26)"),
            AT_LEAST_1)
+    ranged(p.add_argument("--max-line-bytes", type=int, default=CORPUS_MAX_LINE_BYTES,
+                          help="refuse a line longer than this, naming its file and line (default "
+                               f"{CORPUS_MAX_LINE_BYTES}, 8 MiB): memory stays bounded on a file without line breaks"),
+           AT_LEAST_1)
+    ranged(p.add_argument("--max-document-chars", type=int, default=MAX_DOCUMENT_CHARS,
+                          help="cut a longer document, at a line, into consecutive documents, with one warning "
+                               f"(default {MAX_DOCUMENT_CHARS}, 4 Mi): memory stays bounded on a corpus without "
+                               "blank lines"), AT_LEAST_1)
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing token store (refused if the folder holds anything else)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -83,7 +91,8 @@ def _prepare(args) -> int:
 
     store = prepare_store(args.inputs, args.tokenizer, args.out, workers=args.workers, fmt=args.format,
                           encoding_errors=args.encoding_errors, text_field=args.text_field,
-                          shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=args.progress)
+                          shard_tokens=args.shard_tokens, overwrite=args.overwrite, progress=args.progress,
+                          max_line_bytes=args.max_line_bytes, max_document_chars=args.max_document_chars)
     print(store)
     for path in store.manifest["empty_inputs"]:
         print(f"warning: {path} holds no text and was skipped")

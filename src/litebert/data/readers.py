@@ -20,19 +20,34 @@ Opening, decompressing and decoding the files, with the errors that name file, l
 
 Sentence splitting of ``paragraphs``/``files``/``jsonl`` text is done later, in the tokenizing workers: a reader
 yields :class:`RawDocument` with ``split=True`` and the paragraphs as ``parts``.
+
+Memory is bounded whatever the input's shape. A line is read with at most ``max_line_bytes`` bytes held (a longer
+one is refused, `litebert.text_input`), and no document holds more than ``max_document_chars`` characters: a longer
+one is cut, before the line (sentence, or paragraph) that would take it past the limit, into consecutive documents,
+each marked with where it was cut (`RawDocument.cut_at`). A corpus with a sentence a line and no blank line at all
+(common) is one document in the official format; cut, it streams in pieces of bounded size instead of being held
+whole. A single line longer than the limit makes a document alone. Characters, not bytes, are counted, so the same
+text is cut in the same places whatever its encoding, compression or format.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from litebert.columnar import WHAT, TextSource
 from litebert.errors import DataError
-from litebert.text_input import is_records, iter_lines, iter_record_texts, parse_json_line, table_kind, text_field
+from litebert.text_input import (is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
+                                 text_field, where)
 
 FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
+# The most characters a document holds before it is cut: a Wikipedia article or a novel is well below it.
+MAX_DOCUMENT_CHARS = 1 << 22
+# The longest line of a corpus, in bytes: tighter than `litebert.text_input.MAX_LINE_BYTES` (whole JSON files on
+# one line), as a line is a sentence or a paragraph that no cut divides, and tokenizing one costs about 25 bytes of
+# memory a byte (Python lists of ids; bench/prepare_memory.py). A book as a JSON line is a few MB.
+CORPUS_MAX_LINE_BYTES = 8 << 20
 
 
 @dataclass
@@ -40,41 +55,77 @@ class RawDocument:
     """One document before tokenization.
 
     ``parts`` are sentences (``split=False``, official format) or paragraphs still to be split (``split=True``).
-    ``nbytes`` is how many input bytes the reader consumed for it (drives the progress bar).
+    ``nbytes`` is how many input bytes the reader consumed for it (drives the progress bar). ``cut_at`` is None for
+    a document that starts where its text does, and for one cut from the document before it (longer than
+    ``max_document_chars``) where it starts (``file:line``, ``file: row N``).
     """
 
     parts: list[str]
     split: bool
     nbytes: int = 0
+    cut_at: str | None = None
 
 
-def _blank_separated(path: Path, encoding_errors: str) -> Iterator[tuple[list[str], int]]:
-    """Groups of non-blank lines separated by blank lines, with the bytes they span."""
+# A part of a document as `_bounded` takes it: (text, or None for a break between documents; input bytes; where it
+# is: a line number, or a record's place).
+_Part = tuple["str | None", int, object]
+
+
+def _bounded(parts: Iterable[_Part], max_chars: int) -> Iterator[tuple[list[str], int, object, bool]]:
+    """The documents of ``parts``, none of more than ``max_chars`` characters (a part counts its length + 1, as the
+    store's blocks do): ``(texts, input bytes, where the first starts, whether it was cut from the one before)``. A
+    document is cut before the part that would take it past ``max_chars``; a part longer than that is one alone."""
     group: list[str] = []
-    nbytes = 0
-    for _, _, line in iter_lines(path, encoding_errors):
-        nbytes += len(line) + 1
-        stripped = line.strip()
-        if stripped:
-            group.append(stripped)
-        elif group:
-            yield group, nbytes
-            group, nbytes = [], 0
+    nbytes = chars = 0
+    start: object = None
+    cut = False
+    for text, n, at in parts:
+        if text is None:
+            nbytes += n  # a blank line's bytes go with the document it ends (or the next one)
+            if group:
+                yield group, nbytes, start, cut
+                group, nbytes, chars = [], 0, 0
+            continue
+        if group and chars + len(text) + 1 > max_chars:
+            yield group, nbytes, start, cut
+            group, nbytes, chars, start, cut = [], 0, 0, at, True
+        elif not group:
+            start, cut = at, False
+        group.append(text)
+        nbytes += n
+        chars += len(text) + 1
     if group:
-        yield group, nbytes
+        yield group, nbytes, start, cut
 
 
-def _read_jsonl(path: Path, encoding_errors: str, field: str) -> Iterator[RawDocument]:
-    for lineno, _, line in iter_lines(path, encoding_errors):
+def _blank_separated(path: Path, encoding_errors: str, max_line_bytes: int | None,
+                     max_chars: int) -> Iterator[tuple[list[str], int, int, bool]]:
+    """Groups of non-blank lines separated by blank lines, cut at ``max_chars`` characters (`_bounded`), with the
+    number of their first line."""
+    lines = ((line.strip() or None, len(line) + 1, lineno)
+             for lineno, _, line in iter_lines(path, encoding_errors, max_line_bytes))
+    return _bounded(lines, max_chars)
+
+
+def _record_documents(paragraphs: list[str], nbytes: int, at: str, max_chars: int) -> Iterator[RawDocument]:
+    """The documents of one record's paragraphs: one, or several when it holds more than ``max_chars`` characters."""
+    for k, (parts, _, start, cut) in enumerate(_bounded(((p, 0, at) for p in paragraphs), max_chars)):
+        yield RawDocument(parts, split=True, nbytes=nbytes if k == 0 else 0, cut_at=start if cut else None)
+
+
+def _read_jsonl(path: Path, encoding_errors: str, field: str, max_line_bytes: int | None,
+                max_chars: int) -> Iterator[RawDocument]:
+    for lineno, _, line in iter_lines(path, encoding_errors, max_line_bytes):
         if line.strip():
             text = text_field(parse_json_line(line, path, lineno, encoding_errors), field, path, lineno)
-            yield RawDocument(_paragraphs(text), split=True, nbytes=len(line) + 1)
+            yield from _record_documents(_paragraphs(text), len(line) + 1, f"{path}:{lineno}", max_chars)
 
 
-def _read_records(source: Path | TextSource, encoding_errors: str, field: str) -> Iterator[RawDocument]:
+def _read_records(source: Path | TextSource, encoding_errors: str, field: str, max_line_bytes: int | None,
+                  max_chars: int) -> Iterator[RawDocument]:
     """The documents of a table or of texts given in Python: each text a document, as a JSON line's."""
-    for _, text in iter_record_texts(source, field, encoding_errors):
-        yield RawDocument(_paragraphs(text), split=True, nbytes=len(text) + 1)
+    for number, text in iter_record_texts(source, field, encoding_errors, max_line_bytes):
+        yield from _record_documents(_paragraphs(text), len(text) + 1, where(source, number), max_chars)
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -86,11 +137,17 @@ def detect_format(path: Path | TextSource) -> str:
 
 
 def read_documents(path: Path | TextSource, fmt: str = "auto", encoding_errors: str = "strict",
-                   text_field: str = "text") -> Iterator[RawDocument]:
+                   text_field: str = "text", max_line_bytes: int | None = CORPUS_MAX_LINE_BYTES,
+                   max_document_chars: int = MAX_DOCUMENT_CHARS) -> Iterator[RawDocument]:
     """Stream the documents of one input in the given format (see the module docstring): a file, a `datasets`
-    folder or texts given in Python. Empty documents are skipped; an empty file yields nothing."""
+    folder or texts given in Python. Empty documents are skipped; an empty file yields nothing. A line of more than
+    ``max_line_bytes`` bytes is a `DataError`; a document of more than ``max_document_chars`` characters is cut into
+    consecutive documents (`RawDocument.cut_at`)."""
     if fmt not in FORMATS:
         raise DataError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if isinstance(max_document_chars, bool) or not isinstance(max_document_chars, int) or max_document_chars < 1:
+        raise DataError("{max_document_chars}: expected an integer >= 1", max_document_chars=max_document_chars)
+    bound = (max_line_bytes, max_document_chars)
     if fmt == "auto":
         fmt = detect_format(path)
     kind = "texts" if isinstance(path, TextSource) else table_kind(path)
@@ -99,19 +156,17 @@ def read_documents(path: Path | TextSource, fmt: str = "auto", encoding_errors: 
             what = "texts given in Python" if kind == "texts" else WHAT[kind]
             raise DataError(f"{path}: {what}, records rather than lines of text; read them with the format auto or "
                             f"jsonl (a document a record), not {fmt}")
-        yield from _read_records(path, encoding_errors, text_field)
+        yield from _read_records(path, encoding_errors, text_field, *bound)
     elif fmt == "jsonl":
-        yield from _read_jsonl(path, encoding_errors, text_field)
+        yield from _read_jsonl(path, encoding_errors, text_field, *bound)
     elif fmt == "official":
-        for group, nbytes in _blank_separated(path, encoding_errors):
-            yield RawDocument(group, split=False, nbytes=nbytes)
+        for group, nbytes, start, cut in _blank_separated(path, encoding_errors, *bound):
+            yield RawDocument(group, split=False, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)
     elif fmt == "paragraphs":
-        for group, nbytes in _blank_separated(path, encoding_errors):
-            yield RawDocument([" ".join(group)], split=True, nbytes=nbytes)
-    else:  # files
-        paragraphs, total = [], 0
-        for group, nbytes in _blank_separated(path, encoding_errors):
-            paragraphs.append(" ".join(group))
-            total += nbytes
-        if paragraphs:
-            yield RawDocument(paragraphs, split=True, nbytes=total)
+        for group, nbytes, start, cut in _blank_separated(path, encoding_errors, *bound):
+            yield RawDocument([" ".join(group)], split=True, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)
+    else:  # files: the file's paragraphs (each cut like a document) are its document, cut in turn
+        paragraphs = ((" ".join(group), nbytes, start)
+                      for group, nbytes, start, _ in _blank_separated(path, encoding_errors, *bound))
+        for parts, nbytes, start, cut in _bounded(paragraphs, max_document_chars):
+            yield RawDocument(parts, split=True, nbytes=nbytes, cut_at=f"{path}:{start}" if cut else None)

@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ import numpy as np
 from tqdm import tqdm
 
 from litebert import folders
-from litebert.data.readers import RawDocument, read_documents
+from litebert.data.readers import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
 from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
@@ -183,16 +184,20 @@ class _ShardWriter:
 
 
 def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_chars: int,
-            empty_files: list[str]) -> Iterator[list[RawDocument]]:
+            empty_files: list[str], bound: tuple[int | None, int]) -> Iterator[list[RawDocument]]:
     """Group the documents of all files into blocks of roughly ``block_chars`` characters. The characters of the
     text are counted, not the input's bytes, so that the same text gives the same blocks (and shards) whatever the
-    format it comes in."""
+    format it comes in. ``bound`` is ``(max_line_bytes, max_document_chars)`` (`read_documents`); when a document
+    is cut, one warning at the end says how many were and where the first was."""
     block: list[RawDocument] = []
     chars = 0
+    cuts: list = [0, None]  # documents cut from the one before, where the first was
     for path in files:
         n = 0
-        for doc in read_documents(path, fmt, errors, text_field):
+        for doc in read_documents(path, fmt, errors, text_field, *bound):
             n += 1
+            if doc.cut_at is not None:
+                cuts = [cuts[0] + 1, cuts[1] or doc.cut_at]
             block.append(doc)
             chars += sum(len(part) + 1 for part in doc.parts)
             if chars >= block_chars:
@@ -202,6 +207,10 @@ def _blocks(files: list[Path], fmt: str, errors: str, text_field: str, block_cha
             empty_files.append(str(path))
     if block:
         yield block
+    if cuts[0]:
+        warnings.warn(f"documents longer than {bound[1]} characters were cut into consecutive documents ({cuts[0]} "
+                      f"cut(s), the first at {cuts[1]}); separate documents with blank lines, or raise "
+                      f"max_document_chars (--max-document-chars) to keep them whole", stacklevel=2)
 
 
 def _watch_stripped_marks(blocks: Iterator[list[RawDocument]], tokenizer) -> Iterator[list[RawDocument]]:
@@ -243,13 +252,18 @@ def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
 def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
                   shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
-                  progress: bool = True) -> "TokenStore":
+                  progress: bool = True, max_line_bytes: int | None = CORPUS_MAX_LINE_BYTES,
+                  max_document_chars: int = MAX_DOCUMENT_CHARS) -> "TokenStore":
     """Tokenize ``inputs`` (files, directories, globs) with ``tokenizer`` (a tokenizer, or what
     `litebert.tokenizer.load_tokenizer` reads: its folder or file, a hub id) into a new store at ``out`` (an existing
     store is replaced only with ``overwrite``).
 
     ``workers`` tokenizing processes run in parallel (1 = in this process); the output does not depend on it.
     A new shard starts once the current one holds ``shard_tokens`` tokens (at a document boundary).
+
+    Memory does not grow with the input: a line of more than ``max_line_bytes`` bytes is refused (a `DataError`
+    naming the file and line), and a document of more than ``max_document_chars`` characters is cut into
+    consecutive documents, with one warning (`litebert.data.readers`).
 
     ``inputs`` may also be texts held in Python (`litebert.text_input.corpus_sources`): a ``datasets.Dataset`` or
     ``IterableDataset`` (its ``text_field`` column), or an iterator of strings; each text is a document whose lines
@@ -258,6 +272,9 @@ def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *
     out = Path(out)
     if shard_tokens < 1:
         raise DataError("{shard_tokens}: expected an integer >= 1", shard_tokens=shard_tokens)
+    for name, value in (("max_line_bytes", max_line_bytes), ("max_document_chars", max_document_chars)):
+        if not (value is None and name == "max_line_bytes") and (type(value) is not int or value < 1):
+            raise DataError("{%s}: expected an integer >= 1" % name, **{name: value})
     if isinstance(tokenizer, (str, os.PathLike)):
         check_store_out(out, overwrite)  # before the tokenizer loads
         from litebert.tokenizer import load_tokenizer
@@ -269,7 +286,8 @@ def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *
     empty_files: list[str] = []  # filled by _blocks as it reads the inputs
     try:
         _writable(lambda: _build(tmp, out, files, facts, dtype, tokenizer, empty_files, fmt, encoding_errors,
-                                 text_field, block_chars, workers, shard_tokens, progress), out)
+                                 text_field, block_chars, workers, shard_tokens, progress,
+                                 (max_line_bytes, max_document_chars)), out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -293,11 +311,12 @@ def _writable(write, out: Path):
 
 
 def _build(tmp: Path, out: Path, files, facts, dtype, tokenizer, empty_files: list, fmt: str, encoding_errors: str,
-           text_field: str, block_chars: int, workers: int, shard_tokens: int, progress: bool) -> None:
+           text_field: str, block_chars: int, workers: int, shard_tokens: int, progress: bool,
+           bound: tuple[int | None, int]) -> None:
     """The store built in ``tmp`` (aux files, shards, manifest, marker), then swapped into place at ``out``."""
     aux_files, tokenizer_folder = _write_aux_files(tmp, tokenizer, facts)
-    blocks = _watch_stripped_marks(_blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files),
-                                   tokenizer)
+    blocks = _watch_stripped_marks(_blocks(files, fmt, encoding_errors, text_field, block_chars, empty_files,
+                                           bound), tokenizer)
     shards, dropped_docs = _tokenize_into_shards(files, blocks, tokenizer, facts, tmp, dtype, workers, shard_tokens,
                                                  progress)
     manifest = _manifest(tmp, facts, dtype, shards, aux_files, tokenizer_folder, files=files, fmt=fmt,
