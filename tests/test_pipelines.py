@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import litebert
-from litebert.errors import CheckpointError, ConfigError, DataError
+from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError
 from litebert.tokenizer import AlbertTokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -282,7 +282,7 @@ def test_errors_are_one_line(folders):
     with pytest.raises(ConfigError, match="batch_size = 0"):
         litebert.pipeline("ner", model=folders["ner", "litebert"], batch_size=0)
     qa = litebert.pipeline("question-answering", model=folders["qa", "litebert"])
-    with pytest.raises(DataError, match="question= and context="):
+    with pytest.raises(ArgumentError, match="^inputs: question-answering takes question= and context="):
         qa("just a string")
     with pytest.raises(ConfigError, match="top_k = 0"):
         qa(question="q", context="c", top_k=0)

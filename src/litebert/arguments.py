@@ -56,7 +56,7 @@ def checked(fn: Callable | None = None, /, **ranges: Range) -> Callable:
                 raise
             names = ", ".join(n for n, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY
                               or (p.kind is p.POSITIONAL_OR_KEYWORD and n != "self"))
-            raise ArgumentError("{" + extra + ":flag}: " + f"not an argument of {fn.__name__}; it takes "
+            raise ArgumentError("{" + extra + ":flag}: " + f"not an argument of {fn.__qualname__}; it takes "
                                 f"{literal(names)}", **{extra: kwargs[extra]}) from None
         for name, value in bound.arguments.items():
             parameter = signature.parameters[name]

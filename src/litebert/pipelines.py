@@ -345,8 +345,8 @@ class QuestionAnswering(Pipeline):
             items = inputs if isinstance(inputs, list) else [inputs]
             if not all(isinstance(x, dict) and isinstance(x.get("question"), str)
                        and isinstance(x.get("context"), str) for x in items):
-                raise DataError("question-answering takes question= and context= (strings or lists of strings), or "
-                                "dicts holding 'question' and 'context' strings")
+                raise ArgumentError("{inputs:flag}: question-answering takes question= and context= (strings or lists "
+                                    "of strings), or dicts holding 'question' and 'context' strings", inputs=inputs)
             pairs = [(x["question"], x["context"]) for x in items]
         if not all(isinstance(q, str) and isinstance(c, str) and c for q, c in pairs):
             raise DataError("question-answering: each question and context must be a string, the context non-empty")
