@@ -72,7 +72,7 @@ POOL = [
 
 # Each annotation the public API uses (as written in its signature) -> the kinds it admits, and a value it admits
 # (the placeholder a required parameter gets while another one is tested): paths name nothing that exists.
-ABSENT = "absent/path"
+ABSENT = "no/such/path"  # not a hub id (owner/name): nothing is looked up
 ANNOTATIONS = {
     "str": ({"str"}, "text"),
     "int": ({"int"}, 1),
@@ -182,7 +182,7 @@ def test_a_wrong_value_is_refused_naming_its_parameter(fname, name, tmp_path, mo
 def test_a_wrong_type_is_a_type_error_and_a_config_error():
     """Python callers catch it as the TypeError a wrong type raises; the CLI and older callers as a ConfigError."""
     with pytest.raises(TypeError) as e:
-        litebert.pretrain("absent/store", None)
+        litebert.pretrain("no/such/store", None)
     assert isinstance(e.value, ArgumentError) and isinstance(e.value, ConfigError)
     assert str(e.value) == "out = None: expected str or Path"
 
@@ -190,17 +190,17 @@ def test_a_wrong_type_is_a_type_error_and_a_config_error():
 def test_a_config_dict_is_refused_with_the_class_to_build():
     with pytest.raises(ArgumentError, match=r"^train = \{'max_steps': 2\}: expected TrainConfig or null, not a dict; "
                                             r"build one: TrainConfig\(\*\*fields\)$"):
-        litebert.pretrain("absent/store", "absent/out", train={"max_steps": 2})
+        litebert.pretrain("no/such/store", "no/such/out", train={"max_steps": 2})
 
 
 def test_an_argument_the_function_lacks_is_named():
     with pytest.raises(ArgumentError, match=r"^max_step: not an argument of pretrain; it takes data, out, model"):
-        litebert.pretrain("absent/store", "absent/out", max_step=2)
+        litebert.pretrain("no/such/store", "no/such/out", max_step=2)
 
 
 def test_a_range_is_checked_at_the_boundary():
     with pytest.raises(ConfigError, match=r"^top_k = 0: must be >= 1$"):
-        fill_mask("absent/model", "a [MASK]", top_k=0)
+        fill_mask("no/such/model", "a [MASK]", top_k=0)
 
 
 # ------------------------------------------------------------------------------- pipelines
@@ -253,7 +253,7 @@ def test_a_wrong_option_is_refused_at_the_call_and_at_the_pipeline(pipes, task, 
             call(pipes[task], task, **{name: value})
         assert_names(e.value, name, value)
         with pytest.raises(Exception) as e:  # given once, to pipeline(): refused there, before the model loads
-            litebert.pipeline(task, "absent/model", **{name: value})
+            litebert.pipeline(task, "no/such/model", **{name: value})
         assert_names(e.value, name, value)
 
 
