@@ -42,11 +42,12 @@ def checked(fn: Callable | None = None, /, **ranges: Range) -> Callable:
     unknown = set(ranges) - set(signature.parameters)
     if unknown:
         raise TypeError(f"checked({fn.__qualname__}): no parameter {', '.join(sorted(unknown))}")
-    hints: dict[str, Any] = {}
+    resolved: list[dict[str, Any]] = []  # at the first call: the types the hints name may be defined after ``fn``
 
     def check(*args, **kwargs) -> None:
-        if not hints:
-            hints.update(parameter_hints(fn))
+        if not resolved:
+            resolved.append(parameter_hints(fn))
+        hints = resolved[0]
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:

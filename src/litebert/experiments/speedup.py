@@ -158,7 +158,7 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
 @checked
 def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRESETS, reference: str = "bert-large",
                        micro_batch: int = 8, seq_len: int = 128, steps: int = 3, untimed_steps: int = 1,
-                       device: str | None = None, processes: tuple[int, ...] = (1, 2),
+                       device: str | None = None, processes: Sequence[int] = (1, 2),
                        progress: Callable[[str], None] = print) -> dict:
     """The speedup experiment in ``out`` (re-running reuses the timings already there): training steps of every
     preset on each number of processes, relative to ``reference``; writes results.json, results.md and
