@@ -70,6 +70,24 @@ def test_a_pipeline_refuses_a_folder_of_another_head(folders, task, folder, hold
     assert "\n" not in message
 
 
+def test_predict_refuses_a_finetune_json_of_another_head(folders, tmp_path):
+    """finetune.json says a token task (conll) but the weights are a sequence classifier's: the classifier tensors
+    would load into a token head of the same shape and tag pieces; refused, naming the folder, before any output."""
+    import shutil
+
+    folder = tmp_path / "mixed"
+    shutil.copytree(folders["clf"], folder)
+    (folder / "finetune.json").write_text(json.dumps({"task": "conll", "labels": ["O", "B-X", "I-X"]}))
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"tokens": ["the", "whale"]}) + "\n", encoding="utf-8")
+    with pytest.raises(CheckpointError) as e:
+        litebert.predict(folder, data, tmp_path / "out.jsonl", device="cpu", progress=False)
+    assert str(e.value) == (f"model = {str(folder)!r}: holds an AlbertForSequenceClassification (config.json "
+                            f"'architectures'), not the head finetune.json's task 'conll' fine-tunes "
+                            f"(AlbertForTokenClassification); give a folder that has one")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 @pytest.mark.parametrize("task, folder", [("token-classification", "ner"), ("text-classification", "clf"),
                                           ("fill-mask", "mlm"), ("fill-mask", "pretraining"),
                                           ("question-answering", "qa"), ("feature-extraction", "enc"),

@@ -177,8 +177,8 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
                               f"{preset.kind.name!r} task; is the file from another folder?")
     from litebert.pairing import check_head
 
-    head = preset.kind.head.HF_ARCHITECTURE
-    check_head(model_dir, (head,), f"the {head} that {META_FILE}'s task {meta['task']!r} fine-tunes")
+    head = getattr(preset.kind.head, "BASE_HEAD", preset.kind.head).HF_ARCHITECTURE  # SQuAD v2's: a QA head + more
+    check_head(model_dir, (head,), f"the head {META_FILE}'s task {meta['task']!r} fine-tunes")
     model = preset.kind.load_model(model_dir)
     _check_labels(meta, model, meta_path)
     return preset, model, load_tokenizer(model_dir, tokenizer), meta
