@@ -206,9 +206,11 @@ def test_a_range_is_checked_at_the_boundary():
 # ------------------------------------------------------------------------------- pipelines
 CONFIG = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
               intermediate_size=37)
+LABELS = {"neg": {"id2label": {0: "neg", 1: "pos", 2: "mid"}, "num_labels": 3},
+          "ner": {"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "num_labels": 3}}
 HEADS = {"fill-mask": ("AlbertForMaskedLM", {}),
-         "text-classification": ("AlbertForSequenceClassification", {"id2label": {0: "neg", 1: "pos", 2: "mid"}, "num_labels": 3}),
-         "token-classification": ("AlbertForTokenClassification", {"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "num_labels": 3}),
+         "text-classification": ("AlbertForSequenceClassification", LABELS["neg"]),
+         "token-classification": ("AlbertForTokenClassification", LABELS["ner"]),
          "question-answering": ("AlbertForQuestionAnswering", {}),
          "feature-extraction": ("AlbertModel", {})}
 TEXT = {"fill-mask": "The [MASK] sat on the mat."}

@@ -37,8 +37,9 @@ def folders(albert_vocab, tmp_path_factory):
     from litebert.tokenizer import AlbertTokenizer, load_tokenizer
 
     tok, root, out = AlbertTokenizer.from_pretrained(albert_vocab), tmp_path_factory.mktemp("match"), {}
-    heads = {"mlm": "AlbertForMaskedLM", "pretraining": "AlbertForPreTraining", "clf": "AlbertForSequenceClassification",
-             "ner": "AlbertForTokenClassification", "qa": "AlbertForQuestionAnswering", "enc": "AlbertModel"}
+    heads = {"mlm": "AlbertForMaskedLM", "pretraining": "AlbertForPreTraining",
+             "clf": "AlbertForSequenceClassification", "ner": "AlbertForTokenClassification",
+             "qa": "AlbertForQuestionAnswering", "enc": "AlbertModel"}
     for name, arch in heads.items():
         torch.manual_seed(0)
         extra = LABELS if name in ("clf", "ner") else {}

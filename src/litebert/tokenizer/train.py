@@ -57,8 +57,8 @@ def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "st
 
 
 @checked
-def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *, do_lower_case: bool = True,
-                    keep_accents: bool = False, character_coverage: float = 0.99995,
+def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *,
+                    do_lower_case: bool = True, keep_accents: bool = False, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
