@@ -158,11 +158,11 @@ def test_vocab_size_the_corpus_cannot_support(corpus, tmp_path):
     ({"character_coverage": 0.0}, r"character_coverage = 0.0: must lie in \[0.98, 1\]"),
     ({"character_coverage": 0.97}, r"character_coverage = 0.97: must lie in \[0.98, 1\]"),
     ({"character_coverage": 1.01}, r"character_coverage = 1.01: must lie in \[0.98, 1\]"),
-    ({"character_coverage": float("nan")}, "character_coverage = nan: expected a number"),
+    ({"character_coverage": float("nan")}, "character_coverage = nan: expected float"),
     ({"input_sentence_size": -1}, "input_sentence_size = -1: must be >= 0"),
     ({"seed": -5}, "seed = -5: must be >= 0"),
-    ({"vocab_size": 3.5}, "vocab_size = 3.5: expected an integer"),
-    ({"seed": True}, "seed = True: expected an integer"),
+    ({"vocab_size": 3.5}, "vocab_size = 3.5: expected int"),
+    ({"seed": True}, "seed = True: expected int"),
 ])
 def test_out_of_range_settings_are_refused_before_anything_is_written(corpus, tmp_path, kwargs, message):
     from litebert.errors import ConfigError

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
+from collections import abc
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -128,9 +130,23 @@ def _matches_tuple(value: Any, args: tuple) -> bool:
     return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
 
 
+def _matches_sequence(value: Any, args: tuple) -> bool:
+    """Whether ``value`` is a list or tuple (any sequence but a string or bytes: a path given where a list of paths
+    is asked for would be read one character at a time) whose items match ``args[0]``."""
+    return (isinstance(value, abc.Sequence) and not isinstance(value, (str, bytes))
+            and (not args or all(matches(v, args[0]) for v in value)))
+
+
+def _matches_mapping(value: Any, args: tuple) -> bool:
+    """Whether ``value`` is a mapping whose keys match ``args[0]`` and values ``args[1]``."""
+    return isinstance(value, abc.Mapping) and (not args or all(matches(k, args[0]) and matches(v, args[1])
+                                                               for k, v in value.items()))
+
+
 # Pairs compared by identity (``is``), not a dict: a dict lookup would need every hint to be hashable.
 _SCALAR_CHECKS = ((bool, _is_bool), (int, _is_int), (float, _is_float))
-_CONTAINER_CHECKS = ((dict, _matches_dict), (list, _matches_list), (tuple, _matches_tuple))
+_CONTAINER_CHECKS = ((dict, _matches_dict), (list, _matches_list), (tuple, _matches_tuple),
+                     (abc.Sequence, _matches_sequence), (abc.Mapping, _matches_mapping))
 
 
 def matches(value: Any, hint: Any) -> bool:
@@ -164,8 +180,14 @@ def describe(hint: Any) -> str:
         return " or ".join(describe(a) for a in args)
     if origin is dict:
         return f"dict of {describe(args[0])} to {describe(args[1])}"
-    if origin in (list, tuple):
-        return f"{'list' if origin is list else 'tuple'} of {describe(args[0])}"
+    if origin in (list, tuple, abc.Sequence) and args:
+        return f"{'list' if origin is list else 'tuple' if origin is tuple else 'list or tuple'} of {describe(args[0])}"
+    if origin is abc.Mapping and args:
+        return f"mapping of {describe(args[0])} to {describe(args[1])}"
+    if origin is abc.Callable:
+        return "a function"
+    if hint is os.PathLike:
+        return "Path"
     if origin is typing.Literal:
         return " or ".join(repr(a) for a in args)
     return getattr(hint, "__name__", str(hint))

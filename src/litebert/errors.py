@@ -153,3 +153,8 @@ class InputError(LitebertError, ValueError):
 
 class WriteError(LitebertError, OSError):
     """A file could not be written (a full disk, no permission); what was there before is left as it was."""
+
+
+class ArgumentError(ConfigError, TypeError):
+    """An argument of a public function is not of its annotated type (``batch_size = '8': expected int``): a
+    `ConfigError` that a Python caller may also catch as the ``TypeError`` a wrong type usually raises."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from litebert.arguments import checked
+from litebert.checks import AT_LEAST_1
 from litebert.errors import ConfigError, DataError, literal
 from litebert.pipelines import pipeline
 
@@ -21,6 +23,7 @@ class FillMaskResult:
     output: Optional[Path] = None
 
 
+@checked(top_k=AT_LEAST_1, batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1)
 def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: str | os.PathLike | None = None,
               output: str | os.PathLike | None = None, top_k: int = 5, tokenizer: str | os.PathLike | None = None,
               text_field: str = "text", batch_size: int = 32, batch_tokens: Optional[int] = None,
@@ -31,14 +34,13 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned."""
     from litebert import hub, text_input
     from litebert.folders import plan_file
-    from litebert.tasks.predict import CHUNK_SIZE, check_count, chunks, write_jsonl
+    from litebert.tasks.predict import CHUNK_SIZE, chunks, write_jsonl
 
     if (text is None) == (input is None):
         raise ConfigError("give {text:flag} or {input:flag}" + (", not both" if text is not None else ""),
                           text=text, input=input)
     if output is not None and input is None:
         raise ConfigError("{output} goes with {input} (a text's answer is returned)", output=output, input=input)
-    check_count("top_k", top_k)
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
@@ -62,7 +64,6 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
 
 def configure(p) -> None:
     """``litebert fill-mask``: the flags of `fill_mask`."""
-    from litebert.checks import AT_LEAST_1
     from litebert.cli import ranged
 
     p.add_argument("--model", required=True, help="a folder with an MLM head (a pretraining run's model, an HF "

@@ -28,25 +28,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 
 from litebert import hub
-from litebert.errors import CheckpointError, ConfigError, DataError, literal
+from litebert.arguments import checked
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
+from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
 
 TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction")
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
 
 
+@checked(batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1)
 def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike | None = None,
              device: str | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
              **defaults) -> "Pipeline":
     """The pipeline for ``task`` (one of `TASKS`, or an alias in `ALIASES`) on the model folder (or hub id)
     ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device``: cpu, cuda, ... (default:
-    CUDA when available). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``."""
-    from litebert.tasks.predict import check_sizes
+    CUDA when available). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``,
+    checked here as a call's are."""
     from litebert.train.device import resolve_device
 
     name = ALIASES.get(task, task)
@@ -56,26 +59,37 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
         close = difflib.get_close_matches(str(task), list(TASKS) + list(ALIASES), n=1)
         raise ConfigError("{task}: not a pipeline task; choose one of " + ", ".join(TASKS + tuple(ALIASES))
                           + (f" (did you mean {close[0]!r}?)" if close else ""), task=task)
-    check_sizes(batch_size=batch_size, batch_tokens=batch_tokens)
+    cls = _PIPELINES[name]
+    cls.answer.check(None, [], **defaults)
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
     if not Path(model).is_dir():
         raise CheckpointError("{model}: no such model folder", model=model)
     from litebert.tasks.runner import load_tokenizer
 
-    cls = _PIPELINES[name]
     net = cls.load(Path(model)).to(resolve_device(device)).eval()
     return cls(name, net, load_tokenizer(model, tokenizer), Path(model), batch_size, batch_tokens, defaults)
 
 
-def _load_head(cls, folder: Path, prefix: str, what: str):
+def _load_head(cls, folder: Path, prefix: str, what: str, accepted: tuple[str, ...] = ()):
     """``cls`` from ``folder``, whose weights must hold the head (keys starting ``prefix``): a head left randomly
-    initialised would answer noise."""
+    initialised would answer noise. The head config.json names must be ``cls``'s or one in ``accepted``
+    (`litebert.pairing.check_head`): a sequence and a token classifier both hold ``classifier.*`` tensors."""
     from litebert.io.checkpoint import load_weights
+    from litebert.pairing import check_head
 
     if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in load_weights(folder)):
         raise CheckpointError("{model}: " + f"no {what} in its weights (no {prefix}* tensors); give a folder that has "
                               f"one", model=folder)
+    check_head(folder, (cls.HF_ARCHITECTURE,) + accepted, f"a {what}")
     return cls.from_pretrained(folder)
+
+
+def _kind(inputs) -> str:
+    """What a wrong input is, in a message: its type, or a list's item of another type."""
+    if isinstance(inputs, (list, tuple)):
+        bad = next(t for t in inputs if not isinstance(t, str))
+        return f"a {type(inputs).__name__} holding a {type(bad).__name__}"
+    return type(inputs).__name__
 
 
 class Pipeline:
@@ -88,13 +102,23 @@ class Pipeline:
         self.device = next(model.parameters()).device
         self.max_length = model.config.max_position_embeddings
 
-    def __call__(self, inputs, **options):
+    def __call__(self, inputs: str | Sequence[str], **options):
+        """The answer to a string, or a list of answers, one per string of a list (an empty list: an empty list, as
+        HF's). ``options``: those of the task's `answer` (``top_k``...), checked by their annotations."""
         options = {**self.defaults, **options}
         if isinstance(inputs, str):
             return self.answer([inputs], **options)[0]
         if not isinstance(inputs, (list, tuple)) or not all(isinstance(t, str) for t in inputs):
-            raise DataError(f"{self.task} takes a string or a list of strings, got {literal(type(inputs).__name__)}")
+            raise ArgumentError("{inputs:flag}: " + f"{self.task} takes a string or a list of strings, got "
+                                f"{literal(_kind(inputs))}", inputs=inputs)
+        if not inputs:
+            self.answer.check(self, [], **options)
+            return []
         return self.answer(list(inputs), **options)
+
+    def answer(self, texts: list[str]) -> list:
+        """One answer per text: the task's own, its options as keyword arguments (decorated with `checked`)."""
+        raise NotImplementedError
 
     def encode(self, texts: list[str]) -> list[dict]:
         """[CLS] text [SEP] of each text, cut to the model's positions (special tokens written in it are theirs)."""
@@ -131,17 +155,17 @@ class FillMask(Pipeline):
     def load(folder: Path):
         from litebert.heads import AlbertForMaskedLM
 
-        return _load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head")
+        return _load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head",
+                          ("AlbertForPreTraining",))
 
     def __call__(self, inputs, **options):
         answers = super().__call__(inputs, **options)
         return answers[0] if not isinstance(inputs, str) and len(answers) == 1 else answers  # as HF's
 
+    @checked(top_k=AT_LEAST_1)
     def answer(self, texts: list[str], top_k: int = 5, where: Optional[list[str]] = None) -> list:
-        """``where``: where each text comes from (file:line), for errors."""
-        from litebert.tasks.predict import check_count
-
-        check_count("top_k", top_k)
+        """``top_k`` pieces per mask (more than the vocabulary: all of it). ``where``: where each text comes from
+        (file:line), for errors."""
         feats = self.encode(texts)
         mask_id = self.tokenizer.mask_token_id
         for n, (f, text) in enumerate(zip(feats, texts)):
@@ -208,7 +232,10 @@ class TextClassification(_Labelled):
 
         return _load_head(AlbertForSequenceClassification, folder, "classifier.", "sequence-classification head")
 
-    def answer(self, texts: list[str], top_k="") -> list:
+    @checked(top_k=AT_LEAST_1)
+    def answer(self, texts: list[str], top_k: int | None | Literal[""] = "") -> list:
+        """``top_k``: the best so many labels, best first (more than there are: all of them, as HF's); None: all;
+        not given (HF's legacy ""): the best label alone, not in a list."""
         from litebert.tasks.kinds import softmax
 
         labels, config = self.labels, self.model.config
@@ -245,7 +272,9 @@ class TokenClassification(_Labelled):
 
         return _load_head(AlbertForTokenClassification, folder, "classifier.", "token-classification head")
 
-    def answer(self, texts: list[str], ignore_labels=("O",), aggregation_strategy: str = "none") -> list:
+    @checked
+    def answer(self, texts: list[str], ignore_labels: Sequence[str] = ("O",),
+               aggregation_strategy: Optional[str] = "none") -> list:
         if aggregation_strategy not in (None, "none"):
             raise ConfigError("{aggregation_strategy}: only 'none' (one answer per piece) is supported",
                               aggregation_strategy=aggregation_strategy)
@@ -282,6 +311,7 @@ class FeatureExtraction(Pipeline):
 
         return AlbertModel.from_pretrained(folder)
 
+    @checked
     def answer(self, texts: list[str]) -> list:
         return [[h.tolist()] for h in self.run(self.encode(texts))]
 
@@ -315,11 +345,14 @@ class QuestionAnswering(Pipeline):
             items = inputs if isinstance(inputs, list) else [inputs]
             if not all(isinstance(x, dict) and isinstance(x.get("question"), str)
                        and isinstance(x.get("context"), str) for x in items):
-                raise DataError("question-answering takes question= and context= (strings or lists of strings), or "
-                                "dicts holding 'question' and 'context' strings")
+                raise ArgumentError("{inputs:flag}: question-answering takes question= and context= (strings or lists "
+                                    "of strings), or dicts holding 'question' and 'context' strings", inputs=inputs)
             pairs = [(x["question"], x["context"]) for x in items]
         if not all(isinstance(q, str) and isinstance(c, str) and c for q, c in pairs):
             raise DataError("question-answering: each question and context must be a string, the context non-empty")
+        if not pairs:  # an empty list in, an empty list out (as HF's)
+            self.answer.check(self, [], **{**self.defaults, **options})
+            return []
         answers = self.answer(pairs, **{**self.defaults, **options})
         return answers[0] if len(answers) == 1 else answers
 
@@ -361,13 +394,11 @@ class QuestionAnswering(Pipeline):
             previous_alone = alone
         return words
 
+    @checked(top_k=AT_LEAST_1, max_answer_len=AT_LEAST_1, max_seq_len=AT_LEAST_1, doc_stride=AT_LEAST_0,
+             max_question_len=AT_LEAST_1)
     def answer(self, pairs: list[tuple[str, str]], top_k: int = 1, max_answer_len: int = 15,
-               max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None, handle_impossible_answer=False,
-               align_to_words: bool = True, max_question_len: int = 64) -> list:
-        from litebert.tasks.predict import check_count
-
-        check_count("top_k", top_k)
-        check_count("max_answer_len", max_answer_len)
+               max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None,
+               handle_impossible_answer: bool = False, align_to_words: bool = True, max_question_len: int = 64) -> list:
         max_seq_len = max_seq_len or min(self.max_length, 384)
         doc_stride = doc_stride if doc_stride is not None else min(max_seq_len // 2, 128)
         feats, spans = [], []  # spans: each pair's windows, feats[first:last]

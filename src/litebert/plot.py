@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from litebert.arguments import checked
 from litebert.errors import ConfigError, DataError, literal
 
 FORMATS = ("png", "pdf", "svg")
@@ -141,6 +142,7 @@ def labels(runs: Sequence[str | os.PathLike]) -> list[str]:
     return [str(r) if names.count(n) > 1 else n for r, n in zip(runs, names)]
 
 
+@checked
 def plot_runs(runs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
               overwrite: bool = False) -> Curves:
     """Draw the curves of the run folders ``runs`` (one folder, or a list of them) into ``out`` (.png, .pdf or .svg,

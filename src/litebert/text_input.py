@@ -40,7 +40,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator, Union
 
 from litebert import columnar
 from litebert.columnar import TextSource
@@ -138,7 +138,11 @@ def _dataset_input(folder: Path, split: str) -> Path:
     return folder
 
 
-def corpus_sources(inputs, text_field: str = "text") -> list[Path | TextSource]:
+# What a corpus command reads (`corpus_sources`): a path, a list or tuple of paths, or texts held in Python.
+Corpus = Union[str, os.PathLike, Iterable]
+
+
+def corpus_sources(inputs: Corpus, text_field: str = "text") -> list[Path | TextSource]:
     """What a corpus command reads: ``inputs`` as files (a path, or a list or tuple of files, folders and globs:
     `expand_inputs`), or, given in Python, texts (a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a
     pandas ``DataFrame``, or any other iterable of strings: `litebert.columnar.text_source`)."""

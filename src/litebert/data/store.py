@@ -37,18 +37,19 @@ import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 from tqdm import tqdm
 
 from litebert import folders
+from litebert.arguments import checked
 from litebert.data.readers import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
 from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
 from litebert.folders import OutputError
-from litebert.text_input import corpus_sources, input_bytes
+from litebert.text_input import Corpus, corpus_sources, input_bytes
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
@@ -249,7 +250,29 @@ def _bounded_map(pool, fn, items: Iterable, in_flight: int) -> Iterator:
         yield pending.popleft().get()
 
 
-def prepare_store(inputs, tokenizer, out: str | os.PathLike, workers: int = 1, *,
+@runtime_checkable
+class StoreTokenizer(Protocol):
+    """What a store needs of a tokenizer object: an `AlbertTokenizer`, a `WordPieceTokenizer`, or any object with these
+    (``isinstance`` checks that the names exist)."""
+
+    vocab_size: int
+    pad_token_id: int
+    cls_token_id: int
+    sep_token_id: int
+    mask_token_id: int
+
+    def encode_batch_ids(self, texts: list[str]) -> list[list[int]]: ...
+
+    def word_start_mask(self) -> np.ndarray: ...
+
+    def normal_piece_ids(self) -> np.ndarray: ...
+
+    def fingerprint(self) -> str: ...
+
+
+@checked
+def prepare_store(inputs: Corpus, tokenizer: StoreTokenizer | str | os.PathLike, out: str | os.PathLike,
+                  workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
                   shard_tokens: int = 1 << 26, block_chars: int = 1 << 20, overwrite: bool = False,
                   progress: bool = True, max_line_bytes: int | None = CORPUS_MAX_LINE_BYTES,

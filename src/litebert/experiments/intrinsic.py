@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from litebert import hub
+from litebert.arguments import checked
 from litebert.errors import CheckpointError, ConfigError
 
 OBJECTIVES = ("mlm", "sop", "nsp")
@@ -85,6 +86,7 @@ class PretrainingEvaluation:
                            for n, sc in self.scores.items()}}
 
 
+@checked
 def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.PathLike, *,
                          objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000, seq_len: Optional[int] = None,
                          seed: int = 12345, batch_size: int = 32, device: Optional[str] = None,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from litebert import folders
+from litebert.arguments import checked
 from litebert.config import SHARING
 from litebert.errors import ConfigError, LitebertError, literal
 from litebert.files import atomic_write, read_json, write_json
@@ -562,6 +563,7 @@ def steps_from_minutes(out: Path, s: Settings, train: Path, held: Path, arm_list
     return {"timed_arm": slowest.name, "seconds_per_step": per_step, "steps": steps}
 
 
+@checked
 def run_experiment(out: str | Path, s: Settings) -> dict:
     """Run (or continue) the experiment ``s.experiment`` (sentence-objective, sharing, embedding-size) in ``out``:
     every arm pretrained, scored and fine-tuned; returns the summary also written to results.json (with

@@ -21,7 +21,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Sequence
 
+from litebert.arguments import checked
 from litebert.errors import ConfigError
 from litebert.experiments import paper
 from litebert.experiments.report import parameters
@@ -153,9 +155,11 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
             "rows": rows}
 
 
-def speedup_experiment(out: str | Path, *, presets=DEFAULT_PRESETS, reference: str = "bert-large",
+@checked
+def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRESETS, reference: str = "bert-large",
                        micro_batch: int = 8, seq_len: int = 128, steps: int = 3, untimed_steps: int = 1,
-                       device: str | None = None, processes: tuple[int, ...] = (1, 2), progress=print) -> dict:
+                       device: str | None = None, processes: Sequence[int] = (1, 2),
+                       progress: Callable[[str], None] = print) -> dict:
     """The speedup experiment in ``out`` (re-running reuses the timings already there): training steps of every
     preset on each number of processes, relative to ``reference``; writes results.json, results.md and
     speedup.png and returns the summary. Everything is checked before the first write."""

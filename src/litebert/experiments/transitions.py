@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 from litebert import hub
+from litebert.arguments import checked
 from litebert.errors import ConfigError
 from litebert.files import atomic_write
 
@@ -31,6 +32,7 @@ class TransitionsResult:
     csv: Path
 
 
+@checked
 def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.PathLike, out: str | os.PathLike, *,
                         names: Optional[Sequence[str]] = None, examples: int = 256, seq_len: Optional[int] = None,
                         seed: int = 12345, batch_size: int = 16, device: Optional[str] = None,

@@ -18,10 +18,11 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 from litebert import hub
 from litebert import folders
+from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
 from litebert.errors import ConfigError, DataError, literal
 from litebert.files import write_json
@@ -149,13 +150,14 @@ class FinetuneResult:
     signal: Optional[int] = None
 
 
+@checked
 def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
              dev: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, labels: Sequence[str] | None = None,
              config: Optional[FinetuneConfig] = None, resume: bool = False, overwrite: bool = False,
              keep_checkpoints: bool = False, device: Optional[str] = None, attention: str = "auto",
              encoding_errors: str = "strict", progress: bool = True, log: Log = print,
-             stop_after: Optional[int] = None, dist=None) -> FinetuneResult:
+             stop_after: Optional[int] = None, dist: Any = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from litebert import columnar, hub
 from litebert import text_input
+from litebert.arguments import checked
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
 from litebert.folders import plan_file
@@ -72,6 +73,7 @@ class EmbedResult:
     output: Path
 
 
+@checked
 def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, tokenizer: str | os.PathLike | None = None,
              null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
@@ -111,6 +113,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     return EvaluateResult(preset.name, path, metrics, rows, Path(output) if output is not None else None)
 
 
+@checked
 def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *,
             tokenizer: str | os.PathLike | None = None, allow_incomplete: bool = False,
             batch_size: Optional[int] = None, batch_tokens: Optional[int] = None, seq_len: Optional[int] = None,
@@ -133,6 +136,7 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     return PredictResult(n, Path(output))
 
 
+@checked
 def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *, text_field: str = "text",
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",

@@ -75,20 +75,24 @@ _TASK_OF_HEAD = {"AlbertForSequenceClassification": "classify", "AlbertForTokenC
                  "AlbertForMultipleChoice": "mc", "AlbertForQuestionAnswering": "squad1"}
 def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
     """The tokenizer of ``model_dir``, or the one at ``tokenizer`` (a folder or file) when given
-    (`litebert.tokenizer.load_tokenizer`); a model folder without one is a `TokenizerError` that suggests
-    ``--tokenizer``."""
+    (`litebert.tokenizer.load_tokenizer`), checked to be the model's (`litebert.pairing.check_tokenizer`: its size
+    is config.json's vocab_size); a model folder without one is a `TokenizerError` that suggests ``--tokenizer``.
+    Every command and pipeline that reads a model with a tokenizer loads the tokenizer here."""
     from litebert.errors import TokenizerError
+    from litebert.io.checkpoint import CONFIG_NAME, load_config
+    from litebert.pairing import check_tokenizer
     from litebert.tokenizer import TOKENIZER_FILES
     from litebert.tokenizer import load_tokenizer as load
 
-    if tokenizer is not None:
-        return load(tokenizer)
     model_dir = Path(model_dir)
-    if model_dir.is_dir() and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+    if tokenizer is None and model_dir.is_dir() and not any((model_dir / n).is_file() for n in TOKENIZER_FILES):
         raise TokenizerError("{model}: " + f"no tokenizer in this folder (no {', '.join(TOKENIZER_FILES)}); pass "
                              "{tokenizer:flag} PATH, the tokenizer folder or file the model was trained with",
                              model=model_dir, tokenizer=None)
-    return load(model_dir)
+    tok = load(model_dir if tokenizer is None else tokenizer)
+    if (model_dir / CONFIG_NAME).is_file():
+        check_tokenizer(tok, load_config(model_dir).vocab_size, model_dir, tokenizer)
+    return tok
 
 
 def _labels_of_config(config: dict, file: Path) -> list[str]:
@@ -171,6 +175,10 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
     if meta.get("kind", preset.kind.name) != preset.kind.name:
         raise CheckpointError(f"{meta_path}: kind {meta['kind']!r} does not match task {meta['task']!r}, a "
                               f"{preset.kind.name!r} task; is the file from another folder?")
+    from litebert.pairing import check_head
+
+    head = getattr(preset.kind.head, "BASE_HEAD", preset.kind.head).HF_ARCHITECTURE  # SQuAD v2's: a QA head + more
+    check_head(model_dir, (head,), f"the head {META_FILE}'s task {meta['task']!r} fine-tunes")
     model = preset.kind.load_model(model_dir)
     _check_labels(meta, model, meta_path)
     return preset, model, load_tokenizer(model_dir, tokenizer), meta

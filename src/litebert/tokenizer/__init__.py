@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from litebert.arguments import checked
 from litebert.errors import TokenizerError
 from litebert.files import read_json
 from litebert.tokenizer.base import TokenizerBase
@@ -41,6 +42,7 @@ def tokenizer_format(path: str | os.PathLike) -> str | None:
     return "wordpiece" if path.suffix == ".txt" else "sentencepiece"
 
 
+@checked
 def load_tokenizer(path: str | os.PathLike, **options) -> TokenizerBase:
     """The tokenizer of ``path``: a folder (or a hub id, `litebert.hub.local`) holding ``spiece.model``, a BERT-style
     ``vocab.txt`` or only ``tokenizer.json`` (Unigram as transformers 5 saves an ALBERT one, or WordPiece), or one of

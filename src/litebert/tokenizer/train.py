@@ -30,6 +30,7 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from litebert import text_input
+from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_values
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
 from litebert import folders
@@ -55,8 +56,9 @@ def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "st
                 yield line
 
 
-def train_tokenizer(inputs, out, vocab_size: int = 30000, *, do_lower_case: bool = True,
-                    keep_accents: bool = False, character_coverage: float = 0.99995,
+@checked
+def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *,
+                    do_lower_case: bool = True, keep_accents: bool = False, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:

@@ -16,10 +16,11 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from litebert import hub
 from litebert import folders
+from litebert.arguments import checked
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
@@ -55,12 +56,13 @@ class PretrainResult:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("out", "model_dir", "signal")}
 
 
+@checked
 def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpec = None,
              train: Optional[TrainConfig] = None, eval_data: str | os.PathLike | None = None,
              init_from: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
              resume: bool = False, overwrite: bool = False, device: Optional[str] = None, attention: str = "auto",
              verify_data: bool = True, progress: bool = True, stop_after: Optional[int] = None,
-             time_limit: Optional[float] = None, dist=None) -> PretrainResult:
+             time_limit: Optional[float] = None, dist: Any = None) -> PretrainResult:
     """Pretrain into the run folder ``out`` on the token store ``data``.
 
     ``model``: an `AlbertConfig`, a preset name or a config.json path (its vocabulary is the store's); with

@@ -1,0 +1,298 @@
+"""The typed Python API refuses wrong values at one boundary (`litebert.arguments.checked`), for every public function
+and every pipeline's options: generated cases, not a list.
+
+For every function in ``litebert.__all__`` (and `litebert.fill_mask.fill_mask`), every parameter and every value of
+a pool that the parameter's annotation does not admit, the call must raise a `LitebertError` that is a ``TypeError``
+or ``ValueError`` and whose one-line message starts with the parameter's name, before anything else happens: the
+other arguments are placeholders (paths that do not exist), so a check made anywhere but at the boundary would name
+another argument, or fail some other way. Which values an annotation admits is written here by hand, from the rules
+the module docstring of `litebert.arguments` documents (a path is a str or a Path, an int never a bool...): the
+reference the code is judged against, not the code's own `matches`. An annotation the table does not know fails
+`test_every_annotation_is_known`, so a new parameter cannot go unchecked.
+
+Then the pipelines: every option of every task's call, the same way, on tiny folders; an empty list in gives an empty
+list out; ``top_k`` must be an int >= 1 and a larger one than there are labels or pieces answers all of them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import litebert
+from litebert.errors import ArgumentError, ConfigError, LitebertError
+from litebert.fill_mask import fill_mask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class Opaque:
+    """An object no annotation admits."""
+
+    def __repr__(self):
+        return "Opaque()"
+
+
+def _settings():
+    from litebert.experiments.runner import Settings
+
+    return Settings(experiment="embedding-size")
+
+
+# The pool: each value with the kinds it is. A value is wrong for a parameter when none of its kinds is admitted.
+POOL = [
+    ("text", {"str"}),
+    ("", {"str", "empty"}),
+    (Path("some/where"), {"path"}),
+    (b"some/where", {"iterable"}),
+    (3, {"int", "float"}),
+    (0, {"int", "float"}),
+    (-1, {"int", "float"}),
+    (True, {"bool"}),
+    (2.5, {"float"}),
+    (math.nan, set()),
+    (math.inf, set()),
+    (None, {"none"}),
+    ([], {"list_str", "seq_str", "seq_path", "seq_pairs", "seq_int", "iterable"}),
+    (["a"], {"list_str", "seq_str", "seq_path", "iterable"}),
+    ([Path("a")], {"seq_path", "iterable"}),
+    ([1, 2], {"seq_int", "iterable"}),
+    ((1, 2), {"seq_int", "iterable"}),
+    ({"a": "b"}, {"map_str", "iterable"}),
+    ({"max_steps": 2}, {"iterable"}),
+    (Opaque(), set()),
+    (print, {"callable"}),
+    (torch.zeros(2), {"iterable"}),
+]
+
+# Each annotation the public API uses (as written in its signature) -> the kinds it admits, and a value it admits
+# (the placeholder a required parameter gets while another one is tested): paths name nothing that exists.
+ABSENT = "no/such/path"  # not a hub id (owner/name): nothing is looked up
+ANNOTATIONS = {
+    "str": ({"str"}, "text"),
+    "int": ({"int"}, 1),
+    "bool": ({"bool"}, False),
+    "float": ({"int", "float"}, 1.0),
+    "Optional[int]": ({"int", "none"}, None),
+    "int | None": ({"int", "none"}, None),
+    "Optional[float]": ({"int", "float", "none"}, None),
+    "Optional[str]": ({"str", "none"}, None),
+    "str | None": ({"str", "none"}, None),
+    "str | os.PathLike": ({"str", "path"}, ABSENT),
+    "str | Path": ({"str", "path"}, ABSENT),
+    "str | os.PathLike | None": ({"str", "path", "none"}, None),
+    "Sequence[str | os.PathLike]": ({"seq_str", "seq_path"}, [ABSENT]),
+    "Sequence[str]": ({"seq_str"}, ["text"]),
+    "Optional[Sequence[str]]": ({"seq_str", "none"}, None),
+    "Sequence[str] | None": ({"seq_str", "none"}, None),
+    "str | Sequence[str]": ({"str", "seq_str"}, "mlm"),
+    "Mapping[str, str] | None": ({"map_str", "none"}, None),
+    "Sequence[int]": ({"seq_int"}, (1,)),
+    "Callable[[str], None]": ({"callable"}, print),
+    "Log": ({"callable", "none"}, None),
+    "Any": (None, None),  # anything (``dist``: a process group, duck-typed)
+    "Optional[TrainConfig]": ({"none"}, None),  # a TrainConfig too; no pool value is one
+    "Optional[FinetuneConfig]": ({"none"}, None),
+    "ModelSpec": ({"str", "path", "none"}, None),  # AlbertConfig | str | PathLike | None
+    "Settings": (set(), _settings),
+    "text_input.Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",
+                           "seq_pairs"}, ABSENT),
+    "Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",
+                "seq_pairs"}, ABSENT),
+    "StoreTokenizer | str | os.PathLike": ({"str", "path"}, ABSENT),
+    # the pipelines' options
+    "list[str]": ({"list_str"}, []),
+    "Optional[list[str]]": ({"list_str", "none"}, None),
+    "int | None | Literal['']": ({"int", "none", "empty"}, None),
+    "list[tuple[str, str]]": ({"seq_pairs"}, []),
+}
+
+
+def public_functions():
+    functions = {name: getattr(litebert, name) for name in litebert.__all__
+                 if inspect.isfunction(getattr(litebert, name, None))}
+    return {**functions, "fill_mask": fill_mask}
+
+
+def annotated(fn):
+    """(name, annotation, parameter) of each parameter of ``fn`` a caller passes by name."""
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or name == "self":
+            continue
+        yield name, p.annotation, p
+
+
+def wrong_values(annotation) -> list:
+    """The pool's values ``annotation`` does not admit (none for ``Any``)."""
+    admitted = ANNOTATIONS[annotation][0]
+    return [] if admitted is None else [value for value, kinds in POOL if not kinds & admitted]
+
+
+def cases():
+    for fname, fn in sorted(public_functions().items()):
+        for name, annotation, _ in annotated(fn):
+            if annotation in ANNOTATIONS and wrong_values(annotation):
+                yield pytest.param(fname, name, id=f"{fname}-{name}")
+
+
+def test_every_annotation_is_known():
+    """Every parameter of every public function (and pipeline option) is annotated with a type this file knows."""
+    from litebert.pipelines import _PIPELINES
+
+    fns = list(public_functions().items()) + [(c.__name__, c.answer) for c in _PIPELINES.values()]
+    unknown = [(f, n, a) for f, fn in fns for n, a, _ in annotated(fn) if a not in ANNOTATIONS]
+    assert not unknown
+    assert all(hasattr(fn, "check") for _, fn in fns), "a public function is not @checked"
+
+
+def placeholders(fn, tested: str) -> dict:
+    """An admitted value for each required parameter but ``tested``."""
+    out = {}
+    for name, annotation, p in annotated(fn):
+        if name != tested and p.default is p.empty:
+            value = ANNOTATIONS[annotation][1]
+            out[name] = value() if callable(value) and value is not print else value
+    return out
+
+
+def assert_names(error: BaseException, name: str, value=None) -> None:
+    assert isinstance(error, LitebertError) and isinstance(error, (TypeError, ValueError)), (name, value, repr(error))
+    message = str(error)
+    assert "\n" not in message
+    assert re.match(rf"{re.escape(name)}\b", message), (name, value, message)
+
+
+@pytest.mark.parametrize("fname, name", list(cases()))
+def test_a_wrong_value_is_refused_naming_its_parameter(fname, name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written, and the placeholders' paths name nothing there
+    fn = public_functions()[fname]
+    annotation = inspect.signature(fn).parameters[name].annotation
+    for value in wrong_values(annotation):
+        with pytest.raises(Exception) as e:
+            fn(**placeholders(fn, name), **{name: value})
+        assert_names(e.value, name, value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrong_type_is_a_type_error_and_a_config_error():
+    """Python callers catch it as the TypeError a wrong type raises; the CLI and older callers as a ConfigError."""
+    with pytest.raises(TypeError) as e:
+        litebert.pretrain("no/such/store", None)
+    assert isinstance(e.value, ArgumentError) and isinstance(e.value, ConfigError)
+    assert str(e.value) == "out = None: expected str or Path"
+
+
+def test_a_config_dict_is_refused_with_the_class_to_build():
+    with pytest.raises(ArgumentError, match=r"^train = \{'max_steps': 2\}: expected TrainConfig or null, not a dict; "
+                                            r"build one: TrainConfig\(\*\*fields\)$"):
+        litebert.pretrain("no/such/store", "no/such/out", train={"max_steps": 2})
+
+
+def test_an_argument_the_function_lacks_is_named():
+    with pytest.raises(ArgumentError, match=r"^max_step: not an argument of pretrain; it takes data, out, model"):
+        litebert.pretrain("no/such/store", "no/such/out", max_step=2)
+
+
+def test_a_range_is_checked_at_the_boundary():
+    with pytest.raises(ConfigError, match=r"^top_k = 0: must be >= 1$"):
+        fill_mask("no/such/model", "a [MASK]", top_k=0)
+
+
+# ------------------------------------------------------------------------------- pipelines
+CONFIG = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+              intermediate_size=37)
+LABELS = {"neg": {"id2label": {0: "neg", 1: "pos", 2: "mid"}, "num_labels": 3},
+          "ner": {"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "num_labels": 3}}
+HEADS = {"fill-mask": ("AlbertForMaskedLM", {}),
+         "text-classification": ("AlbertForSequenceClassification", LABELS["neg"]),
+         "token-classification": ("AlbertForTokenClassification", LABELS["ner"]),
+         "question-answering": ("AlbertForQuestionAnswering", {}),
+         "feature-extraction": ("AlbertModel", {})}
+TEXT = {"fill-mask": "The [MASK] sat on the mat."}
+
+
+@pytest.fixture(scope="module")
+def pipes(albert_vocab, tmp_path_factory):
+    """{task: pipeline} on tiny random models with the official 30k vocabulary."""
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok, root, out = AlbertTokenizer.from_pretrained(albert_vocab), tmp_path_factory.mktemp("boundary"), {}
+    for task, (arch, extra) in HEADS.items():
+        torch.manual_seed(0)
+        folder = root / task
+        getattr(litebert, arch)(litebert.AlbertConfig(**CONFIG, **extra)).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        out[task] = litebert.pipeline(task, folder, device="cpu")
+    return out
+
+
+def call(pipe, task, inputs=TEXT, **options):
+    """``pipe`` on ``inputs``, by default a text the task answers."""
+    if task == "question-answering":
+        return pipe(question="Who?", context="Ahab hunted the whale.", **options) if inputs is TEXT else \
+            pipe(inputs, **options)
+    return pipe(TEXT.get(task, "Call me Ishmael.") if inputs is TEXT else inputs, **options)
+
+
+def option_cases():
+    from litebert.pipelines import _PIPELINES
+
+    for task, cls in _PIPELINES.items():
+        for name, annotation, _ in annotated(cls.answer):
+            if name not in ("texts", "pairs"):
+                yield pytest.param(task, name, annotation, id=f"{task}-{name}")
+
+
+@pytest.mark.parametrize("task, name, annotation", list(option_cases()))
+def test_a_wrong_option_is_refused_at_the_call_and_at_the_pipeline(pipes, task, name, annotation):
+    for value in wrong_values(annotation):
+        with pytest.raises(Exception) as e:
+            call(pipes[task], task, **{name: value})
+        assert_names(e.value, name, value)
+        with pytest.raises(Exception) as e:  # given once, to pipeline(): refused there, before the model loads
+            litebert.pipeline(task, "no/such/model", **{name: value})
+        assert_names(e.value, name, value)
+
+
+@pytest.mark.parametrize("task", list(HEADS))
+def test_wrong_inputs_are_refused_naming_them(pipes, task):
+    """A pipeline's inputs: a string or a list of strings (question answering: also dicts of question and context,
+    a list of them); anything else is refused naming ``inputs``."""
+    for value, kinds in POOL:
+        if not kinds & {"str", "list_str"}:
+            with pytest.raises(Exception) as e:
+                call(pipes[task], task, value)
+            assert_names(e.value, "inputs", value)
+
+
+@pytest.mark.parametrize("task", list(HEADS))
+def test_an_empty_list_answers_an_empty_list(pipes, task):
+    assert call(pipes[task], task, []) == []
+    with pytest.raises(Exception) as e:  # its options are still checked
+        call(pipes[task], task, [], top_kk=1)
+    assert_names(e.value, "top_kk")
+
+
+def test_top_k_is_a_positive_int_and_clamped_to_what_there_is(pipes):
+    clf = pipes["text-classification"]
+    for bad in ("1", -1, 0, 1.0, True):
+        with pytest.raises(Exception) as e:
+            clf("a text", top_k=bad)
+        assert_names(e.value, "top_k")
+    assert len(clf("a text", top_k=1)) == 1
+    assert sorted(a["label"] for a in clf("a text", top_k=10)) == ["mid", "neg", "pos"]  # every label, clamped
+    assert len(clf(["a", "b"], top_k=None)[1]) == 3
+    fill = pipes["fill-mask"]
+    assert len(fill(TEXT["fill-mask"], top_k=40000)) == 30000  # the whole vocabulary
+    with pytest.raises(ConfigError, match=r"^top_k = -1: must be >= 1$"):
+        fill(TEXT["fill-mask"], top_k=-1)
+
+
+def test_fill_mask_text_of_another_type_is_refused(pipes):
+    with pytest.raises(ArgumentError, match=r"^text = 123: expected str or null$"):
+        fill_mask(pipes["fill-mask"].folder, text=123)
