@@ -87,6 +87,7 @@ ANNOTATIONS = {
     "str | Path": ({"str", "path"}, ABSENT),
     "str | os.PathLike | None": ({"str", "path", "none"}, None),
     "Sequence[str | os.PathLike]": ({"seq_str", "seq_path"}, [ABSENT]),
+    "str | os.PathLike | Sequence[str | os.PathLike]": ({"str", "path", "seq_str", "seq_path"}, [ABSENT]),
     "Sequence[str]": ({"seq_str"}, ["text"]),
     "Optional[Sequence[str]]": ({"seq_str", "none"}, None),
     "Sequence[str] | None": ({"seq_str", "none"}, None),
