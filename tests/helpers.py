@@ -1,6 +1,8 @@
 """Test helpers shared by several test modules."""
 
 import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -91,3 +93,27 @@ def bert_tokenizer_folder(folder, **options):
         hf = transformers.BertTokenizer(str(write_wordpiece_vocab(Path(tmp) / "vocab.txt")), **options)
         hf.save_pretrained(folder)
     return hf
+
+
+def snapshot(root: Path) -> dict:
+    """Every path at and under ``root``: (kind, bytes or link target, modification time in ns, mode); {} if absent."""
+    if not root.exists() and not root.is_symlink():
+        return {}
+    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() and not root.is_symlink() else [root]
+    out = {}
+    for p in paths:
+        st = p.lstat()
+        content = (("link", os.readlink(p)) if p.is_symlink() else ("file", p.read_bytes()) if p.is_file()
+                   else ("folder", None))
+        out[str(p.relative_to(root))] = (*content, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def store_documents(store) -> list:
+    """A token store's documents as lists of sentences as lists of ids, read through its public accessors."""
+    docs = []
+    for d in range(store.num_documents):
+        s0, s1 = store.document_sentences(d)
+        toks, lens = store.sentence_tokens(s0, s1)
+        docs.append([x.tolist() for x in np.split(toks, np.cumsum(lens)[:-1])])
+    return docs

@@ -15,6 +15,7 @@ from litebert.errors import DataError
 from litebert.folders import OutputError
 
 from helpers import IntTokenizer
+from helpers import store_documents as read_all
 
 VOCAB_SHA256 = "886d527728990f8448a117db5d7e8ae23ff7e36638edf47ae3144a9bdd4ce8d7"  # data/albert-30k/SHA256SUMS
 
@@ -24,14 +25,6 @@ def write(path, text):
     return path
 
 
-def read_all(store):
-    """Documents as lists of sentences as lists of ids, read through the public accessors."""
-    docs = []
-    for d in range(store.num_documents):
-        s0, s1 = store.document_sentences(d)
-        toks, lens = store.sentence_tokens(s0, s1)
-        docs.append([x.tolist() for x in np.split(toks, np.cumsum(lens)[:-1])])
-    return docs
 
 
 def test_store_contents_match_the_corpus(tmp_path):

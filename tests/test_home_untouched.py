@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import snapshot
 from test_train_fixtures import build_tiny_setup
 
 import litebert
@@ -58,16 +59,6 @@ Path(sys.argv[2]).write_text(json.dumps(results))
 """
 
 
-def snapshot(root: Path) -> dict:
-    """Every path at and under ``root``: kind, bytes or link target, modification time."""
-    if not root.exists() and not root.is_symlink():
-        return {}
-    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() and not root.is_symlink() else [root]
-    out = {}
-    for p in paths:
-        content = ("link", os.readlink(p)) if p.is_symlink() else ("file", p.read_bytes()) if p.is_file() else ("dir",)
-        out[str(p.relative_to(root))] = (*content, p.lstat().st_mtime_ns)
-    return out
 
 
 def run_child(tmp: Path, name: str, cases: list[dict]) -> list[dict]:

@@ -21,10 +21,11 @@ import zstandard
 from litebert.cli import main as cli_main
 from litebert.data.readers import read_documents
 from litebert.data.store import prepare_store
-from litebert.errors import DataError
+from litebert.errors import ArgumentError, DataError
 from litebert.text_input import iter_lines, open_text
 
 from helpers import IntTokenizer
+from helpers import store_documents as documents
 
 COMPRESS = {".txt": lambda b: b, ".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress,
             ".zst": lambda b: zstandard.ZstdCompressor().compress(b)}
@@ -35,14 +36,6 @@ def write(path, data: bytes):
     return path
 
 
-def documents(store):
-    """The store's documents as lists of sentences as lists of ids."""
-    out = []
-    for d in range(store.num_documents):
-        s0, s1 = store.document_sentences(d)
-        toks, lens = store.sentence_tokens(s0, s1)
-        out.append([x.tolist() for x in np.split(toks, np.cumsum(lens)[:-1])])
-    return out
 
 
 # ------------------------------------------------------------------------------------------------------ lines
@@ -90,8 +83,10 @@ def test_the_command_line_names_the_flag(tmp_path, albert_vocab, capsys):
 
 def test_limits_below_one_are_refused_before_anything_is_written(tmp_path):
     f = write(tmp_path / "a.txt", b"1 2\n")
-    for bad in ({"max_line_bytes": 0}, {"max_document_chars": 0}, {"max_document_chars": None}):
-        with pytest.raises(DataError, match="expected an integer >= 1"):
+    for bad, error, message in (({"max_line_bytes": 0}, DataError, "expected an integer >= 1"),
+                                ({"max_document_chars": 0}, DataError, "expected an integer >= 1"),
+                                ({"max_document_chars": None}, ArgumentError, "max_document_chars = None")):
+        with pytest.raises(error, match=message):
             prepare_store([f], IntTokenizer(), tmp_path / "s", progress=False, **bad)
         assert not (tmp_path / "s").exists() and not list(tmp_path.glob(".s.tmp-*"))
 
@@ -154,7 +149,7 @@ _CHILD = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 1 GiB of address space: the machine stays safe
     from litebert.data.readers import read_documents
-    from litebert.errors import DataError
+    from litebert.errors import ArgumentError, DataError
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     docs = 0
     try:

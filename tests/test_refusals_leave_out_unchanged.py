@@ -19,7 +19,6 @@ the command exits 2 with one stderr line, `litebert.folders.plan` was asked abou
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,23 +28,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bad_input_battery import TF_PRETRAIN, _pretrain, base_command, built_inputs, cli, ok, one_line_error
 
+from helpers import snapshot
+
 from litebert import folders
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
-def snapshot(root: Path) -> dict:
-    """Every path at and under ``root``: (kind, bytes or link target, modification time in ns)."""
-    if not root.exists() and not root.is_symlink():
-        return {}
-    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() and not root.is_symlink() else [root]
-    out = {}
-    for p in paths:
-        st = p.lstat()
-        content = (("link", os.readlink(p)) if p.is_symlink() else ("file", p.read_bytes()) if p.is_file()
-                   else ("folder", None))
-        out[str(p.relative_to(root))] = (*content, st.st_mtime_ns, st.st_mode)
-    return out
 
 
 @pytest.fixture(scope="module")
