@@ -285,6 +285,9 @@ def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_stores, tmp_path, capsy
     # proxy's 512 and keeps its own width
     assert (proxy["lr"], proxy["warmup_steps"], proxy["max_steps"], proxy["global_batch"]) == (0.001, 2, 40, 8)
     assert proxy["model"]["hidden_size"] == AlbertConfig.from_preset("tiny").hidden_size
+    tiny = AlbertConfig.from_preset("tiny")  # the report gives the proxy as it ran, not the defaults it was cut to
+    assert report["proxy"] == {"hidden_size": tiny.hidden_size, "num_heads": tiny.num_attention_heads,
+                               "intermediate_size": tiny.intermediate_size, "seq_len": 64, "batch": 8}
     lrs = [r["lr"] for r in read_metrics(out / "proxy", "train")]
     assert lrs[:3] == pytest.approx([0.0, 0.0005, 0.001 * (1 - 2 / 40)])  # the candidate's schedule, step for step
     assert "| **" + report["verdict"] + "** |" in (out / "gate.md").read_text()

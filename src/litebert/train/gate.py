@@ -82,6 +82,13 @@ class Proxy:
             precision="fp32", gradient_checkpointing=False, report_to="none")
 
 
+def _shape(model: AlbertConfig, train: TrainConfig) -> dict:
+    """The proxy as it ran: its width (the candidate's own when that is not wider than the proxy's), length and
+    batch (the candidate's when smaller)."""
+    return {"hidden_size": model.hidden_size, "num_heads": model.num_attention_heads,
+            "intermediate_size": model.intermediate_size, "seq_len": train.seq_len, "batch": train.global_batch}
+
+
 @dataclass
 class GateRun:
     """One proxy run and its verdict."""
@@ -153,7 +160,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
             folder = plan.out / ("proxy" if scale == 1.0 else f"proxy-{scale:g}x")
             cfg = proxy.train(train, steps, scale)
             _say(log, f"gate: proxy of depth {proxy_model.num_hidden_layers} (sharing {proxy_model.sharing}), "
-                      f"H {proxy_model.hidden_size}, batch {proxy.batch} x {proxy.seq_len}, lr {cfg.lr:.3g}, warmup "
+                      f"H {proxy_model.hidden_size}, batch {cfg.global_batch} x {cfg.seq_len}, lr {cfg.lr:.3g}, warmup "
                       f"{cfg.warmup_steps}, {'with' if cfg.bias_correction else 'no'} bias correction: {steps} steps")
             t0 = time.perf_counter()
             done = pretrain(data, folder, model=proxy_model, train=cfg, eval_data=eval_data, device=device,
@@ -165,7 +172,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
             _say(log, f"gate: {runs[-1].verdict} at lr {cfg.lr:.3g} (MLM loss {runs[-1].mlm_loss:.3f} vs H1 "
                       f"{runs[-1].unigram_entropy:.3f})")
         result = GateResult(runs[0].verdict, runs, {"model": candidate.to_dict(), **train.to_dict()},
-                            dataclasses.asdict(proxy), plan.out)
+                            _shape(proxy_model, proxy.train(train, steps)), plan.out)
         write_json(plan.out / "gate.json", {"verdict": result.verdict, "runs": [dataclasses.asdict(r) for r in runs],
                                             "candidate": result.candidate, "proxy": result.proxy,
                                             "after_warmup": check_after})
