@@ -6,6 +6,7 @@
 #   scripts/gpu_run.sh demo            # scripts/demo_gpu.py: ALBERT-base pretrained DEMO_MINUTES, then sentiment;
 #                                      # then bench/gpu_mfu.py at the demo's shape (demo-mfu.json)
 #   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
+#   scripts/gpu_run.sh loop            # bench/gpu_loop.py: the demo's loop, one change at a time (where its speed goes)
 #   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
 #   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/test_gpu_script.py)
 #
@@ -33,14 +34,14 @@ stages=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    tests|mfu|demo|experiment) stages+=("$arg") ;;
+    tests|mfu|demo|experiment|loop) stages+=("$arg") ;;
     all) stages+=(tests mfu demo experiment) ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_run.sh: unknown stage '$arg'; stages: tests mfu demo experiment all (and --dry-run)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown stage '$arg'; stages: tests mfu demo experiment loop all (and --dry-run)" >&2; exit 2 ;;
   esac
 done
 if [ ${#stages[@]} -eq 0 ]; then
-  echo "gpu_run.sh: name the stages to run: tests mfu demo experiment all (--help)" >&2
+  echo "gpu_run.sh: name the stages to run: tests mfu demo experiment loop all (--help)" >&2
   exit 2
 fi
 if [ "$DRY_RUN" != 1 ] && ! "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
@@ -165,6 +166,13 @@ stage_experiment() {
     [ -f "$WORK/experiment/${f%%:*}" ] && cp "$WORK/experiment/${f%%:*}" "$OUT/${f##*:}"
   done
   return $rc
+}
+
+stage_loop() {
+  header loop
+  local args=(--steps 300)
+  [ "$DRY_RUN" = 1 ] && args=(--device cpu --toy --steps 12 --skip 2)
+  step "$OUT/loop.log" 480 "$PYTHON" bench/gpu_loop.py "${args[@]}" --work "$WORK/loop" --json "$OUT/loop.json"
 }
 
 for s in "${stages[@]}"; do

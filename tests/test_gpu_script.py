@@ -263,3 +263,20 @@ def test_hf_step_runs_on_cpu_with_the_same_targets(capsys):
     assert gpu_mfu.main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("hf's tiny") and re.search(r"TFLOP/s; MFU \d+(\.\d+)?%", out)
+
+
+def test_loop_variants_run_on_cpu_at_toy_size(tmp_path):
+    """bench/gpu_loop.py's variants at toy size: each trains its steps through `litebert.pretrain` and reports a rate
+    taken from its own metrics (tokens over elapsed time between two logged steps)."""
+    spec = importlib.util.spec_from_file_location("gpu_loop", SCRIPT.parent / "gpu_loop.py")
+    gpu_loop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_loop)
+    out = tmp_path / "loop.json"
+    assert gpu_loop.main(["--device", "cpu", "--toy", "--steps", "12", "--skip", "2", "--work", str(tmp_path / "w"),
+                          "--variants", "demo,no-workers,log-every-100", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [r["variant"] for r in report["results"]] == ["demo", "no-workers", "log-every-100"]
+    for r in report["results"]:
+        assert r["tokens_per_s"] > 0 and r["to_step"] == 12 and r["from_step"] >= 2
+    with pytest.raises(SystemExit):
+        gpu_loop.parse_args(["--variants", "demo,warp-drive"])
