@@ -89,8 +89,9 @@ def test_predict_streamed_equals_the_model_run_on_each_input(models, tmp_path):
         assert list(a["probabilities"].values()) == pytest.approx(list(b["probabilities"].values()), abs=1e-6)
 
 
+@pytest.mark.parametrize("precision", [None, "fp32"])  # the caller's amp (padded), or the command's runtime (packed)
 @pytest.mark.parametrize("pooling", ["mean", "cls", "pooled"])
-def test_embed_streamed_equals_the_model_run_on_each_input(models, tmp_path, pooling):
+def test_embed_streamed_equals_the_model_run_on_each_input(models, tmp_path, pooling, precision):
     from litebert.heads import AlbertModel
     from litebert.tokenizer import AlbertTokenizer
 
@@ -98,7 +99,8 @@ def test_embed_streamed_equals_the_model_run_on_each_input(models, tmp_path, poo
     ts = texts(30, seed=1)
     inp = tmp_path / "t.txt"
     inp.write_text("\n".join(ts[:10]) + "\n\n" + "\n".join(ts[10:]) + "\n")  # a blank line is skipped
-    out = P.embed_file(enc_dir, inp, tmp_path / "e.npy", pooling=pooling, chunk_size=4, batch_size=3)
+    out = P.embed_file(enc_dir, inp, tmp_path / "e.npy", pooling=pooling, chunk_size=4, batch_size=3,
+                       precision=precision)
     saved = np.load(tmp_path / "e.npy")
     assert saved.shape == out.shape == (30, 32) and saved.dtype == np.float32
     tok, model = AlbertTokenizer.from_pretrained(enc_dir), AlbertModel.from_pretrained(enc_dir).eval()
@@ -109,6 +111,29 @@ def test_embed_streamed_equals_the_model_run_on_each_input(models, tmp_path, poo
         want = {"mean": res.last_hidden_state[0].mean(0), "cls": res.last_hidden_state[0, 0],
                 "pooled": res.pooler_output[0]}[pooling]
         np.testing.assert_allclose(row, want.numpy(), atol=1e-5)
+
+
+def test_embed_takes_the_commands_attention_and_progress(models, tmp_path, capsys):
+    """`litebert embed --attention` acts as it does for predict: varlen, which needs a CUDA GPU in half precision, is
+    refused on the CPU before anything is written (it used to be accepted and ignored); --no-progress is passed on."""
+    from litebert.cli import main
+
+    enc_dir, ft = models
+    inp = tmp_path / "t.txt"
+    inp.write_text("\n".join(texts(5)) + "\n")
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts(5)))
+    errors = {}
+    for command, model, source in (("embed", enc_dir, inp), ("predict", ft, tmp_path / "t.jsonl")):
+        out = tmp_path / f"{command}.out"
+        assert main([command, "--model", str(model), "--input", str(source), "--output", str(out), "--device", "cpu",
+                     "--attention", "varlen"]) == 2
+        errors[command] = capsys.readouterr().err.strip()
+        assert len(errors[command].splitlines()) == 1 and "varlen" in errors[command] and not out.exists()
+    assert errors["embed"].split(": error: ", 1)[1] == errors["predict"].split(": error: ", 1)[1]
+    assert main(["embed", "--model", str(enc_dir), "--input", str(inp), "--output", str(tmp_path / "e.npy"),
+                 "--device", "cpu", "--attention", "sdpa", "--no-progress"]) == 0
+    assert "embedding" not in capsys.readouterr().err  # no progress bar
+    assert np.load(tmp_path / "e.npy").shape == (5, 32)
 
 
 def test_a_bad_input_late_in_the_file_leaves_the_old_output_and_no_temporary(models, tmp_path):

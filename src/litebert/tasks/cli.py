@@ -186,7 +186,7 @@ def run_embed(args: argparse.Namespace) -> int:
 
     result = embed(args.model, args.input, args.output, text_field=args.text_field, pooling=args.pooling,
                    tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
-                   device=args.device, precision=args.precision, encoding_errors=args.encoding_errors,
-                   overwrite=args.overwrite)
+                   device=args.device, precision=args.precision, attention=args.attention,
+                   encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
     print(f"wrote {result.shape[0]} x {result.shape[1]} {result.pooling} embeddings to {result.output}")
     return 0

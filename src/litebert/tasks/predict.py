@@ -140,20 +140,22 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
 def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *, text_field: str = "text",
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
-          encoding_errors: str = "strict", overwrite: bool = False) -> EmbedResult:
+          attention: str = "auto", encoding_errors: str = "strict", progress: bool = True,
+          overwrite: bool = False) -> EmbedResult:
     """Embed each text of ``input`` (one a line, or JSONL or a table with the text under ``text_field``) with the
     encoder of ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
-    ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector)."""
+    ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector). ``device``,
+    ``precision`` and ``attention`` are resolved as `predict` resolves them (one `Runtime`)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
-    from litebert.train.device import autocast_dtype, resolve_device
+    from litebert.train.device import resolve_device
 
-    dev = resolve_device(device)
-    out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors, device=dev,
-                     amp=autocast_dtype(precision, dev), tokenizer=tokenizer)
+    out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors,
+                     device=resolve_device(device), tokenizer=tokenizer, precision=precision, attention=attention,
+                     progress=progress)
     return EmbedResult(tuple(out.shape), pooling, Path(output))
 
 
@@ -253,12 +255,15 @@ def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "str
 def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
                encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
-               tokenizer: str | Path | None = None) -> np.ndarray:
+               tokenizer: str | Path | None = None, precision: Optional[str] = None, attention: str = "auto",
+               progress: bool = False) -> np.ndarray:
     """Embed each text of ``input_path`` (text, one a line, or JSONL or a table with the text under ``text_field``;
     compressed or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path``
     (.npy).
     ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector). The model
-    runs on ``device`` (default: CPU), under autocast to ``amp`` when given; ``tokenizer`` replaces the folder's own.
+    runs on ``device`` (default: CPU), under autocast to ``amp`` when given, on the padded layout; with ``precision``
+    the device, precision and ``attention`` are resolved as one `Runtime` (``amp`` is then not used) and the padding
+    is skipped (varlen attention where it runs). ``tokenizer`` replaces the folder's own.
 
     A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
     chunk by chunk. Returns the written array, memory-mapped (read-only)."""
@@ -266,6 +271,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
 
     from litebert.tasks.features import collate, sorted_batches
     from litebert.heads import AlbertModel
+    from litebert.padding import prepare_batch
 
     path = Path(input_path)
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
@@ -273,6 +279,10 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
         raise DataError(f"{path}: the file is empty")
     tok = runner.load_tokenizer(model_dir, tokenizer)
     model = AlbertModel.from_pretrained(model_dir).eval()
+    pack = varlen = False
+    if precision is not None:  # the command's runtime: refused here, before anything is written, if it cannot run
+        rt = _runtime(device, precision, attention, model)
+        device, amp, pack, varlen = rt.dist.device, rt.amp, True, rt.varlen
     if device is not None:
         model.to(device)
     device = next(model.parameters()).device
@@ -285,9 +295,13 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
         out = np.zeros((len(texts), hidden), dtype=np.float32)
         with torch.no_grad():
             for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
-                b = {k: v.to(device) for k, v in collate([feats[i] for i in idx], tok.pad_token_id).items()}
+                cpu = collate([feats[i] for i in idx], tok.pad_token_id)
+                b = {"attention_mask": cpu["attention_mask"].to(device)}  # the mean's weights
+                inputs = prepare_batch(cpu, device, pack=True, varlen=varlen) if pack else \
+                    {k: v.to(device) for k, v in cpu.items()}
                 with runner.autocast(device, amp):
-                    res = model(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+                    res = model(**inputs)
+                bar.update(len(idx))
                 if pooling == "pooled":
                     v = res.pooler_output.float()
                 elif pooling == "cls":
@@ -313,5 +327,6 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
         if written != n_texts:  # the file changed between the two passes
             raise DataError(f"{path}: changed while being read ({n_texts} texts, then {written}); run embed again")
 
-    atomic_write(output_path, save)
+    with tqdm(total=n_texts, desc="embedding", unit=" texts", disable=not progress, leave=False) as bar:
+        atomic_write(output_path, save)
     return np.load(output_path, mmap_mode="r")
