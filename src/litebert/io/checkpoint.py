@@ -139,9 +139,8 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
     except Exception as e:  # torch raises many types for corrupt or unsafe pickles
         raise CheckpointError(f"{file}: cannot be read as a PyTorch state dict with weights_only=True "
                               f"({_unpickling_reason(e)}); litebert reads safetensors, or pickles of plain tensors, "
-                              f"and never runs code from a pickle. If you trust the file, convert it: load it with "
-                              f"torch.load(weights_only=False) and save its tensors with safetensors.torch.save_file "
-                              f"as {WEIGHTS_NAME}") from None
+                              f"and never runs code from a pickle. Have whoever made the file re-save its tensors with "
+                              f"safetensors.torch.save_file as {WEIGHTS_NAME}") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{file}: expected a flat dict of tensors")
     return state
