@@ -172,7 +172,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
             _say(log, f"gate: {runs[-1].verdict} at lr {cfg.lr:.3g} (MLM loss {runs[-1].mlm_loss:.3f} vs H1 "
                       f"{runs[-1].unigram_entropy:.3f})")
         result = GateResult(runs[0].verdict, runs, {"model": candidate.to_dict(), **train.to_dict()},
-                            _shape(proxy_model, proxy.train(train, steps)), plan.out)
+                            _shape(proxy_model, cfg), plan.out)  # the batch and length of every run
         write_json(plan.out / "gate.json", {"verdict": result.verdict, "runs": [dataclasses.asdict(r) for r in runs],
                                             "candidate": result.candidate, "proxy": result.proxy,
                                             "after_warmup": check_after})
