@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from bench.report import machine, write_section  # noqa: E402
 
 from litebert.config import AlbertConfig  # noqa: E402
-from litebert.train.metrics import flops_per_sequence  # noqa: E402
+from litebert.engine.metrics_log import flops_per_sequence  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------- FLOPs

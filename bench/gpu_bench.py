@@ -7,7 +7,7 @@
 Sections (bf16 autocast for both implementations; the same batches, the same optimizer for both):
 - pretrain: the official pretraining step on full-length synthetic sequences (length 512, 76 masked positions, SOP,
   clipping at 1.0, LAMB): litebert's MLM head at the masked positions vs HF with its own ``labels`` (logits at every
-  position); ALBERT-base/-large/-xxlarge, eager and ``torch.compile``; MFU by `litebert.train.metrics.
+  position); ALBERT-base/-large/-xxlarge, eager and ``torch.compile``; MFU by `litebert.engine.metrics_log.
   flops_per_sequence` (matmuls, training = 3 x forward) over the GPU's dense bf16 peak.
 - pipeline: the same step on the data pipeline's real batches (the bundled corpus at length 512: padded to the
   longest of the batch); litebert skips the padding (varlen attention on the packed tokens), HF computes it.
@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "src"))
 from bench.bench_model import (bootstrap_ratio, corpus_texts, hf_model, our_model, pipeline_batches,  # noqa: E402
                                tokenize)
 from litebert.config import AlbertConfig  # noqa: E402
-from litebert.train.metrics import flops_per_sequence, peak_tflops_of  # noqa: E402
+from litebert.engine.metrics_log import flops_per_sequence, peak_tflops_of  # noqa: E402
 
 CUDA = torch.device("cuda")
 BF16 = torch.bfloat16
@@ -244,7 +244,7 @@ def section_finetune(args, peak: float) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- inference
 def section_inference(args, peak: float) -> list[dict]:
-    from litebert.tasks.runner import predict_outputs
+    from litebert.tasks.finetuned import predict_outputs
     from litebert.padding import varlen_available
 
     config = AlbertConfig.from_preset("albert-base-v2", num_labels=2)

@@ -81,7 +81,7 @@ def shape(toy: bool):
 
 def run_variant(name: str, store: Path, work: Path, args) -> dict:
     from litebert import TrainConfig, pretrain
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     model, sizes = shape(args.toy)
     train_changes, call_changes = VARIANTS[name]

@@ -13,12 +13,12 @@ One step is the official pretraining step (paper Section 4.1; official `run_pret
 ``--predictions`` gathered positions per sequence (76 = the official max_predictions_per_seq at length 512) + SOP,
 backward, gradient clipping at norm 1.0, LAMB. Inputs are synthetic full-length sequences (no padding, as packed
 pretraining data): with no attention mask, SDPA can take its flash kernel. The FLOP count is
-`litebert.train.metrics.flops_per_sequence` (matmuls only, training = 3 x forward; the convention of PaLM's MFU,
+`litebert.engine.metrics_log.flops_per_sequence` (matmuls only, training = 3 x forward; the convention of PaLM's MFU,
 Appendix B), the same count `litebert pretrain` logs its MFU with. ``--model hf`` runs HF transformers'
 AlbertForPreTraining (SDPA attention) on the same batches, as HF computes the step (MLM logits at every position,
 the loss on the masked ones): its MFU counts the same FLOPs, the work the step needs, so the two MFUs compare as
 speeds. Peak TFLOP/s comes from ``--peak-tflops`` or,
-for known GPUs, `litebert.train.metrics.PEAK_TFLOPS` (dense bf16/fp16 tensor-core figures from vendor data sheets).
+for known GPUs, `litebert.engine.metrics_log.PEAK_TFLOPS` (dense bf16/fp16 tensor-core figures from vendor data sheets).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import time
 import torch
 
 from litebert.config import PRESETS, AlbertConfig
-from litebert.train.metrics import PEAK_TFLOPS, flops_per_sequence, peak_tflops_of
+from litebert.engine.metrics_log import PEAK_TFLOPS, flops_per_sequence, peak_tflops_of
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 ATTENTION = ("flash", "efficient", "cudnn", "math", "auto")

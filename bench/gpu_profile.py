@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from litebert.config import PRESETS, AlbertConfig  # noqa: E402
-from litebert.train.metrics import flops_per_sequence  # noqa: E402
+from litebert.engine.metrics_log import flops_per_sequence  # noqa: E402
 
 GROUPS = [  # (group, pattern on the kernel name), first match wins
     ("attention", r"flash|fmha|attention|sdpa"),

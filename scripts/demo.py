@@ -120,7 +120,7 @@ def _seconds_per_step(config, stores: dict, settings: dict, device=None) -> floa
     import tempfile
 
     from litebert import TrainConfig, pretrain
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
                            "log_every": 1, "on_plateau": "off", "report_to": "none"})
@@ -133,7 +133,7 @@ def _seconds_per_step(config, stores: dict, settings: dict, device=None) -> floa
 def stage_pretrain(work: Path, args, stores: dict) -> dict:
     from litebert import TrainConfig, pretrain
     from litebert.data.pretraining import PretrainingDataset
-    from litebert.train.config import recipe
+    from litebert.pretraining.config import recipe
 
     run = work / "pretrain"
     settings = recipe("demo")
@@ -169,7 +169,7 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
     if result.interrupted:
         raise SystemExit(f"[pretrain] interrupted at step {result.step}; run the demo again to resume")
     if result.final_eval is None:  # finished by an earlier demo run: its last evaluation
-        from litebert.train.metrics import read_metrics
+        from litebert.engine.metrics_log import read_metrics
 
         result.final_eval = read_metrics(run, "eval")[-1]
     return {"run": run, "summary": result, "eval_data": eval_data}
@@ -194,7 +194,7 @@ def plot(run: Path, png: Path, base: dict) -> None:
     """The pretraining figure: MLM and SOP loss (train and held-out; SOP's chance), held-out accuracy beside the
     chance baselines."""
     from litebert.plot import Panel, draw
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     tr, ev = read_metrics(run, "train"), read_metrics(run, "eval")
 

@@ -57,7 +57,7 @@ def random_copy(model_dir: Path, out: Path, seed: int = 0) -> Path:
     import torch
 
     from litebert.heads import AlbertForPreTraining
-    from litebert.io.checkpoint import load_config
+    from litebert.io.hf_folder import load_config
 
     torch.manual_seed(seed)
     AlbertForPreTraining(load_config(model_dir)).save_pretrained(out)

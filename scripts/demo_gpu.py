@@ -121,7 +121,7 @@ def model_config(recipe: Recipe, vocab_size: int):
 def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     from litebert import TrainConfig, pretrain
     from litebert.data.pretraining import PretrainingDataset
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     run = work / "pretrain"
     settings = dict(optimizer="lamb", lr=recipe.lr, global_batch=recipe.global_batch, micro_batch=recipe.micro_batch,
@@ -211,7 +211,7 @@ def stage_report(work: Path, pre: dict, stores: dict, corpus: dict, recipe: Reci
 def _device_name(device) -> str:
     import torch
 
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     d = resolve_device(device)
     return torch.cuda.get_device_name(d) if d.type == "cuda" else str(d)

@@ -189,7 +189,7 @@ def numeric_config_fields() -> set[str]:
     from litebert.config import AlbertConfig
     from litebert.experiments.runner import Settings
     from litebert.tasks.finetune import FinetuneConfig
-    from litebert.train.config import TrainConfig
+    from litebert.pretraining.config import TrainConfig
 
     out = set()
     for cls in (TrainConfig, FinetuneConfig, Settings, AlbertConfig):
@@ -682,7 +682,7 @@ HUGE = [("num_hidden_layers", "--num-layers", 10 ** 9), ("hidden_size", "--hidde
 
 CHILD = r"""
 import contextlib, io, json, os, sys, tempfile, time
-import litebert.train.cli, litebert.train.pretrain  # imported before the forks: each case pays only for itself
+import litebert.pretraining.cli, litebert.pretraining.run  # imported before the forks: each case pays only for itself
 from litebert.cli import main
 
 def rss_mb():

@@ -8,7 +8,7 @@ import torch
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError
 from litebert.heads import AlbertForPreTraining, AlbertForSequenceClassification
-from litebert.io import checkpoint
+from litebert.io import hf_folder as checkpoint
 from litebert.io.keymap import to_hf
 
 TINY = AlbertConfig.from_preset("tiny")

@@ -19,7 +19,7 @@ import pytest
 
 from litebert.cli import main
 from litebert.errors import DataError
-from litebert.text_input import expand_inputs, iter_lines, iter_records, table_kind
+from litebert.inputs.text import expand_inputs, iter_lines, iter_records, table_kind
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

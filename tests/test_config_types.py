@@ -9,7 +9,7 @@ from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, LitebertError
 from litebert.tasks.presets import PRESETS, preset_from_json
 from litebert.tasks.trainer import TrainArgs
-from litebert.train.config import TrainConfig
+from litebert.pretraining.config import TrainConfig
 
 
 @pytest.mark.parametrize("field, value, message", [

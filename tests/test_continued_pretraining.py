@@ -12,10 +12,10 @@ from test_train_fixtures import build_tiny_setup
 from litebert.cli import main
 from litebert.errors import CheckpointError
 from litebert.folders import read_marker
-from litebert.io.checkpoint import load_weights
+from litebert.io.hf_folder import load_weights
 from litebert.optim import lr_at
-from litebert.train.checkpoint import check_compatible
-from litebert.train.metrics import read_metrics
+from litebert.engine.checkpoint import check_compatible
+from litebert.engine.metrics_log import read_metrics
 
 transformers = pytest.importorskip("transformers")
 
@@ -61,7 +61,7 @@ def refused(capsys, argv, match):
 
 
 def stop_after(monkeypatch, n):
-    import litebert.train.pretrain as P
+    import litebert.pretraining.run as P
 
     monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 
@@ -266,7 +266,7 @@ def test_an_extension_killed_before_its_final_model_is_finished_on_resume(setup,
     assert read_marker(out)["complete"] is False and read_marker(out)["model_step"] == 2
     assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "4", "--resume")) == 0
     assert read_marker(out)["complete"] is True and read_marker(out)["model_step"] == 4
-    from litebert.train.checkpoint import latest_valid
+    from litebert.engine.checkpoint import latest_valid
 
     step, _, state = latest_valid(out / "checkpoints")
     final = AlbertForPreTraining.from_pretrained(out / "model").state_dict()
@@ -291,7 +291,7 @@ def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(setup, tmp
     from test_train_fixtures import REPO
 
     from litebert.heads import AlbertForPreTraining
-    from litebert.train.init_from import load_init_weights, read_init_model
+    from litebert.pretraining.init_from import load_init_weights, read_init_model
 
     tf = REPO / "tests" / "fixtures" / "tf" / "pretrain"
     converted = tmp_path / "converted"

@@ -1,5 +1,5 @@
 """Corpus readers and the sentence splitter: hand-written inputs with hand-derived expected documents. (Opening,
-decompressing and decoding files is litebert.text_input's, tested in test_text_input.py.)"""
+decompressing and decoding files is litebert.inputs.text's, tested in test_text_input.py.)"""
 
 import bz2
 import gzip
@@ -8,7 +8,7 @@ import lzma
 
 import pytest
 
-from litebert.data.readers import read_documents
+from litebert.data.documents import read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError
 

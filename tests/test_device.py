@@ -1,10 +1,10 @@
-"""--device / --precision resolution (litebert.train.device): refusals are one-line ConfigErrors."""
+"""--device / --precision resolution (litebert.engine.device): refusals are one-line ConfigErrors."""
 
 import pytest
 import torch
 
 from litebert.errors import ConfigError
-from litebert.train.device import autocast_dtype, resolve_device
+from litebert.engine.device import autocast_dtype, resolve_device
 
 
 def test_default_and_cpu():

@@ -59,9 +59,9 @@ def test_documents_split_every_nth(objective_run):
 
 
 def test_sentence_objective_results(objective_run):
-    from litebert.io.checkpoint import load_config
+    from litebert.io.hf_folder import load_config
     from litebert.params import count_parameters
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     out = objective_run["out"]
     results = json.loads((out / "results.json").read_text())
@@ -118,7 +118,7 @@ def test_control_rows(objective_run):
     from sklearn.model_selection import GridSearchCV, PredefinedSplit
     from sklearn.pipeline import make_pipeline
 
-    from litebert.io.checkpoint import load_config, load_weights
+    from litebert.io.hf_folder import load_config, load_weights
 
     out = objective_run["out"]
     controls = json.loads((out / "results.json").read_text())["baselines"]
@@ -278,7 +278,7 @@ def test_speedup_tiny_presets(tmp_path):
     FLOPs of `flops_per_sequence`, and the bytes all-reduced = every trainable parameter's fp32 gradient."""
     from litebert.config import AlbertConfig
     from litebert.params import count_parameters
-    from litebert.train.metrics import flops_per_sequence
+    from litebert.engine.metrics_log import flops_per_sequence
 
     out = tmp_path / "speed"
     assert main(["experiment", "speedup", "--out", str(out), "--presets", "tiny,albert-base-v2",

@@ -66,10 +66,10 @@ def test_sentence_accuracy_counts_the_datasets_labels(setup):
 
 
 def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
-    from litebert.train.config import TrainConfig
-    from litebert.train.distributed import Distributed
-    from litebert.train.engine import Runtime
-    from litebert.train.loop import evaluate
+    from litebert.pretraining.config import TrainConfig
+    from litebert.engine.distributed import Distributed
+    from litebert.engine.step import Runtime
+    from litebert.pretraining.loop import evaluate
 
     model = AlbertForPreTraining.from_pretrained(setup["model"])
     with torch.no_grad():  # a model that predicts something better than chance: tie the bias to frequent ids

@@ -22,7 +22,7 @@ from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
 from litebert.heads import AlbertForPreTraining, AlbertModel
 from litebert.tokenizer import AlbertTokenizer
-from litebert.train.checkpoint import load_checkpoint, save_checkpoint
+from litebert.engine.checkpoint import load_checkpoint, save_checkpoint
 
 CASES = 60  # mutations per file in the default run; the slow run multiplies it
 

@@ -371,7 +371,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     from litebert.heads import AlbertForSequenceClassification
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    import litebert.train.engine as engine
+    import litebert.engine.step as engine
 
     monkeypatch.setattr(engine, "autocast_dtype", lambda precision, device: torch.float16)
     torch.manual_seed(0)
@@ -397,7 +397,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
 
 def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, capsys, monkeypatch):
     """A full disk at a periodic checkpoint: one warning, the run goes on and completes (as pretraining's)."""
-    import litebert.train.engine as engine
+    import litebert.engine.step as engine
     from litebert.errors import CheckpointError
 
     real, failed = engine.save_checkpoint, []

@@ -245,7 +245,7 @@ def test_pretrain_on_cuda_killed_and_resumed(tmp_path):
     from test_train_fixtures import build_tiny_setup
     from test_train_kill import kill_at_step
 
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     paths = build_tiny_setup(tmp_path / "setup")
     ref_out, out = tmp_path / "ref", tmp_path / "killed"
@@ -262,7 +262,7 @@ def test_pretrain_on_cuda_killed_and_resumed(tmp_path):
 def test_pretrain_on_cuda_with_compile(tmp_path):
     from test_train_fixtures import build_tiny_setup
 
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     paths = build_tiny_setup(tmp_path / "setup")
     runs = {}

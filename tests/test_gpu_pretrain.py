@@ -9,7 +9,7 @@ import torch
 from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
-from litebert.train.metrics import read_metrics
+from litebert.engine.metrics_log import read_metrics
 
 pytestmark = pytest.mark.gpu
 

@@ -356,7 +356,7 @@ def test_evaluate_rows_use_the_datas_ids_and_columns_override_the_folders(pair_c
 # ------------------------------------------------------------------------------- --device, --precision, --batch-size
 def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsys, monkeypatch):
     from litebert.tasks import predict as P
-    from litebert.tasks import runner
+    from litebert.tasks import finetuned
 
     inp = _write_jsonl(tmp_path / "in.jsonl", [{"premise": a, "hypothesis": b} for a, b in PAIRS])
     assert main(["predict", "--model", str(pair_classifier), "--input", str(inp), "--output",
@@ -379,13 +379,13 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
 
     # --batch-size reaches the model runs of all three commands
     seen = []
-    real = runner.predict_outputs
+    real = finetuned.predict_outputs
 
     def spy(model, feats, batch_size=64, *args, **kwargs):
         seen.append(batch_size)
         return real(model, feats, batch_size, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "predict_outputs", spy)
+    monkeypatch.setattr(finetuned, "predict_outputs", spy)
     monkeypatch.setattr(P, "predict_outputs", spy)
     dev = _write_jsonl(tmp_path / "dev.jsonl", [{"premise": a, "hypothesis": b, "y": "1"} for a, b in PAIRS])
     assert main(["evaluate", "--model", str(pair_classifier), "--data", str(dev), "--batch-size", "3",
@@ -410,7 +410,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
 
 def test_predict_outputs_follow_the_model_device_and_return_float32():
     from litebert.config import AlbertConfig
-    from litebert.tasks.runner import predict_outputs
+    from litebert.tasks.finetuned import predict_outputs
     from litebert.heads import AlbertForSequenceClassification
 
     torch.manual_seed(0)

@@ -261,7 +261,7 @@ def test_partial_sharing_saves_natively_and_refuses_hf_export(tmp_path):
     ids, mask, types = batch()
     with torch.no_grad():
         assert max_diff(ours(ids, mask, types).prediction_logits, again(ids, mask, types).prediction_logits) == 0.0
-    from litebert.io.checkpoint import save_pretrained
+    from litebert.io.hf_folder import save_pretrained
 
     with pytest.raises(CheckpointError, match="sharing='attention'"):
         save_pretrained(ours, tmp_path / "hf", require_hf=True)

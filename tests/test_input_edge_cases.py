@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from litebert import text_input
+from litebert.inputs import text as text_input
 from litebert.cli import main
-from litebert.data.readers import read_documents
+from litebert.data.documents import read_documents
 from litebert.data.store import TokenStore
 from litebert.errors import DataError, TokenizerError
 from litebert.tasks import readers as R

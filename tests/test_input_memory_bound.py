@@ -19,10 +19,10 @@ import pytest
 import zstandard
 
 from litebert.cli import main as cli_main
-from litebert.data.readers import read_documents
+from litebert.data.documents import read_documents
 from litebert.data.store import prepare_store
 from litebert.errors import ArgumentError, DataError
-from litebert.text_input import iter_lines, open_text
+from litebert.inputs.text import iter_lines, open_text
 
 from helpers import IntTokenizer
 from helpers import store_documents as documents
@@ -148,7 +148,7 @@ def test_a_line_longer_than_the_document_limit_is_a_document_alone(tmp_path):
 _CHILD = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 1 GiB of address space: the machine stays safe
-    from litebert.data.readers import read_documents
+    from litebert.data.documents import read_documents
     from litebert.errors import ArgumentError, DataError
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     docs = 0

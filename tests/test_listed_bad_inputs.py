@@ -192,7 +192,7 @@ BOMB_MB = 300
 MEASURE = r"""
 import contextlib, io, json, sys
 import torch  # imported before the measure: only what the command itself holds counts
-import litebert.cli, litebert.experiments.cli, litebert.experiments.runner, litebert.data.readers, litebert.tokenizer
+import litebert.cli, litebert.experiments.cli, litebert.experiments.runner, litebert.data.documents, litebert.tokenizer
 from litebert.cli import main
 
 def status(key):

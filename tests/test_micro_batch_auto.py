@@ -1,4 +1,4 @@
-"""``micro_batch="auto"`` (`litebert.train.engine.MicroBatch`), fine-tuning's gradient checkpointing and compile, and
+"""``micro_batch="auto"`` (`litebert.engine.step.MicroBatch`), fine-tuning's gradient checkpointing and compile, and
 multi-process fine-tuning without DDP's unused-parameter search.
 
 Out of memory is simulated on the CPU: the probing that CUDA gets is switched on for the CPU (``engine.PROBED``) and
@@ -21,13 +21,13 @@ from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
 from litebert.cli import main
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
-from litebert.train import distributed as D
-from litebert.train import engine
-from litebert.train.checkpoint import latest_valid
-from litebert.train.config import TrainConfig
-from litebert.train.engine import MicroBatch, TrainingError
-from litebert.train.loop import train
-from litebert.train.metrics import read_metrics
+from litebert.engine import distributed as D
+from litebert.engine import step as engine
+from litebert.engine.checkpoint import latest_valid
+from litebert.pretraining.config import TrainConfig
+from litebert.engine.step import MicroBatch, TrainingError
+from litebert.pretraining.loop import train
+from litebert.engine.metrics_log import read_metrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -287,7 +287,7 @@ def test_two_process_auto_agrees_after_one_rank_runs_out_of_memory(base, tmp_pat
         import torch
         from litebert.cli import main
         from litebert.heads import AlbertForSequenceClassification
-        from litebert.train import engine
+        from litebert.engine import step as engine
 
         engine.PROBED = ("cuda", "cpu")
         forward = AlbertForSequenceClassification.forward

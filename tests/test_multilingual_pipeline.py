@@ -13,8 +13,8 @@ import pytest
 from litebert.data.pretraining import PretrainingDataset
 from litebert.data.store import prepare_store
 from litebert.tokenizer import train_tokenizer
-from litebert.train.config import TrainConfig
-from litebert.train.pretrain import pretrain
+from litebert.pretraining.config import TrainConfig
+from litebert.pretraining.run import pretrain
 
 # One document per language, as its sentences (what the splitter must find); Chinese and Japanese are written without
 # spaces between sentences.

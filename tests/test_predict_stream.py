@@ -15,7 +15,7 @@ import torch
 from litebert.cli import main
 from litebert.errors import DataError
 from litebert.tasks import predict as P
-from litebert.tasks import runner
+from litebert.tasks import finetuned
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data" / "finetune"
@@ -65,7 +65,7 @@ def test_predict_streamed_equals_the_model_run_on_each_input(models, tmp_path):
     inp.write_text("".join(json.dumps(o) + "\n" for o in inputs))
     assert P.predict_file(ft, inp, tmp_path / "out.jsonl", progress=False, chunk_size=7) == 50
     rows = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()]
-    preset, model, tok, meta = runner.load_finetuned(ft)
+    preset, model, tok, meta = finetuned.load_finetuned(ft)
     model.eval()
     for o, row in zip(inputs, rows, strict=True):
         assert {k: row[k] for k in o} == o  # the input object comes back, in order

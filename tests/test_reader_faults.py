@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from litebert import text_input
+from litebert.inputs import text as text_input
 from litebert.cli import main
 from litebert.errors import DataError, LitebertError
 from litebert.tasks import readers as R
@@ -278,7 +278,7 @@ def test_sharded_index_may_name_only_files_inside_the_model_folder(tmp_path):
     from safetensors.torch import save_file
 
     from litebert.errors import CheckpointError
-    from litebert.io.checkpoint import SHARDED_INDEX, load_weights
+    from litebert.io.hf_folder import SHARDED_INDEX, load_weights
 
     folder = tmp_path / "a" / "model"
     (folder / "sub").mkdir(parents=True)

@@ -53,7 +53,7 @@ def not_utf8_table():
 # ------------------------------------------------------------------------------------------ tables' own bytes
 @pytest.mark.parametrize("kind", ["parquet", "arrow", "arrow-stream"])
 def test_text_that_is_not_utf8_names_file_column_and_row(tmp_path, kind):
-    from litebert.columnar import iter_rows, iter_texts
+    from litebert.inputs.columnar import iter_rows, iter_texts
 
     table = not_utf8_table()
     if kind == "parquet":
@@ -69,7 +69,7 @@ def test_text_that_is_not_utf8_names_file_column_and_row(tmp_path, kind):
 
 
 def test_arrow_offsets_past_the_data_name_file_column_and_row(tmp_path):
-    from litebert.columnar import iter_texts
+    from litebert.inputs.columnar import iter_texts
 
     path = write_ipc(tmp_path / "t.arrow", pa.table({"text": TEXTS}))
     raw = path.read_bytes()
@@ -102,7 +102,7 @@ def saved_dataset(folder: Path, texts=TEXTS) -> Path:
 
 
 def test_a_split_name_leading_out_of_the_folder_is_refused(tmp_path):
-    from litebert.columnar import iter_texts
+    from litebert.inputs.columnar import iter_texts
 
     saved_dataset(tmp_path / "a" / "elsewhere", ["not", "given"])
     folder = tmp_path / "a" / "b" / "dd"
@@ -129,7 +129,7 @@ def test_state_json_nested_200000_deep_is_one_error(tmp_path, capsys):
     ("deep", "JSON nested too deeply"),
 ])
 def test_schema_metadata_of_any_shape_names_file_and_key(tmp_path, metadata, says):
-    from litebert.columnar import iter_rows
+    from litebert.inputs.columnar import iter_rows
 
     raw = "[" * 100_000 + "]" * 100_000 if metadata == "deep" else json.dumps(metadata)
     table = pa.table({"text": TEXTS, "label": [0, 1, 0, 1]}).replace_schema_metadata({"huggingface": raw})
@@ -153,7 +153,7 @@ def test_a_model_config_nested_too_deeply_is_one_error(tmp_path):
 
 # --------------------------------------------------------------------------------------------- model files
 def test_a_pickle_only_weights_only_false_opens_is_one_line(tmp_path):
-    from litebert.io.checkpoint import load_weights
+    from litebert.io.hf_folder import load_weights
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -194,7 +194,7 @@ def test_a_cache_ref_holding_a_path_is_refused(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ trackers
 def test_trackers_json_of_the_wrong_shape_is_named_and_a_new_run_starts(tmp_path, monkeypatch, capsys):
-    from litebert.train import trackers
+    from litebert.engine import trackers
 
     started = []
 

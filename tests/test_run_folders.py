@@ -15,7 +15,7 @@ from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
 from litebert.folders import OWNER_FILE, read_marker
-from litebert.train.metrics import read_metrics
+from litebert.engine.metrics_log import read_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tf"
 
@@ -61,7 +61,7 @@ def pretrain(setup, out, *extra, steps=4):
 
 def stop_after(monkeypatch, n):
     """The next pretrain call stops after ``n`` steps, as on SIGTERM (checkpoint, exit 130)."""
-    import litebert.train.pretrain as P
+    import litebert.pretraining.run as P
 
     monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 

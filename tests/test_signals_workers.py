@@ -14,8 +14,8 @@ import pytest
 from test_train_fixtures import PYTHON, build_tiny_setup
 
 from litebert.folders import read_marker
-from litebert.train.checkpoint import latest_valid, list_checkpoints
-from litebert.train.metrics import read_metrics
+from litebert.engine.checkpoint import latest_valid, list_checkpoints
+from litebert.engine.metrics_log import read_metrics
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the workers through /proc")
 

@@ -1,4 +1,4 @@
-"""litebert.text_input: hand-made files (plain, gzip/xz/bz2 under misleading names, bad bytes at known offsets) with
+"""litebert.inputs.text: hand-made files (plain, gzip/xz/bz2 under misleading names, bad bytes at known offsets) with
 the lines, offsets and error messages worked out by hand."""
 
 import bz2
@@ -10,7 +10,7 @@ import lzma
 import pytest
 
 from litebert.errors import DataError
-from litebert.text_input import expand_inputs, format_suffix, iter_jsonl, iter_lines, open_text, text_field
+from litebert.inputs.text import expand_inputs, format_suffix, iter_jsonl, iter_lines, open_text, text_field
 
 COMPRESSORS = {"gzip": gzip.compress, "xz": lzma.compress, "bz2": bz2.compress}
 

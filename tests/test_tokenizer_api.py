@@ -135,7 +135,7 @@ def test_split_special_tokens_switch_keeps_the_official_behaviour(tok, albert_vo
 def test_corpus_path_reads_special_tokens_as_text(tok):
     """google-research/albert create_pretraining_data.py tokenizes raw lines with FullTokenizer.tokenize =
     encode_pieces(preprocess_text(line)): "[MASK]" in a corpus is text, never the mask id. `data prepare` too."""
-    from litebert.data.readers import RawDocument
+    from litebert.data.documents import RawDocument
     from litebert.data.store import encode_block
 
     lines = ["Paris is [MASK].", "[CLS] x [SEP]", "<pad> <unk>"]

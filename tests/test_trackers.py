@@ -14,8 +14,8 @@ from test_train_fixtures import build_tiny_setup
 from litebert.cli import main
 from litebert.errors import ConfigError
 from litebert.tasks.finetune import FinetuneConfig
-from litebert.train import trackers
-from litebert.train.config import TrainConfig
+from litebert.engine import trackers
+from litebert.pretraining.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

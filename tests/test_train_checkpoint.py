@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
-from litebert.train import checkpoint as C
+from litebert.engine import checkpoint as C
 
 
 def state(v):

@@ -7,8 +7,8 @@ import pytest
 
 from litebert.cli import main
 from litebert.errors import ConfigError
-from litebert.train.cli import build_train_config, configure
-from litebert.train.config import RECIPES, TrainConfig
+from litebert.pretraining.cli import build_train_config, configure
+from litebert.pretraining.config import RECIPES, TrainConfig
 
 
 def parse(*argv):

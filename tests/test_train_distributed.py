@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from test_train_fixtures import PYTHON, build_tiny_setup
 
 from litebert.config import AlbertConfig
-from litebert.train.metrics import read_metrics
+from litebert.engine.metrics_log import read_metrics
 
 
 def command(paths, model_config, out):
@@ -57,7 +57,7 @@ def _initial(cfg_file, paths):
     """The initial weights both runs started from (the CLI seeds with --seed before building the model)."""
     from litebert.data.store import TokenStore
     from litebert.heads import AlbertForPreTraining
-    from litebert.train.config import TrainConfig
+    from litebert.pretraining.config import TrainConfig
 
     cfg = AlbertConfig.from_json(cfg_file)
     cfg = dataclasses.replace(cfg, vocab_size=TokenStore(paths["store"]).facts.vocab_size)

@@ -1,4 +1,4 @@
-"""Batches built ahead by worker processes (`TrainConfig.data_workers`, `litebert.train.feed`): the same batches and
+"""Batches built ahead by worker processes (`TrainConfig.data_workers`, `litebert.pretraining.feed`): the same batches and
 the same run as when the training process builds them, through epoch ends, resume and a step retried at a smaller
 micro-batch."""
 
@@ -10,11 +10,11 @@ from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
 from litebert.data.pretraining import collate_pretraining
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
-from litebert.train.checkpoint import latest_valid
-from litebert.train.config import TrainConfig
-from litebert.train.feed import Feed
-from litebert.train.loop import train
-from litebert.train.metrics import read_metrics
+from litebert.engine.checkpoint import latest_valid
+from litebert.pretraining.config import TrainConfig
+from litebert.pretraining.feed import Feed
+from litebert.pretraining.loop import train
+from litebert.engine.metrics_log import read_metrics
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

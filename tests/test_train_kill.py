@@ -9,7 +9,7 @@ import pytest
 from test_train_fixtures import PYTHON, build_tiny_setup
 from safetensors.torch import load_file
 
-from litebert.train.metrics import read_metrics
+from litebert.engine.metrics_log import read_metrics
 
 
 def command(paths, out, *extra):

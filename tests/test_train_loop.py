@@ -13,11 +13,11 @@ from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
 from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.optim import lr_at
-from litebert.train.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
-from litebert.train.config import TrainConfig
-from litebert.train.engine import Runtime, TrainingError
-from litebert.train.loop import train
-from litebert.train.metrics import read_metrics
+from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
+from litebert.pretraining.config import TrainConfig
+from litebert.engine.step import Runtime, TrainingError
+from litebert.pretraining.loop import train
+from litebert.engine.metrics_log import read_metrics
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +99,8 @@ def test_eval_metrics_are_official_weighted_means(setup, tmp_path):
     """Eval = weighted MLM mean over real predictions, SOP mean over sequences: recompute by hand for an untrained
     model and compare."""
     from litebert.data.pretraining import collate_pretraining
-    from litebert.train.loop import evaluate
-    from litebert.train import distributed as D
+    from litebert.pretraining.loop import evaluate
+    from litebert.engine import distributed as D
 
     _, ev = datasets(setup)
     m = model().eval()

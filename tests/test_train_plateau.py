@@ -1,4 +1,4 @@
-"""The plateau guard (`litebert.train.plateau`): its statistics against hand computations and brute force, its rules,
+"""The plateau guard (`litebert.pretraining.plateau`): its statistics against hand computations and brute force, its rules,
 the square-root learning-rate rule, and the guard in real runs of the demo's model: LAMB 0.01 is known to sit on the
 unigram plateau (docs/pretraining.md), 0.005 to learn."""
 
@@ -22,8 +22,8 @@ from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.padding import prepare_batch
 from litebert.data.pretraining import collate_pretraining
-from litebert.train.metrics import read_metrics
-from litebert.train.plateau import (PlateauGuard, Probe, Unigram, advice, probe, sqrt_rule_lr, unigram_of_counts,
+from litebert.engine.metrics_log import read_metrics
+from litebert.pretraining.plateau import (PlateauGuard, Probe, Unigram, advice, probe, sqrt_rule_lr, unigram_of_counts,
                                     unigram_of_store)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -163,8 +163,8 @@ def test_plateau_needs_the_loss_at_h1_and_the_collapse(loss, found, plateau):
     (7.300, 6.586, (0.80, 0.60), "SLOW"),      # apart but far above H1: not yet predicting from context
 ])
 def test_gate_verdicts(loss, h1, probe_, verdict):
-    from litebert.train.gate import verdict_of
-    from litebert.train.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHARE, MARGIN
+    from litebert.pretraining.gate import verdict_of
+    from litebert.pretraining.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHARE, MARGIN
 
     collapsed = probe_[0] >= COLLAPSE_SHARE and probe_[1] >= COLLAPSE_COSINE
     plateau = collapsed and h1 - MARGIN <= loss <= h1 + CEILING  # the guard's rule
@@ -296,7 +296,7 @@ def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_stores, tmp_path, capsy
 
 
 def test_gate_narrows_a_wide_candidate_and_scales_its_predictions():
-    from litebert.train.gate import Proxy
+    from litebert.pretraining.gate import Proxy
 
     base = AlbertConfig.from_preset("albert-base-v2")
     proxy = Proxy().model(base)

@@ -23,9 +23,9 @@ SETTINGS = dict(max_steps=50, global_batch=16, micro_batch=8, lr=0.01, warmup_st
 
 def run_curve(folder: Path) -> dict:
     from litebert.heads import AlbertForPreTraining
-    from litebert.train.config import TrainConfig
-    from litebert.train.loop import train
-    from litebert.train.metrics import read_metrics
+    from litebert.pretraining.config import TrainConfig
+    from litebert.pretraining.loop import train
+    from litebert.engine.metrics_log import read_metrics
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: the same float reductions on every machine

@@ -13,9 +13,9 @@ from litebert.tasks.trainer import TrainArgs
 from litebert.tasks.trainer import train as finetune
 from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
                             AlbertForSequenceClassification, AlbertForTokenClassification)
-from litebert.train import loop
-from litebert.train.config import TrainConfig
-from litebert.train.metrics import flops_per_sequence, read_metrics
+from litebert.pretraining import loop
+from litebert.pretraining.config import TrainConfig
+from litebert.engine.metrics_log import flops_per_sequence, read_metrics
 
 
 def watch_encoder_input(model) -> list[int]:

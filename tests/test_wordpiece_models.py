@@ -140,7 +140,7 @@ def test_whole_word_masking_never_splits_a_word(chinese):
 
 # ----------------------------------------------------------------------------------------------- pretraining
 def test_pretrain_on_the_store_and_continue_from_wordpiece_folders(chinese, tmp_path, capsys):
-    from litebert.io.checkpoint import load_weights
+    from litebert.io.hf_folder import load_weights
 
     data = ["--data", str(chinese["store"]), "--eval-data", str(chinese["eval_store"])]
     run = tmp_path / "run"

@@ -21,7 +21,7 @@ from litebert.cli import main
 from litebert.errors import WriteError
 from litebert.files import atomic_write
 from litebert.folders import read_marker
-from litebert.train.metrics import read_metrics
+from litebert.engine.metrics_log import read_metrics
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

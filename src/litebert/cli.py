@@ -36,8 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "params": ("litebert.params", "exact parameter counts of every preset beside the paper's figures"),
     "tokenizer": ("litebert.tokenizer.cli", "train a SentencePiece vocabulary / encode text"),
     "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
-    "pretrain": ("litebert.train.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
-    "gate": ("litebert.train.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): PLATEAU, SLOW or "
+    "pretrain": ("litebert.pretraining.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
+    "gate": ("litebert.pretraining.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): PLATEAU, SLOW or "
                                         "PASS"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
     "finetune": ("litebert.tasks.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
@@ -202,17 +202,6 @@ def check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
                 stack.extend(action.choices.values())
             elif getattr(action, "range", None) is not None and hasattr(args, action.dest):
                 check_values(**{action.dest: (getattr(args, action.dest), action.range)})
-
-
-def at_least_1(text: str) -> int:
-    """An argparse type: an integer >= 1 (``--batch-size 0`` would otherwise fall back to the default unseen)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer >= 1")
-    return value
 
 
 def suggestion(name: str, names) -> str:

@@ -32,7 +32,8 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     the MLM head of ``model`` (a pretraining folder, an HF AlbertForMaskedLM/AlbertForPreTraining folder, a hub id):
     the ``top_k`` pieces per mask, as HF's fill-mask pipeline answers. With ``output``, each record is written there
     with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned."""
-    from litebert import hub, text_input
+    from litebert import hub
+    from litebert.inputs import text as text_input
     from litebert.folders import plan_file
     from litebert.tasks.predict import CHUNK_SIZE, chunks, write_jsonl
 

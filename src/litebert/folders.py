@@ -82,7 +82,7 @@ TENSORBOARD = Layout(None, files=(r"events\.out\.tfevents\..+",))
 _W_AND_B_RUN_FOLDERS: dict = {}
 W_AND_B_RUN = Layout(None, files=(r".+",), folders=_W_AND_B_RUN_FOLDERS)  # one W&B run's own tree: all of it
 _W_AND_B_RUN_FOLDERS[r".+"] = W_AND_B_RUN
-# What W&B writes in a run's wandb/ (`litebert.train.trackers`): a folder per W&B run (run-DATE_TIME-ID, offline-run-
+# What W&B writes in a run's wandb/ (`litebert.engine.trackers`): a folder per W&B run (run-DATE_TIME-ID, offline-run-
 # ...), the links to the latest, and its own debug logs (logs/). Only these: a user's file there is not W&B's, and
 # overwrite refuses to delete it.
 WANDB = Layout(None, files=_names("latest-run", "debug.log", "debug-internal.log"),

@@ -5,13 +5,13 @@ Two checks, each made at the one place where the two things meet:
 * `check_head`: the head a folder holds is the one asked for. config.json's ``architectures`` (written by litebert's
   and HF's ``save_pretrained``) names it; a sequence classifier and a token classifier both hold ``classifier.*``
   tensors, so the tensors alone cannot tell them apart. Called by `litebert.pipelines` and
-  `litebert.tasks.runner.load_finetuned` before the weights load.
+  `litebert.tasks.finetuned.load_finetuned` before the weights load.
 * `check_tokenizer`: the tokenizer's vocabulary is the model's: as many pieces as the model's ``vocab_size`` (a
   tokenizer of another vocabulary would feed ids that mean other pieces, and answers would be decoded with the
   wrong pieces), and its special tokens ([PAD], [UNK], [CLS], [SEP], [MASK]) ids inside it. Called by
-  `litebert.tasks.runner.load_tokenizer`, which every command and pipeline that reads a model folder with a
+  `litebert.tasks.finetuned.load_tokenizer`, which every command and pipeline that reads a model folder with a
   tokenizer goes through (predict, evaluate, embed, finetune, fill-mask, every pipeline). Pretraining checks its
-  tokenizer against the token store's fingerprint instead (`litebert.train.pretrain`).
+  tokenizer against the token store's fingerprint instead (`litebert.pretraining.run`).
 
 Sizes must be equal, not merely the tokenizer's smaller: litebert's tokenizers have no added tokens, and a model
 larger than its tokenizer was made with another one.
@@ -31,7 +31,7 @@ def architectures(folder: str | Path) -> list[str]:
     """The class names config.json's ``architectures`` gives (empty when it names none or there is no config.json;
     a damaged file is reported where the config is read)."""
     from litebert.files import read_json
-    from litebert.io.checkpoint import CONFIG_NAME
+    from litebert.io.hf_folder import CONFIG_NAME
 
     file = Path(folder) / CONFIG_NAME
     if not file.is_file():

@@ -50,7 +50,7 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device``: cpu, cuda, ... (default:
     CUDA when available). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``,
     checked here as a call's are."""
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     name = ALIASES.get(task, task)
     if name not in _PIPELINES:
@@ -64,7 +64,7 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
     if not Path(model).is_dir():
         raise CheckpointError("{model}: no such model folder", model=model)
-    from litebert.tasks.runner import load_tokenizer
+    from litebert.tasks.finetuned import load_tokenizer
 
     net = cls.load(Path(model)).to(resolve_device(device)).eval()
     return cls(name, net, load_tokenizer(model, tokenizer), Path(model), batch_size, batch_tokens, defaults)
@@ -74,7 +74,7 @@ def _load_head(cls, folder: Path, prefix: str, what: str, accepted: tuple[str, .
     """``cls`` from ``folder``, whose weights must hold the head (keys starting ``prefix``): a head left randomly
     initialised would answer noise. The head config.json names must be ``cls``'s or one in ``accepted``
     (`litebert.pairing.check_head`): a sequence and a token classifier both hold ``classifier.*`` tensors."""
-    from litebert.io.checkpoint import load_weights
+    from litebert.io.hf_folder import load_weights
     from litebert.pairing import check_head
 
     if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in load_weights(folder)):

@@ -111,7 +111,7 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
     there is none)."""
     from litebert import folders
     from litebert.files import read_json
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     run = Path(run)
     if not (run / "metrics.jsonl").is_file():

@@ -1,6 +1,6 @@
 """`PretrainedMixin`: ``save_pretrained`` / ``from_pretrained`` in the HF folder layout for the encoder and every head.
 
-The folder format lives in `litebert.io.checkpoint`, imported only when a model is saved or loaded, so that the
+The folder format lives in `litebert.io.hf_folder`, imported only when a model is saved or loaded, so that the
 reference model (`litebert.model`) imports no conversion code.
 """
 
@@ -17,7 +17,7 @@ class PretrainedMixin:
     LOSS_READS_PADDING = False
 
     def save_pretrained(self, path) -> None:
-        from litebert.io.checkpoint import save_pretrained
+        from litebert.io.hf_folder import save_pretrained
 
         save_pretrained(self, path)
 
@@ -26,7 +26,7 @@ class PretrainedMixin:
         """Load from a litebert or HF folder. The encoder loads into any head; head weights the folder lacks are
         newly initialised and reported (``strict=True`` makes any missing or unexpected key an error).
         ``config_overrides`` replace config fields first (e.g. ``num_labels=3``, ``hidden_dropout_prob=0.1``)."""
-        from litebert.io.checkpoint import from_pretrained
+        from litebert.io.hf_folder import from_pretrained
 
         return from_pretrained(cls, path, strict=strict, **config_overrides)
 

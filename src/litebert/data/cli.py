@@ -9,7 +9,7 @@ import numpy as np
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, Range
 from litebert.cli import ranged
-from litebert.data.readers import CORPUS_MAX_LINE_BYTES, FORMATS, MAX_DOCUMENT_CHARS
+from litebert.data.documents import CORPUS_MAX_LINE_BYTES, FORMATS, MAX_DOCUMENT_CHARS
 from litebert.errors import DataError
 
 

@@ -44,12 +44,12 @@ from tqdm import tqdm
 
 from litebert import folders
 from litebert.arguments import checked
-from litebert.data.readers import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
+from litebert.data.documents import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
 from litebert.files import io_failure, read_json, remove_stale_temporaries_of, sha256_file, write_json
 from litebert.folders import OutputError
-from litebert.text_input import Corpus, corpus_sources, input_bytes
+from litebert.inputs.text import Corpus, corpus_sources, input_bytes
 
 FORMAT = "litebert-token-store"
 FORMAT_VERSION = 1
@@ -286,9 +286,9 @@ def prepare_store(inputs: Corpus, tokenizer: StoreTokenizer | str | os.PathLike,
 
     Memory does not grow with the input: a line of more than ``max_line_bytes`` bytes is refused (a `DataError`
     naming the file and line), and a document of more than ``max_document_chars`` characters is cut into
-    consecutive documents, with one warning (`litebert.data.readers`).
+    consecutive documents, with one warning (`litebert.data.documents`).
 
-    ``inputs`` may also be texts held in Python (`litebert.text_input.corpus_sources`): a ``datasets.Dataset`` or
+    ``inputs`` may also be texts held in Python (`litebert.inputs.text.corpus_sources`): a ``datasets.Dataset`` or
     ``IterableDataset`` (its ``text_field`` column), or an iterator of strings; each text is a document whose lines
     are paragraphs, as a JSON line's text is. A list always names files.
     """

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.cli import ranged
-from litebert.text_input import ENCODING_ERRORS
+from litebert.inputs.text import ENCODING_ERRORS
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:

@@ -99,7 +99,7 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     from litebert.data.store import TokenStore
     from litebert.files import write_json
     from litebert.folders import plan_file
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     chosen = parse_objectives(objectives)
     names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
@@ -157,7 +157,7 @@ def _check_counts(**counts: int) -> None:
 
 def has_sentence_head(model_dir: str | Path) -> bool:
     """Whether the folder's weights include a trained SOP/NSP head (an MLM-only or encoder-only folder has none)."""
-    from litebert.io.checkpoint import load_weights
+    from litebert.io.hf_folder import load_weights
 
     return any("sop_classifier" in k or "seq_relationship" in k for k in load_weights(model_dir))
 

@@ -80,7 +80,7 @@ def markdown(summary: dict) -> str:
 
 def curves(run: Path) -> dict[str, list[tuple[int, float]]]:
     """``{"mlm_loss": [(step, value)...], "sop_loss"/"nsp_loss": ...}`` from a run's train records."""
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     out: dict[str, list[tuple[int, float]]] = {}
     for r in read_metrics(run):

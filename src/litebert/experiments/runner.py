@@ -59,7 +59,7 @@ class Settings:
     embedding_sizes: tuple[int, ...] = ()   # default per experiment (see `arms`)
     seq_len: int = 128
     batch: int = 16
-    lr: float = 0.005                  # the `demo` recipe's LAMB rate, measured on this corpus (train/config.py)
+    lr: float = 0.005                  # the `demo` recipe's LAMB rate, measured on this corpus (pretraining/config.py)
     eval_examples: int = 1000          # held-out examples per intrinsic score
     # downstream: fixed small budgets
     finetune_lr: float = 1e-4
@@ -81,7 +81,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
-        from litebert.text_input import ENCODING_ERRORS
+        from litebert.inputs.text import ENCODING_ERRORS
 
         check_fields(self, {**{k: AT_LEAST_1 for k in ("steps", "hidden_size", "num_layers", "embedding_size",
                                                        "seq_len", "batch", "eval_examples", "sentiment_steps",
@@ -186,8 +186,8 @@ def save_settings(out: Path, s: Settings, **extra) -> None:
 def _corpus_lines(files: list[Path], encoding_errors: str) -> Iterator[str | None]:
     """The corpus's lines (official format: its sentences; JSON lines: each document's paragraphs), ``None`` after
     each document. A line at a time, so memory does not grow with a document's size either."""
-    from litebert.data.readers import read_documents
-    from litebert.text_input import is_records, iter_lines
+    from litebert.data.documents import read_documents
+    from litebert.inputs.text import is_records, iter_lines
 
     for path in files:
         if is_records(path):  # JSON lines or a table
@@ -247,7 +247,7 @@ def check_sources(s: Settings) -> None:
     """The inputs exist: the stores given with --data/--eval-data open, or the corpus files and the tokenizer are
     there; and the tasks' data folders. Checked before anything is written."""
     from litebert.data.store import TokenStore
-    from litebert.text_input import expand_inputs
+    from litebert.inputs.text import expand_inputs
 
     if bool(s.data) != bool(s.eval_data):
         raise ConfigError("{data:flag} and {eval_data:flag} go together: a training store and a held-out store",
@@ -275,7 +275,7 @@ def check_sources(s: Settings) -> None:
         load_tokenizer(s.tokenizer)  # a damaged tokenizer is named now, not after the split
         check_corpus(expand_inputs(list(s.corpus)), s.heldout_every, s.encoding_errors)
     if s.device is not None:
-        from litebert.train.device import resolve_device
+        from litebert.engine.device import resolve_device
 
         resolve_device(s.device)  # a device this machine lacks is refused before anything is written
     for task in ("sentiment", "mc"):
@@ -300,7 +300,7 @@ def prepare_data(out: Path, s: Settings) -> tuple[Path, Path]:
         return train, held
     except LitebertError:
         pass
-    from litebert.text_input import expand_inputs
+    from litebert.inputs.text import expand_inputs
 
     files = expand_inputs(list(s.corpus))
     progress(f"data: splitting {len(files)} corpus file(s) by documents (1 in {s.heldout_every} held out)")
@@ -328,7 +328,7 @@ def arm_model(arm: Arm, s: Settings):
 
 def arm_training(arm: Arm, s: Settings, steps: int):
     """The arm's pretraining settings: the experiment's batch, length, rate and seed; warmup a tenth of the run."""
-    from litebert.train.config import TrainConfig
+    from litebert.pretraining.config import TrainConfig
 
     return TrainConfig(max_steps=steps, global_batch=s.batch, micro_batch=s.batch, seq_len=s.seq_len, lr=s.lr,
                        warmup_steps=steps // 10, seed=s.seed, objective=arm.objective, eval_every=0,
@@ -338,7 +338,7 @@ def arm_training(arm: Arm, s: Settings, steps: int):
 
 def pretrain(arm: Arm, s: Settings, train: Path, held: Path, run: Path, steps: int) -> None:
     """Pretrain the arm into ``run`` (continuing an unfinished run; a finished one is reused)."""
-    from litebert.train.pretrain import pretrain as pretrain_run
+    from litebert.pretraining.run import pretrain as pretrain_run
 
     marker = folders.read_marker(run)
     if marker.get("complete") and marker.get("step") == steps:
@@ -372,7 +372,7 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
 
     from litebert.data.store import TokenStore
     from litebert.experiments import intrinsic
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     store = TokenStore(held, verify=False)
     objectives = intrinsic.OBJECTIVES if intrinsic.has_sentence_head(run / "model") else ("mlm",)
@@ -388,7 +388,7 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
 def _examples(task: str, s: Settings, split: str) -> list:
     """The task's examples of ``split`` that fine-tuning used: the first max_train_examples / max_eval_examples."""
     from litebert.tasks.presets import get_preset
-    from litebert.tasks.runner import find_split
+    from litebert.tasks.finetuned import find_split
 
     folder = Path(getattr(s, f"{task}_data"))
     examples = get_preset(task).kind.read(find_split(folder, split))
@@ -440,9 +440,9 @@ def finetune_grid(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs) -
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:
     """Pretrain, score and fine-tune one arm; its results are cached in ``folder/scores.json``."""
-    from litebert.io.checkpoint import load_config
+    from litebert.io.hf_folder import load_config
     from litebert.params import count_parameters
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     run = folder / "pretrain"
     pretrain(arm, s, train, held, run, steps)
@@ -491,7 +491,7 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
     import torch
 
     from litebert.heads import AlbertForPreTraining
-    from litebert.io.checkpoint import load_config
+    from litebert.io.hf_folder import load_config
     from litebert.tasks import baselines
     from litebert.tokenizer import load_tokenizer
 
@@ -547,7 +547,7 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
 def steps_from_minutes(out: Path, s: Settings, train: Path, held: Path, arm_list: list[Arm]) -> dict:
     """One step count for every arm from a per-arm budget: time a few steps of the slowest arm (most training
     FLOPs per sequence) and fit the budget's pretraining into it."""
-    from litebert.train.metrics import flops_per_sequence, read_metrics
+    from litebert.engine.metrics_log import flops_per_sequence, read_metrics
 
     slowest = max(arm_list, key=lambda arm: flops_per_sequence(arm_model(arm, s), s.seq_len, 20))
     timed = 6

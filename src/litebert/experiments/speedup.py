@@ -3,7 +3,7 @@ paper's Table 2 "Speedup" column), on one process and on data-parallel processes
 
 A timed step is what pretraining does: forward and backward of a micro-batch of random token ids (``micro_batch``
 x ``seq_len``, 20 masked positions per sequence, SOP labels), the gradient all-reduce when there are several
-processes (DDP, the same `litebert.train.distributed.wrap` as ``pretrain``), and a LAMB update. The first steps
+processes (DDP, the same `litebert.engine.distributed.wrap` as ``pretrain``), and a LAMB update. The first steps
 warm up and are not timed. The bytes all-reduced per step are measured by summing the sizes of the gradients the
 backward pass produced (what DDP all-reduces: every trainable parameter's gradient, once per step).
 
@@ -38,16 +38,16 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
                seed: int = 12345) -> dict:
     """Time ``steps`` training steps (after ``warmup`` untimed ones) of ``preset`` in this process or, under
     torchrun, in every process of the group; the result as rank 0 sees it (None on the other ranks). A step is the
-    engine's (`litebert.train.engine.train_step`, the one pretraining runs): forward and backward, the gradient
+    engine's (`litebert.engine.step.train_step`, the one pretraining runs): forward and backward, the gradient
     all-reduce, clipping and the LAMB update."""
     import torch
 
     from litebert.config import AlbertConfig
     from litebert.heads import AlbertForPreTraining
     from litebert.optim.param_groups import build_optimizer
-    from litebert.train import distributed as D
-    from litebert.train.engine import Runtime, TrainState, train_step
-    from litebert.train.metrics import flops_per_sequence
+    from litebert.engine import distributed as D
+    from litebert.engine.step import Runtime, TrainState, train_step
+    from litebert.engine.metrics_log import flops_per_sequence
 
     config = AlbertConfig.from_preset(preset)
     config.sequence_length(seq_len, seq_len)
@@ -174,7 +174,7 @@ def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRES
                           processes=",".join(map(str, processes)))
     check_presets(presets, reference)
     if device is not None:
-        from litebert.train.device import resolve_device
+        from litebert.engine.device import resolve_device
 
         resolve_device(device)  # a device this machine lacks is refused before anything is written
     plan = folders.plan(out, folders.EXPERIMENT, resume=True)
@@ -224,7 +224,7 @@ def markdown(summary: dict) -> str:
              f"Training steps of {summary['micro_batch']} x {summary['seq_len']} tokens per process (forward, "
              f"backward, all-reduce, LAMB), {summary['timed_steps']} timed after {summary['warmup_steps']} warm-up. "
              f"Speedup: {summary['reference']}'s time per step / the preset's, at the same number of processes. FLOPs: "
-             f"`litebert.train.metrics.flops_per_sequence` x sequences per step. All-reduced bytes: "
+             f"`litebert.engine.metrics_log.flops_per_sequence` x sequences per step. All-reduced bytes: "
              f"{summary['allreduce_bytes']}.", "",
              f"| preset | processes | parameters | s/step | steps/s | tokens/s | speedup vs {summary['reference']} | "
              f"GFLOP/step | FLOPs vs {summary['reference']} | gradient MB | MB all-reduced/step |", "|" + "---|" * 11]

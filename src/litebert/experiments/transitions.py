@@ -44,7 +44,7 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     from litebert.experiments.intrinsic import _check_counts, model_names
     from litebert.folders import plan_file
     from litebert.model import AlbertModel
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     out = Path(out)
     names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)

@@ -306,7 +306,7 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
     expected = _expected_shapes(model)
     tensors = _read_tensors(ckpt, conv_names, expected, verify, progress)
 
-    from litebert.io.checkpoint import load_hf_state_dict
+    from litebert.io.hf_folder import load_hf_state_dict
 
     load_hf_state_dict(model, tensors)  # shapes were checked above, with the official names
     missing = sorted(set(expected) - set(tensors))

@@ -31,7 +31,7 @@ from litebert import heads, hub
 from litebert.checks import POSITIVE, Range
 from litebert.cli import ranged
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
-from litebert.io.checkpoint import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
+from litebert.io.hf_folder import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
 from litebert.files import atomic_write, read_json
 from litebert.folders import OutputError, check_apart
 

@@ -19,7 +19,7 @@ from litebert.checks import AT_LEAST_1, FRACTION
 from litebert.cli import add_config_arguments, given, ranged
 from litebert.errors import ConfigError
 from litebert.padding import ATTENTION
-from litebert.train.device import PRECISIONS
+from litebert.engine.device import PRECISIONS
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:

@@ -88,10 +88,10 @@ class FinetuneConfig:
     gradient_checkpointing: bool = False
     compile: bool = False
     bias_correction: bool = False
-    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.train.trackers`)
+    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.engine.trackers`)
 
     def __post_init__(self) -> None:
-        from litebert.train.trackers import parse
+        from litebert.engine.trackers import parse
 
         check_fields(self, _RANGES, {"precision": ("auto", "fp32", "bf16", "fp16")})
         parse(self.report_to, type(self).__name__)
@@ -170,9 +170,9 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps.
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.tasks.presets import get_preset
-    from litebert.train import distributed as D
+    from litebert.engine import distributed as D
 
-    from litebert.train import trackers
+    from litebert.engine import trackers
 
     preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
     trackers.resolve(cfg.report_to, "FinetuneConfig")  # a tracker's missing package: refused before any write
@@ -219,11 +219,11 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     features, with the tokenizer's ids checked against the model's vocabulary."""
     import torch
 
-    from litebert.tasks import runner
+    from litebert.tasks import finetuned
     from litebert.tasks.features import check_ids
 
     kind = preset.kind
-    tok = runner.load_tokenizer(model_dir, tokenizer)
+    tok = finetuned.load_tokenizer(model_dir, tokenizer)
     train_path, dev_path = split_paths(data, dev)
     labels = list(labels) if labels else None
     if labels and len(set(labels)) != len(labels):
@@ -249,10 +249,10 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
               keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
               dist) -> FinetuneResult:
     """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
-    from litebert.tasks import runner
+    from litebert.tasks import finetuned
     from litebert.tasks.trainer import run_identity, train
-    from litebert.train import distributed as D
-    from litebert.train.engine import Runtime, check_compilable, plan_run
+    from litebert.engine import distributed as D
+    from litebert.engine.step import Runtime, check_compilable, plan_run
 
     t = _read_task(preset, cfg, model_dir, data, dev, tokenizer, columns, labels, encoding_errors)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, progress)
@@ -271,11 +271,11 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
     meta = _meta(preset, t, targs, columns, model_dir)
 
     def evaluate(m):
-        return runner.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
+        return finetuned.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
                                amp=runtime.amp, varlen=runtime.varlen)[0]
 
     def save(m, step, metrics):
-        runner.save_finetuned(m, t.tok, plan.out, {**meta, **preset.kind.chosen_on_dev(metrics), "best_step": step,
+        finetuned.save_finetuned(m, t.tok, plan.out, {**meta, **preset.kind.chosen_on_dev(metrics), "best_step": step,
                                                    "dev_metrics": metrics, "complete": False})
 
     writer = folders.begin(plan) if dist.is_main else None  # every check passed: from here on out is written
@@ -315,7 +315,7 @@ def _meta(preset, t: _Task, targs, columns: dict, model_dir) -> dict:
 def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult, keep_checkpoints: bool,
               has_dev: bool, log: Log) -> None:
     """Rank 0 ends a finished run: finetune.json says complete, the marker too, the checkpoints go."""
-    from litebert.tasks.runner import META_FILE
+    from litebert.tasks.finetuned import META_FILE
 
     best = result.best_metrics or {}
     write_json(writer.out / META_FILE, {**meta, **preset.kind.chosen_on_dev(best), "best_step": result.best_step,
@@ -331,7 +331,7 @@ def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult
 def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None) -> tuple[Path, Optional[Path]]:
     """The training file (``data``, or the train split of the folder ``data``) and the dev file (``dev``, or the
     folder's dev split; None without one)."""
-    from litebert.tasks.runner import find_split
+    from litebert.tasks.finetuned import find_split
 
     data_path = Path(data)
     if not data_path.exists():

@@ -22,7 +22,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from litebert import heads, text_input
+from litebert import heads
+from litebert.inputs import text as text_input
 from litebert.errors import DataError
 from litebert.tasks import metrics as M
 from litebert.tasks import readers as R

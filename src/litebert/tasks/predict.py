@@ -1,7 +1,7 @@
 """Inference with fine-tuned and pretrained models, as typed functions (``litebert evaluate``, ``predict`` and
 ``embed`` map their flags onto them): `evaluate` (labelled data -> metrics and per-example rows), `predict` (JSONL in,
 JSONL out) and `embed` (texts -> .npy). Where they read JSON lines they read tables too (Parquet, Arrow, a `datasets`
-folder: `litebert.text_input.iter_records`), a row for a line.
+folder: `litebert.inputs.text.iter_records`), a row for a line.
 
 Input objects by task kind (extra keys are kept and echoed back):
 
@@ -30,15 +30,16 @@ from typing import Mapping, Optional
 import numpy as np
 from tqdm import tqdm
 
-from litebert import columnar, hub
-from litebert import text_input
+from litebert import hub
+from litebert.inputs import columnar
+from litebert.inputs import text as text_input
 from litebert.arguments import checked
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
 from litebert.folders import plan_file
 from litebert.tasks import readers as R
-from litebert.tasks import runner
-from litebert.tasks.runner import predict_outputs
+from litebert.tasks import finetuned
+from litebert.tasks.finetuned import predict_outputs
 
 CHUNK_SIZE = 2048  # inputs read, featurized and run at a time
 
@@ -56,7 +57,7 @@ class EvaluateResult:
     task: str
     data: Path
     metrics: dict
-    rows: list  # one per example: id, gold label, prediction, probabilities (`runner.evaluate_rows`)
+    rows: list  # one per example: id, gold label, prediction, probabilities (`finetuned.evaluate_rows`)
     output: Optional[Path] = None
 
 
@@ -89,11 +90,11 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
-    runner.check_complete(model, allow_incomplete)
-    preset, net, tok, meta = runner.load_finetuned(model, tokenizer)
+    finetuned.check_complete(model, allow_incomplete)
+    preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer)
     path = Path(data)
     if path.is_dir() and columnar.dataset_folder(path) != "dataset":  # a folder of splits (a Dataset is one split)
-        path = runner.find_split(path, "dev") or runner.find_split(path, "test")
+        path = finetuned.find_split(path, "dev") or finetuned.find_split(path, "test")
         if path is None:
             raise DataError("{data}: no dev/valid file in this folder", data=data)
     labels = meta.get("labels")
@@ -106,7 +107,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     threshold = null_threshold if null_threshold is not None else meta.get("null_threshold")
     rt = _runtime(device, precision, attention, net)
     net.to(rt.dist.device)
-    metrics, rows = runner.evaluate_rows(preset, net, tok, examples, labels, max_len, batch_size,
+    metrics, rows = finetuned.evaluate_rows(preset, net, tok, examples, labels, max_len, batch_size,
                                          null_threshold=threshold, progress=progress, amp=rt.amp, varlen=rt.varlen)
     if output is not None:
         write_jsonl(output, rows)
@@ -126,8 +127,8 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
-    runner.check_complete(model, allow_incomplete)
-    loaded = runner.load_finetuned(model, tokenizer)
+    finetuned.check_complete(model, allow_incomplete)
+    loaded = finetuned.load_finetuned(model, tokenizer)
     rt = _runtime(device, precision, attention, loaded[1])
     loaded[1].to(rt.dist.device)
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
@@ -151,7 +152,7 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors,
                      device=resolve_device(device), tokenizer=tokenizer, precision=precision, attention=attention,
@@ -177,9 +178,9 @@ def check_count(name: str, value) -> None:
 
 def _runtime(device, precision: str, attention: str, model):
     """Where inference runs: the device, the autocast dtype and the attention, decided once for the command."""
-    from litebert.train.device import resolve_device
-    from litebert.train.distributed import Distributed
-    from litebert.train.engine import Runtime
+    from litebert.engine.device import resolve_device
+    from litebert.engine.distributed import Distributed
+    from litebert.engine.step import Runtime
 
     return Runtime.resolve(Distributed(device=resolve_device(device)), precision, attention, model.config,
                            training=False)
@@ -191,11 +192,11 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
                  encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
                  tokenizer: str | Path | None = None, max_tokens: int | None = None) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
-    task-head folder: `runner.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
+    task-head folder: `finetuned.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
     in the input's order. The model runs on ``device`` (default: CPU), under autocast to ``amp`` when given;
-    ``tokenizer`` replaces the folder's own; ``max_tokens``: batches by size (`runner.predict_outputs`). Returns the
+    ``tokenizer`` replaces the folder's own; ``max_tokens``: batches by size (`finetuned.predict_outputs`). Returns the
     number of predictions."""
-    preset, model, tok, meta = runner.load_finetuned(model_dir, tokenizer)
+    preset, model, tok, meta = finetuned.load_finetuned(model_dir, tokenizer)
     if device is not None:
         model.to(device)
     return _predict_stream(preset, model, tok, meta, input_path, output_path, max_seq_length, batch_size, progress,
@@ -277,7 +278,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
-    tok = runner.load_tokenizer(model_dir, tokenizer)
+    tok = finetuned.load_tokenizer(model_dir, tokenizer)
     model = AlbertModel.from_pretrained(model_dir).eval()
     pack = varlen = False
     if precision is not None:  # the command's runtime: refused here, before anything is written, if it cannot run
@@ -299,7 +300,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
                 b = {"attention_mask": cpu["attention_mask"].to(device)}  # the mean's weights
                 inputs = prepare_batch(cpu, device, pack=True, varlen=varlen) if pack else \
                     {k: v.to(device) for k, v in cpu.items()}
-                with runner.autocast(device, amp):
+                with finetuned.autocast(device, amp):
                     res = model(**inputs)
                 bar.update(len(idx))
                 if pooling == "pooled":

@@ -1,7 +1,7 @@
 """Readers for the standard fine-tuning formats, each returning plain dataclasses.
 
 Every reader names the file and line (a table's row) of a bad record (``DataError``) and refuses empty files. Files
-are opened through `litebert.text_input`: gzip, xz, bz2 and zstd are decompressed transparently (by their magic
+are opened through `litebert.inputs.text`: gzip, xz, bz2 and zstd are decompressed transparently (by their magic
 bytes), what is not text is refused naming its format, and invalid UTF-8 is an error naming the file, line and byte
 offset unless ``encoding_errors="replace"`` (so is a JSON escape that decodes to a lone surrogate, ``"\\ud800"``,
 naming the file, line and field). Formats:
@@ -12,7 +12,7 @@ naming the file, line and field). Formats:
 * RACE JSON (one passage per file: ``article``, ``questions``, ``options``, ``answers``), a file or a folder of them.
 * Multiple-choice JSONL: ``{"id", "context", "question", "choices": [...], "label": 0 | "A"}`` one object a line.
 * CoNLL-2003: ``word POS chunk NER`` a line, blank lines between sentences, ``-DOCSTART-`` lines skipped.
-* A user's own CSV / TSV / JSONL, or table (Parquet, Arrow, a `datasets` folder: `litebert.columnar`), with a
+* A user's own CSV / TSV / JSONL, or table (Parquet, Arrow, a `datasets` folder: `litebert.inputs.columnar`), with a
   column mapping (``text_a``, optional ``text_b``, ``label``). The multiple-choice reader and `records` (what
   ``predict`` reads) take tables too, a row for a JSON line.
 """
@@ -27,7 +27,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert import columnar, text_input
+from litebert.inputs import columnar
+from litebert.inputs import text as text_input
 from litebert.errors import DataError, literal
 from litebert.files import parse_json
 
@@ -71,7 +72,7 @@ class SquadExample:
 
 
 def open_text(path: str | Path, *, encoding_errors: str = "strict") -> text_input.TextStream:
-    """A text stream of ``path``: `litebert.text_input.open_text`."""
+    """A text stream of ``path``: `litebert.inputs.text.open_text`."""
     return text_input.open_text(path, encoding_errors)
 
 
@@ -232,7 +233,7 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
 
 
 def records(path: str | Path, *, encoding_errors: str = "strict", columns: list[str] | None = None):
-    """Yield ``(number, object)`` of each record of a JSON-lines file or a table (`litebert.text_input.iter_records`:
+    """Yield ``(number, object)`` of each record of a JSON-lines file or a table (`litebert.inputs.text.iter_records`:
     line numbers, or row numbers from 0); an empty file is a DataError."""
     empty = True
     for record in text_input.iter_records(path, encoding_errors, columns):

@@ -5,7 +5,7 @@ The optimizer and schedule are the official ones (``litebert.optim``: AdamW with
 biases excluded from weight decay 0.01, lr warms up linearly and decays linearly to 0 at the last step, gradients
 clipped to global norm 1.0 — google-research/albert ``optimization.py``). One plain loop, no callbacks.
 
-It runs on any device and on many processes with the pretraining loop's engine (`litebert.train.engine`: the train
+It runs on any device and on many processes with the pretraining loop's engine (`litebert.engine.step`: the train
 state, the optimizer step and its non-finite policy), in its vocabulary: ``batch_size`` examples per optimizer
 step = ``micro_batch`` x accumulation x processes. The batches of epoch ``e`` are drawn from an rng seeded with
 (seed, e), so step ``s``'s examples depend only on (seed, s): resume is exact, and each step's batch is cut into
@@ -37,10 +37,10 @@ from litebert.errors import CheckpointError, ConfigError, DataError
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
-from litebert.train import distributed as D
-from litebert.train.engine import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
-from litebert.train.metrics import MetricsWriter
-from litebert.train.signals import StopSignals
+from litebert.engine import distributed as D
+from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
+from litebert.engine.metrics_log import MetricsWriter
+from litebert.engine.signals import StopSignals
 
 TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
                  "loss_scale"]  # loss_scale: fp16 only
@@ -63,15 +63,15 @@ class TrainArgs:
     eval_batch_size: int = 64
     progress: bool = True
     micro_batch: int | Literal["auto"] | None = None  # examples per forward/backward on one process (None:
-    # batch_size / processes; auto: `litebert.train.engine.MicroBatch`)
-    precision: str = "auto"  # autocast: auto | fp32 | bf16 | fp16 (`litebert.train.device.autocast_dtype`)
+    # batch_size / processes; auto: `litebert.engine.step.MicroBatch`)
+    precision: str = "auto"  # autocast: auto | fp32 | bf16 | fp16 (`litebert.engine.device.autocast_dtype`)
     log_every: int = 10  # a train record in metrics.jsonl every N steps
     save_every: int = 0  # a checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
-    max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.train.engine`)
+    max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.engine.step`)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass
     compile: bool = False  # torch.compile the model in place (batches keep their padding)
     bias_correction: bool = False  # Adam bias correction (the official AdamW has none)
-    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.train.trackers`)
+    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.engine.trackers`)
 
     # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
     # changes only the order of floating-point sums).

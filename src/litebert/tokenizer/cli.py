@@ -9,7 +9,7 @@ from typing import Iterable
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE
 from litebert.cli import ranged
-from litebert.text_input import ENCODING_ERRORS, iter_lines
+from litebert.inputs.text import ENCODING_ERRORS, iter_lines
 from litebert.tokenizer.train import train_tokenizer
 
 

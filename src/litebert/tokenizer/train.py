@@ -11,7 +11,7 @@ stripping), which is why the released vocabulary holds no upper-case pieces. Str
 and Cyrillic diacritics; a corpus in a script whose combining marks it would remove (Devanagari, Arabic, Thai...)
 gets a one-time warning naming ``keep_accents`` (`litebert.tokenizer.normalize.StrippedMarksCheck`).
 
-The corpus is read through `litebert.text_input`: files, directories and globs; gzip, xz, bz2 and zstd; plain text
+The corpus is read through `litebert.inputs.text`: files, directories and globs; gzip, xz, bz2 and zstd; plain text
 (a line is a sentence), or records: JSON lines, Parquet and Arrow tables, `datasets` folders, or texts given in Python
 (the text under ``text_field``, each of its lines a sentence).
 """
@@ -29,7 +29,7 @@ from typing import Iterator
 import sentencepiece as spm
 from tqdm import tqdm
 
-from litebert import text_input
+from litebert.inputs import text as text_input
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_values
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
@@ -44,7 +44,7 @@ USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 
 def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "strict") -> Iterator[str]:
     """The lines of text in ``inputs`` (files, directories, globs, or texts held in Python:
-    `litebert.text_input.corpus_sources`): a line of a plain text file, or a line of the ``text_field`` string of a
+    `litebert.inputs.text.corpus_sources`): a line of a plain text file, or a line of the ``text_field`` string of a
     record (a JSON line of ``*.jsonl``, ``*.json``, ``*.ndjson``, optionally compressed; a row of a Parquet or Arrow
     table or a `datasets` folder; a text given in Python)."""
     for path in text_input.corpus_sources(inputs, text_field):

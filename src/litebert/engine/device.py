@@ -43,7 +43,7 @@ def resolve_device(name: str | None) -> torch.device:
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs
     that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``). The one place a precision
-    is resolved: a run does it once, where it starts (`litebert.train.engine.Runtime`)."""
+    is resolved: a run does it once, where it starts (`litebert.engine.step.Runtime`)."""
     if precision not in PRECISIONS:
         raise ConfigError("{precision}: expected one of " + ", ".join(PRECISIONS), precision=precision)
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):

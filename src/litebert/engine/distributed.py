@@ -46,7 +46,7 @@ def from_environment(env: Mapping[str, str] | None = None, device: str | None = 
     env = os.environ if env is None else env
     world_size = int(env.get("WORLD_SIZE", "1"))
     rank, local_rank = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
-    from litebert.train.device import resolve_device
+    from litebert.engine.device import resolve_device
 
     dev = resolve_device(device)
     if dev.type == "cuda":
@@ -69,10 +69,6 @@ def wrap(model: nn.Module, d: Distributed, find_unused_parameters: bool = False)
         return model
     ids = [d.device.index] if d.device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused_parameters)
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
 def no_sync(model: nn.Module, sync: bool):

@@ -46,7 +46,7 @@ class InitModel:
     pieces: list[str] | None     # the folder's vocabulary (its tokenizer's, or tokenizer.json's), None when it has none
 
     def identity(self) -> dict:
-        """What the run's checkpoints record of it (`litebert.train.checkpoint.check_compatible`)."""
+        """What the run's checkpoints record of it (`litebert.engine.checkpoint.check_compatible`)."""
         return {"path": str(self.folder.resolve()), "sha256": self.sha256}
 
 
@@ -84,7 +84,7 @@ def model_folder(path: Path) -> Path:
 def read_init_model(path: Path) -> InitModel:
     """Config, weights, hash and tokenizer of the model folder ``path`` (``init_from``; or of a pretraining run
     folder's model)."""
-    from litebert.io.checkpoint import _check_shapes, load_config, load_weights
+    from litebert.io.hf_folder import _check_shapes, load_config, load_weights
 
     folder = model_folder(path)
     config = load_config(folder)
@@ -175,7 +175,7 @@ def check_vocabulary(init: InitModel, store):
 def load_init_weights(model: torch.nn.Module, init: InitModel) -> str | None:
     """Copy the folder's weights into ``model`` (an ``AlbertForPreTraining`` initialised from the seed). Returns a
     one-line note of the parts the folder lacked (left as initialised) and of weights not used, or None."""
-    from litebert.io.checkpoint import _short, load_hf_state_dict
+    from litebert.io.hf_folder import _short, load_hf_state_dict
 
     missing, unexpected = load_hf_state_dict(model, init.tensors)
     absent = [k for k in missing if not k.startswith(tuple(_OPTIONAL))]

@@ -10,19 +10,19 @@ Formats (``--format``):
 ``files``       plain text, one document per file; each paragraph is split into sentences.
 ``jsonl``       one record per document: a JSON object per line, or a row of a table (Parquet, Arrow, a `datasets`
                 folder), whose string field or column (``text`` by default) holds the document; each line of that
-                string is a paragraph, split into sentences. Texts given in Python (`litebert.columnar.TextSource`)
+                string is a paragraph, split into sentences. Texts given in Python (`litebert.inputs.columnar.TextSource`)
                 are read the same way, each string a document.
 ``auto``        ``jsonl`` for ``*.jsonl`` / ``*.json`` / ``*.ndjson`` (optionally compressed), for tables and for texts
                 given in Python; ``official`` otherwise.
 
 Opening, decompressing and decoding the files, with the errors that name file, line (or row) and byte offset, is
-`litebert.text_input`'s; expanding directories and globs into files too (`litebert.text_input.expand_inputs`).
+`litebert.inputs.text`'s; expanding directories and globs into files too (`litebert.inputs.text.expand_inputs`).
 
 Sentence splitting of ``paragraphs``/``files``/``jsonl`` text is done later, in the tokenizing workers: a reader
 yields :class:`RawDocument` with ``split=True`` and the paragraphs as ``parts``.
 
 Memory is bounded whatever the input's shape. A line is read with at most ``max_line_bytes`` bytes held (a longer
-one is refused, `litebert.text_input`), and no document holds more than ``max_document_chars`` characters: a longer
+one is refused, `litebert.inputs.text`), and no document holds more than ``max_document_chars`` characters: a longer
 one is cut, before the line (sentence, or paragraph) that would take it past the limit, into consecutive documents,
 each marked with where it was cut (`RawDocument.cut_at`). A corpus with a sentence a line and no blank line at all
 (common) is one document in the official format; cut, it streams in pieces of bounded size instead of being held
@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from litebert.columnar import WHAT, TextSource
+from litebert.inputs.columnar import WHAT, TextSource
 from litebert.errors import DataError
-from litebert.text_input import (is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
+from litebert.inputs.text import (is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
                                  text_field, where)
 
 FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
 # The most characters a document holds before it is cut: a Wikipedia article or a novel is well below it.
 MAX_DOCUMENT_CHARS = 1 << 22
-# The longest line of a corpus, in bytes: tighter than `litebert.text_input.MAX_LINE_BYTES` (whole JSON files on
+# The longest line of a corpus, in bytes: tighter than `litebert.inputs.text.MAX_LINE_BYTES` (whole JSON files on
 # one line), as a line is a sentence or a paragraph that no cut divides, and tokenizing one costs about 25 bytes of
 # memory a byte (Python lists of ids; bench/prepare_memory.py). A book as a JSON line is a few MB.
 CORPUS_MAX_LINE_BYTES = 8 << 20

@@ -1,4 +1,4 @@
-"""``litebert pretrain``: the flags of `litebert.train.pretrain.pretrain`.
+"""``litebert pretrain``: the flags of `litebert.pretraining.run.pretrain`.
 
     litebert pretrain --preset albert-base-v2 --data STORE --eval-data HELDOUT --out RUN --recipe albert-paper
     litebert pretrain ... --resume                      # continue RUN from its newest valid checkpoint
@@ -27,7 +27,7 @@ from litebert.cli import add_config_arguments, given, ranged
 from litebert.config import SHARING
 from litebert.errors import ConfigError
 from litebert.padding import ATTENTION
-from litebert.train.config import RECIPES, TrainConfig, recipe
+from litebert.pretraining.config import RECIPES, TrainConfig, recipe
 
 # The shape flags: AlbertConfig fields (dest) under the names the paper's ablations use (flag)
 SHAPE = {"sharing": "--sharing", "embedding_size": "--embedding-size", "hidden_size": "--hidden-size",
@@ -110,8 +110,8 @@ def model_spec(args: argparse.Namespace, preset: str | None):
     if not shape:
         return spec
     if spec is None and args.init_from is not None:  # the flags may only repeat the model's own shape
-        from litebert.io.checkpoint import load_config
-        from litebert.train.init_from import model_folder
+        from litebert.io.hf_folder import load_config
+        from litebert.pretraining.init_from import model_folder
 
         own = load_config(model_folder(args.init_from))
         for k, v in own.with_shape(**shape).to_dict().items():
@@ -129,7 +129,7 @@ def model_spec(args: argparse.Namespace, preset: str | None):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from litebert.train.pretrain import pretrain
+    from litebert.pretraining.run import pretrain
 
     cfg, preset = build_train_config(args)
     if args.threads is not None:
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m litebert.train.cli ... (litebert.cli is the usual entry point)
+if __name__ == "__main__":  # python -m litebert.pretraining.cli ... (litebert.cli is the usual entry point)
     from litebert.cli import Parser
 
     parser = Parser(prog="litebert pretrain")

@@ -3,7 +3,7 @@
 Tables are read with pyarrow (the ``litebert[datasets]`` extra), imported only when such an input is given. A table
 is read a record batch at a time (Parquet: `BATCH_ROWS` rows at a time, its pages read as they are needed) and only
 in the columns asked for, so memory follows the size of a batch, not of the file (nor of a Parquet row group).
-`litebert.text_input` decides which inputs are tables (by name and magic bytes) and reads them through this module:
+`litebert.inputs.text` decides which inputs are tables (by name and magic bytes) and reads them through this module:
 
 * ``*.parquet``: Parquet.
 * ``*.arrow``, ``*.feather``: Arrow IPC, the file format (``ARROW1``; Feather v2) or the stream format (what
@@ -233,7 +233,7 @@ def _validate(table: _Table, batch, first_row: int) -> None:
 
 
 def column_names(path: str | os.PathLike, kind: str) -> list[str]:
-    """The column names of the table ``path`` (of `litebert.text_input.table_kind` ``kind``)."""
+    """The column names of the table ``path`` (of `litebert.inputs.text.table_kind` ``kind``)."""
     return list(_open(Path(path), kind).schema.names)
 
 

@@ -7,7 +7,7 @@ dataset shuffles each epoch from its seed), and within a step process ``r`` take
 the data a step sees depends only on (seed, step) — not on the number of processes, and not on whether the run was
 interrupted — which is what makes resume exact and 2 processes equal to 1.
 
-Per step (`litebert.train.engine.train_step`): forward/backward every micro-batch, clip the global gradient norm
+Per step (`litebert.engine.step.train_step`): forward/backward every micro-batch, clip the global gradient norm
 (official ``clip_by_global_norm``), the optimizer step at the official schedule's learning rate (a non-finite step
 is skipped: the engine's policy). Then metrics, evaluation and checkpoints at their intervals, and on SIGTERM/SIGINT a
 checkpoint and a clean exit. Where the run starts (a checkpoint, or step 0) is the caller's plan; the loop obeys it.
@@ -29,14 +29,14 @@ from litebert.data.pretraining import collate_pretraining
 from litebert.errors import CheckpointError
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
-from litebert.train import distributed as D
-from litebert.train.checkpoint import run_identity
-from litebert.train.config import TrainConfig
-from litebert.train.engine import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
-from litebert.train.feed import Feed
-from litebert.train.metrics import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
-from litebert.train.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
-from litebert.train.signals import StopSignals
+from litebert.engine import distributed as D
+from litebert.engine.checkpoint import run_identity
+from litebert.pretraining.config import TrainConfig
+from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
+from litebert.pretraining.feed import Feed
+from litebert.engine.metrics_log import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
+from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
+from litebert.engine.signals import StopSignals
 
 PROBE_EXAMPLES = 64  # held-out sequences the plateau guard probes (~1,000 masked positions at 20 per sequence)
 
@@ -51,7 +51,7 @@ class LoopResult:
     tokens_seen: int
     elapsed_s: float
     final_eval: Optional[dict]
-    plateau: Optional[dict] = None  # the plateau guard's verdict when it fired (`litebert.train.plateau`)
+    plateau: Optional[dict] = None  # the plateau guard's verdict when it fired (`litebert.pretraining.plateau`)
     stopped_on_plateau: bool = False  # ended by ``on_plateau="stop"``: checkpoint saved, resumable
 
 

@@ -2,7 +2,7 @@
 
 Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
 ``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets); the same records go to the trackers the run's
-``report_to`` names (`litebert.train.trackers`: TensorBoard in ``tensorboard/``, W&B, MLflow; by default TensorBoard
+``report_to`` names (`litebert.engine.trackers`: TensorBoard in ``tensorboard/``, W&B, MLflow; by default TensorBoard
 if the package is installed, else one notice on stderr says where the metrics are). The columns of the CSV files are
 the pretraining ones by default; a caller passes its own (``litebert finetune``: examples/s, and its task's dev
 metrics taken from the first record). On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
@@ -24,12 +24,12 @@ from pathlib import Path
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
-from litebert.train.trackers import environment, open_trackers, scalars
+from litebert.engine.trackers import environment, open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
 EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples", "unigram_entropy"]
-# The plateau guard's checks (`litebert.train.plateau`): the train MLM loss of the last steps beside H1, and the probe
+# The plateau guard's checks (`litebert.pretraining.plateau`): the train MLM loss of the last steps beside H1, and the probe
 GUARD_COLUMNS = ["step", "mlm_loss", "unigram_entropy", "probe_positions", "probe_distinct", "probe_top_share",
                  "probe_cosine", "plateau"]
 
@@ -122,7 +122,7 @@ class MetricsWriter:
                  columns: dict[str, list[str] | None] | None = None, config: dict | None = None):
         """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
         record (or the header of its existing file). Default: the pretraining columns. ``report_to``: the trackers
-        that also receive the records (`litebert.train.trackers`); ``config``: the run's settings, sent once to a
+        that also receive the records (`litebert.engine.trackers`); ``config``: the run's settings, sent once to a
         new tracker run."""
         self.enabled = enabled
         self.folder = Path(folder)

@@ -79,7 +79,7 @@ def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
     is config.json's vocab_size); a model folder without one is a `TokenizerError` that suggests ``--tokenizer``.
     Every command and pipeline that reads a model with a tokenizer loads the tokenizer here."""
     from litebert.errors import TokenizerError
-    from litebert.io.checkpoint import CONFIG_NAME, load_config
+    from litebert.io.hf_folder import CONFIG_NAME, load_config
     from litebert.pairing import check_tokenizer
     from litebert.tokenizer import TOKENIZER_FILES
     from litebert.tokenizer import load_tokenizer as load
@@ -117,7 +117,7 @@ def meta_from_config(model_dir: str | Path) -> dict:
     """What finetune.json would hold, for a task-head folder that has none (an ALBERT fine-tuned by HF transformers,
     or saved with ``save_pretrained``): the task from config.json's ``architectures``, labels from ``id2label``,
     and the longest input the model takes as max_seq_length. Anything missing is a one-line `CheckpointError`."""
-    from litebert.io.checkpoint import CONFIG_NAME
+    from litebert.io.hf_folder import CONFIG_NAME
 
     file = Path(model_dir) / CONFIG_NAME
     if not file.is_file():

@@ -97,13 +97,13 @@ class TrainConfig:
     log_every: int = 1
     max_bad_steps: int = 10          # stop after this many non-finite steps in a row
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
-    report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.train.trackers`); not trajectory
-    on_plateau: str = "warn"         # the plateau guard (`litebert.train.plateau`): warn | stop | off
+    report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.engine.trackers`); not trajectory
+    on_plateau: str = "warn"         # the plateau guard (`litebert.pretraining.plateau`): warn | stop | off
     plateau_check_steps: int = 300
 
     def __post_init__(self) -> None:
-        from litebert.train.plateau import sqrt_rule_lr
-        from litebert.train.trackers import parse
+        from litebert.pretraining.plateau import sqrt_rule_lr
+        from litebert.engine.trackers import parse
 
         check_fields(self, _RANGES, _CHOICES)
         parse(self.report_to, type(self).__name__)
@@ -112,7 +112,7 @@ class TrainConfig:
 
     def describe_lr(self) -> str:
         """The peak rate, and whether it is the sqrt rule's for this batch."""
-        from litebert.train.plateau import sqrt_rule_lr
+        from litebert.pretraining.plateau import sqrt_rule_lr
 
         rule = sqrt_rule_lr(self.global_batch, self.optimizer)
         ratio = self.lr / rule

@@ -1,7 +1,7 @@
 """The training loop's batches on the host: built when a step needs them, or ahead of it by worker processes.
 
 A micro-batch is a run of consecutive run-wide example numbers ``c`` (example ``c`` is ``data.example(c // N, c % N)``
-for N examples per epoch, see `litebert.train.loop`), collated on the CPU. ``starts(step, size)`` says where each of
+for N examples per epoch, see `litebert.pretraining.loop`), collated on the CPU. ``starts(step, size)`` says where each of
 a step's micro-batches begins. With ``workers`` = 0 the training process builds each one when the step asks for it;
 with ``workers`` > 0 a `torch.utils.data.DataLoader` over the same numbers builds them in that many processes, in
 order, a few steps ahead, so that a GPU is not left waiting on the one host core that masks and collates. The values
@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Optional
 import torch
 from torch.utils.data._utils import signal_handling
 
-from litebert.train.engine import TrainingError
+from litebert.engine.step import TrainingError
 
 _STOP = (signal.SIGTERM, signal.SIGINT)
 

@@ -1,4 +1,4 @@
-"""``litebert gate``: check a pretraining recipe on the CPU before it gets GPU time (`litebert.train.gate.gate`).
+"""``litebert gate``: check a pretraining recipe on the CPU before it gets GPU time (`litebert.pretraining.gate.gate`).
 
     litebert gate --preset albert-base-v2 --global-batch 128 --seq-len 128 --lr 0.00088 --warmup-steps 300 \\
         --max-steps 3000 --data STORE --eval-data HELDOUT --out runs/gate
@@ -18,8 +18,8 @@ from pathlib import Path
 from litebert.checks import AT_LEAST_1, POSITIVE
 from litebert.cli import add_config_arguments, ranged
 from litebert.config import SHARING
-from litebert.train.config import RECIPES, TrainConfig
-from litebert.train.gate import PROXY_BATCH, PROXY_FFN, PROXY_HEADS, PROXY_HIDDEN, PROXY_LEN, Proxy
+from litebert.pretraining.config import RECIPES, TrainConfig
+from litebert.pretraining.gate import PROXY_BATCH, PROXY_FFN, PROXY_HEADS, PROXY_HIDDEN, PROXY_LEN, Proxy
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,8 +68,8 @@ MACHINERY = ("micro_batch", "precision", "skip_padding", "gradient_checkpointing
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from litebert.train.cli import build_train_config, model_spec
-    from litebert.train.gate import gate
+    from litebert.pretraining.cli import build_train_config, model_spec
+    from litebert.pretraining.gate import gate
 
     args.resume, args.init_from = False, None  # what `build_train_config` and `model_spec` read of pretrain's flags
     for name in ("hidden_size", "num_attention_heads", "intermediate_size"):
@@ -87,6 +87,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
-    from litebert.train.cli import flag_names as pretrain_flag_names
+    from litebert.pretraining.cli import flag_names as pretrain_flag_names
 
     return pretrain_flag_names(args)

@@ -9,7 +9,7 @@ hidden size of at most 512 (8 heads, FFN 2048), length 128 (the predictions per 
 of 8. It follows the candidate's schedule (warmup steps, decay to the candidate's ``max_steps``) step for step. The
 width matters: a proxy at H 256 learned where the GPU run sat on the plateau, at H 512 it sat there too.
 
-The verdict, from the plateau guard's statistics at the last step (`litebert.train.plateau`):
+The verdict, from the plateau guard's statistics at the last step (`litebert.pretraining.plateau`):
 
     PLATEAU   the guard fires: the train MLM loss sits at the unigram entropy H1 (within [H1 - 0.3, H1 + 0.5]) and
               the held-out predictions have collapsed (one answer, parallel final states)
@@ -38,8 +38,8 @@ from litebert import folders
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, LitebertError
 from litebert.files import atomic_write, write_json
-from litebert.train.config import TrainConfig
-from litebert.train.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHARE, MARGIN
+from litebert.pretraining.config import TrainConfig
+from litebert.pretraining.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHARE, MARGIN
 
 # The proxy's width: calibrated (docs/pretraining.md, "The CPU gate"): at H 256 the proxy of the H200 run that sat on
 # the plateau learned, even at twice its rate; at H 512 (and H 768) it sat on the plateau as the GPU run did.
@@ -138,7 +138,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
     ``train.warmup_steps + after_warmup`` steps (at most ``train.max_steps``), and with ``margin_scale`` (e.g. 2) once
     more at that multiple of the rate; write ``out/gate.json`` and ``out/gate.md`` and the proxy runs under ``out``.
     ``eval_data``: the held-out store the probe reads (default: the first training examples)."""
-    from litebert.train.pretrain import model_config, pretrain
+    from litebert.pretraining.run import model_config, pretrain
     from litebert.data.store import TokenStore
 
     if not isinstance(train, TrainConfig):
@@ -185,7 +185,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
 
 def _read_run(folder: Path, lr: float, steps: int, seconds: float) -> GateRun:
     """The verdict of a finished proxy run, from its metrics: the guard's record at the last step."""
-    from litebert.train.metrics import read_metrics
+    from litebert.engine.metrics_log import read_metrics
 
     train = read_metrics(folder, "train")
     guard = read_metrics(folder, "guard")

@@ -24,8 +24,8 @@ from litebert.arguments import checked
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
-from litebert.train.config import TrainConfig
-from litebert.train import trackers
+from litebert.pretraining.config import TrainConfig
+from litebert.engine import trackers
 
 DEFAULT_MAX_STEPS = 1000
 ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
@@ -49,7 +49,7 @@ class PretrainResult:
     elapsed_s: float = 0.0
     final_eval: Optional[dict] = None
     parameters: int = 0
-    plateau: Optional[dict] = None  # the plateau guard's finding, when it fired (`litebert.train.plateau`)
+    plateau: Optional[dict] = None  # the plateau guard's finding, when it fired (`litebert.pretraining.plateau`)
     stopped_on_plateau: bool = False  # ended by on_plateau="stop": checkpoint saved, resumable
 
     def summary(self) -> dict:
@@ -74,7 +74,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     varlen (`litebert.padding.resolve_attention`). ``verify_data``: check the sha256 of the stores' files.
     ``stop_after``: leave, resumable, after this many steps; ``time_limit``: seconds, then end as a finished run.
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
-    from litebert.train import distributed as D
+    from litebert.engine import distributed as D
 
     cfg = train or TrainConfig(max_steps=None)
     out = Path(out)
@@ -85,7 +85,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     if plan.action == "finished" and cfg.max_steps in (None, plan.marker.get("step")):
         return _finished(plan)
     if plan.action == "resume":
-        from litebert.train.metrics import check_metrics
+        from litebert.engine.metrics_log import check_metrics
 
         check_metrics(out)
     trackers.check(cfg.report_to, "TrainConfig")  # their login, URI and server, before the run folder is written
@@ -113,11 +113,11 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
 
     from litebert.heads import AlbertForPreTraining
     from litebert.params import available_memory, check_memory
-    from litebert.train import distributed as D
-    from litebert.train.checkpoint import run_identity
-    from litebert.train.engine import Runtime, check_compilable, plan_run
-    from litebert.train.init_from import check_vocabulary, load_init_weights, read_init_model
-    from litebert.train.loop import train as train_loop
+    from litebert.engine import distributed as D
+    from litebert.engine.checkpoint import run_identity
+    from litebert.engine.step import Runtime, check_compilable, plan_run
+    from litebert.pretraining.init_from import check_vocabulary, load_init_weights, read_init_model
+    from litebert.pretraining.loop import train as train_loop
 
     train_data, eval_set = _datasets(data, eval_data, cfg, verify_data)
     init = read_init_model(init_from) if init_from is not None else None
@@ -189,8 +189,8 @@ def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> tuple[
     """The config to train and the file it was read from (None for a preset or a config given in Python): ``spec``
     (a config, a preset name or a config.json), or with ``init`` the model's own (``spec`` must then agree); its
     vocabulary is the store's, and it must take ``seq_len`` positions."""
-    from litebert.io.checkpoint import CONFIG_NAME
-    from litebert.train.init_from import check_model_agrees
+    from litebert.io.hf_folder import CONFIG_NAME
+    from litebert.pretraining.init_from import check_model_agrees
 
     given, source = None, None
     if isinstance(spec, AlbertConfig):

@@ -3,7 +3,7 @@
 * `expand_inputs`: files, directories (every file below, recursively, hidden ones skipped) and globs (also when the
   shell did not expand them, e.g. ``'corpus/*.xz'`` quoted) to a sorted, de-duplicated list of files. A `datasets`
   ``save_to_disk`` folder is one input (of a ``DatasetDict``, its "train" split); `corpus_sources` also takes a
-  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.columnar.text_source`).
+  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.inputs.columnar.text_source`).
 * `open_binary`: gzip, xz, bz2 and zstd are decompressed transparently, recognised by their magic bytes, so
   compressed files need no special name. What is not text is recognised by its first bytes and refused in one line
   naming the format (a zip archive, a PDF, a Parquet file named ``.txt``, or bytes with a NUL among the first
@@ -16,7 +16,7 @@
 * `open_text`: the same lines as a text stream, for ``csv`` and ``json.load``.
 * Records: `iter_records` and `iter_record_texts` read JSON lines (`iter_jsonl`, `text_field`) and tables alike:
   Parquet and Arrow files named ``*.parquet``, ``*.arrow`` or ``*.feather`` (and holding one, by their magic bytes)
-  and `datasets` folders, through `litebert.columnar`; a record's line number is a table's row number (`where`).
+  and `datasets` folders, through `litebert.inputs.columnar`; a record's line number is a table's row number (`where`).
 
 Every problem is a `DataError` naming the file and line: invalid UTF-8 gives the byte offset of the bad byte (in the
 decompressed stream for compressed files) unless ``encoding_errors="replace"`` substitutes U+FFFD; a corrupt or
@@ -42,11 +42,11 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Union
 
-from litebert import columnar
-from litebert.columnar import TextSource
+from litebert.inputs import columnar
+from litebert.inputs.columnar import TextSource
 from litebert.errors import DataError, literal as _literal
 from litebert.files import json_kind, parse_json
-from litebert.zstd import MAGIC as _ZSTD_MAGIC, ZstdFile
+from litebert.inputs.zstd import MAGIC as _ZSTD_MAGIC, ZstdFile
 
 ENCODING_ERRORS = ("strict", "replace")
 COMPRESSED_SUFFIXES = (".gz", ".xz", ".bz2", ".zst")
@@ -145,7 +145,7 @@ Corpus = Union[str, os.PathLike, Iterable]
 def corpus_sources(inputs: Corpus, text_field: str = "text") -> list[Path | TextSource]:
     """What a corpus command reads: ``inputs`` as files (a path, or a list or tuple of files, folders and globs:
     `expand_inputs`), or, given in Python, texts (a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a
-    pandas ``DataFrame``, or any other iterable of strings: `litebert.columnar.text_source`)."""
+    pandas ``DataFrame``, or any other iterable of strings: `litebert.inputs.columnar.text_source`)."""
     if isinstance(inputs, (str, os.PathLike)):
         return expand_inputs([inputs])
     if isinstance(inputs, (list, tuple)):
@@ -186,7 +186,7 @@ def input_bytes(source: Path | TextSource) -> int | None:
 
 # ------------------------------------------------------------------------------------------------------ tables
 def table_kind(path: str | os.PathLike | TextSource) -> str | None:
-    """How `litebert.columnar` reads ``path`` as a table: ``"parquet"``, ``"arrow"`` (the IPC file format),
+    """How `litebert.inputs.columnar` reads ``path`` as a table: ``"parquet"``, ``"arrow"`` (the IPC file format),
     ``"arrow-stream"`` or ``"dataset"`` (a `datasets` folder); None for what is not a table. The name decides (a
     folder, ``*.parquet``, ``*.arrow``, ``*.feather``) and the magic bytes must agree: a file so named that holds
     anything else, or a compressed one, is a `DataError`."""
@@ -391,7 +391,7 @@ def _too_long(path, lineno: int, offset: int, where: str, max_line_bytes: int) -
 
 
 # A corrupt or truncated compressed stream: gzip raises BadGzipFile (an OSError), zlib.error or EOFError; xz
-# LZMAError or EOFError; bz2 OSError or EOFError; zstd (`litebert.zstd`) OSError or EOFError.
+# LZMAError or EOFError; bz2 OSError or EOFError; zstd (`litebert.inputs.zstd`) OSError or EOFError.
 _DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 
 
@@ -482,7 +482,7 @@ def iter_jsonl(path: str | os.PathLike, encoding_errors: str = "strict",
 def iter_records(path: str | os.PathLike, encoding_errors: str = "strict",
                  columns: list[str] | None = None) -> Iterator[tuple[int, dict]]:
     """``(number, record)`` of each record of a JSON-lines file (line numbers: `iter_jsonl`) or a table (row numbers
-    from 0, only ``columns`` when given: `litebert.columnar.iter_rows`)."""
+    from 0, only ``columns`` when given: `litebert.inputs.columnar.iter_rows`)."""
     kind = table_kind(path)
     if kind is not None:
         yield from columnar.iter_rows(path, kind, columns)

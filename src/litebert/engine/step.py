@@ -28,9 +28,9 @@ from torch import nn
 from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.folders import FolderPlan
 from litebert.padding import resolve_attention
-from litebert.train import distributed as D
-from litebert.train.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
-from litebert.train.device import autocast_dtype
+from litebert.engine import distributed as D
+from litebert.engine.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
+from litebert.engine.device import autocast_dtype
 
 
 class TrainingError(LitebertError, RuntimeError):
