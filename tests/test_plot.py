@@ -114,3 +114,29 @@ def test_one_path_is_one_run(runs, tmp_path):
     assert plot_runs(str(a), tmp_path / "str.svg") == listed  # not the folders "/", "t", "m", "p", ...
     assert plot_runs(a, tmp_path / "path.svg") == listed
     assert list(listed["loss"]) == [a.name]
+
+
+def test_a_run_keeps_its_colour_in_every_panel(runs, tmp_path, monkeypatch):
+    """The lines matplotlib drew: each run one colour across the three panels, no two runs the same colour. The
+    first run has two accuracy lines (MLM and SOP); with matplotlib's colour cycle per axes the next run would take
+    the third colour in that panel and the second elsewhere."""
+    import matplotlib.figure
+
+    drawn = []
+    save = matplotlib.figure.Figure.savefig
+
+    def record(fig, *args, **kwargs):
+        drawn.extend((ax.get_title(), line.get_label(), line.get_color()) for ax in fig.axes for line in ax.get_lines())
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    from litebert import plot_runs
+
+    plot_runs(runs, tmp_path / "curves.png")
+    names = [r.name for r in runs]
+    colours = {name: {colour for _, label, colour in drawn if label == name or label.startswith(name + " (")}
+               for name in names}
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert len({next(iter(c)) for c in colours.values()}) == len(names), colours
+    panels = {title for title, _, _ in drawn}
+    assert len(panels) == 3 and all(any(l.startswith(n) for t, l, _ in drawn if t == p) for n in names[:2] for p in panels)

@@ -161,12 +161,18 @@ def plot_runs(runs: str | os.PathLike | Sequence[str | os.PathLike], out: str | 
         raise ConfigError("give at least one run folder")
     plan_file(out, name="out", overwrite=overwrite, inputs={"runs": list(runs)})
     data: Curves = {panel: {} for panel in PANELS}
-    for run, label in zip(runs, labels(runs)):
+    styles: dict[str, dict] = {}
+    for k, (run, label) in enumerate(zip(runs, labels(runs))):
         for panel, lines in run_curves(run, label).items():
             data[panel].update(lines)
+            # one colour per run in every panel (a run with two accuracy lines would otherwise shift the colours of
+            # the runs after it); a run's second and third metric differ by the line's dash
+            for j, line in enumerate(lines):
+                styles[line] = {"color": f"C{k % 10}", "linestyle": ("-", "--", ":")[j % 3]}
     titles = {"loss": ("training loss", "loss"), "accuracy": ("held-out accuracy / dev metric", "metric"),
               "learning rate": ("learning rate", "lr")}
-    draw([Panel(*titles[p], lines=data[p]) for p in PANELS], out, share_steps=True, what="litebert plot")
+    draw([Panel(*titles[p], lines=data[p], styles=styles) for p in PANELS], out, share_steps=True,
+         what="litebert plot")
     return data
 
 
