@@ -36,6 +36,7 @@ from litebert.errors import DataError, LitebertError, TokenizerError, WriteError
 from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
 from litebert.tokenizer.normalize import StrippedMarksCheck
+from litebert.tokenizer.spm_progress import training_progress
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -159,14 +160,15 @@ def _train(tmp: Path, files, stats, vocab_size, do_lower_case, keep_accents, cha
     try:
         # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
         # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
-        with open(corpus, encoding="utf-8") as lines:
+        with open(corpus, encoding="utf-8") as lines, \
+                training_progress(progress, vocab_size, stats["lines"]) as loglevel:
             spm.SentencePieceTrainer.train(
                 sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
                 vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
                 control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
                 character_coverage=character_coverage, input_sentence_size=input_sentence_size,
                 shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
-                num_threads=num_threads or os.cpu_count() or 1, minloglevel=2)
+                num_threads=num_threads or os.cpu_count() or 1, minloglevel=loglevel)
     except (RuntimeError, OSError) as e:
         raise _explain_trainer_error(e, vocab_size, files) from None
     model_path = Path(tmp) / "spiece.model"
