@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,7 +164,7 @@ def _failure(e: Exception, repo_id: str, endpoint: str, folder) -> HubError:
     """One line for a failed upload: what the Hub (or the network) said, and that the folder is still there."""
     status = getattr(getattr(e, "response", None), "status_code", None)
     where = literal(f"{repo_id} at {endpoint}")
-    again = literal(f"; the folder is as it was: upload it again with `litebert push {folder} {repo_id}`")
+    again = literal(f"; the model stays in {folder}: upload it again with `litebert push {folder} {repo_id}`")
     if status == 401:
         return HubError(f"the Hugging Face Hub refused the token (401 Unauthorized) for {where}: it is invalid or "
                         f"expired; log in again (`hf auth login`) or set HF_TOKEN{again}")
@@ -175,7 +176,9 @@ def _failure(e: Exception, repo_id: str, endpoint: str, folder) -> HubError:
     if isinstance(e, ValueError) and "metadata" in str(e):  # the Hub's check of README.md's front matter
         return HubError(f"the Hugging Face Hub refused README.md's metadata for {where}: "
                         f"{literal(' '.join(str(e).split())[:300])}{again}")
-    reason = literal(first_line(e, 300) or type(e).__name__)
+    text = first_line(e, 1000)
+    cause = re.search(r"\[Errno -?\d+\][^'\")]*|timed out|Name or service not known", text)  # requests' nested reason
+    reason = literal(cause.group(0).strip() if cause else text[:200] or type(e).__name__)
     return HubError(f"cannot upload to {where} ({type(e).__name__}: {reason}); check the network{again}")
 
 
