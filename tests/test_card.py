@@ -176,6 +176,12 @@ def test_finetuned_card_metadata_is_the_runs(hub_cache, data, tmp_path):
     assert "`train.jsonl` (16 examples)" in text and "`dev.jsonl` (8 examples)" in text
     assert "labels: `neg`, `pos`" in text and f"at step {done.best_step:,} of 4" in text
     assert str(hub_cache) not in text and str(data) not in text
+    pytest.importorskip("transformers")
+    for code in python_blocks(text):  # litebert's pipeline, then transformers': both load the folder
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code.replace(json.dumps(PLACEHOLDER), json.dumps(str(done.out))), {})  # noqa: S102
+        assert re.search(r"'label': '(neg|pos)'", out.getvalue()), out.getvalue()
 
 
 def test_a_readme_litebert_did_not_write_is_left_alone(run, data, tmp_path, capsys):
