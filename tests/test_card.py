@@ -18,7 +18,7 @@ from test_train_fixtures import build_tiny_setup
 from litebert import CardInfo, FinetuneConfig, TrainConfig, finetune, pretrain
 from litebert.card import MARKER, PLACEHOLDER, front_matter, write_card
 from litebert.cli import main
-from litebert.errors import ConfigError
+from litebert.errors import CheckpointError, ConfigError
 from litebert.folders import OutputError
 
 hf = pytest.importorskip("huggingface_hub")
@@ -82,9 +82,9 @@ def test_front_matter_is_the_yaml_the_hub_client_reads(tmp_path):
     data = {"library_name": "transformers", "license": "cc-by-4.0", "tags": ["litebert", "yes", "null", "1e-5"],
             "datasets": ["org/name"], "note": 'a "quoted": value, # not a comment\nsecond line, ünïcode',
             "numbers": [0.0, 1e-05, 2.5e-12, 1e20, -3.0, 7, 0.1 + 0.2], "flags": [True, False],
-            "model-index": [{"name": "m", "results": [{"task": {"type": "fill-mask"},
-                                                       "dataset": {"name": "d (held-out)", "type": "d"},
-                                                       "metrics": [{"type": "accuracy", "value": 0.4846153846153846}]}]}]}
+            "model-index": [{"name": "m", "results": [{
+                "task": {"type": "fill-mask"}, "dataset": {"name": "d (held-out)", "type": "d"},
+                "metrics": [{"type": "accuracy", "value": 0.4846153846153846}]}]}]}
     text = front_matter({**data, "empty": [], "none": None})
     assert text.startswith("---\n") and text.endswith("---\n")
     assert yaml.safe_load(text.split("---\n")[1]) == data  # PyYAML, as huggingface_hub reads it; floats exactly
@@ -118,7 +118,8 @@ def test_pretraining_card_body_says_what_was_trained_on_what(run, setup):
     config = load_config(run.model_dir)
     assert run.parameters == count_parameters(config, heads=True)
     assert f"| parameters | {run.parameters:,} |" in text
-    assert "E=16, H=32, 4 layers, 4 attention heads, feed-forward 64" in text and "| vocabulary | 1,000 pieces |" in text
+    assert "E=16, H=32, 4 layers, 4 attention heads, feed-forward 64" in text
+    assert "| vocabulary | 1,000 pieces |" in text
     assert "1 unique attention and 1 unique feed-forward block(s) over 4 depth steps" in text
     tokens = sum(p.stat().st_size for p in setup["store"].glob("shard-*.tokens")) // 2  # uint16 ids
     held_out = sum(p.stat().st_size for p in setup["eval_store"].glob("shard-*.tokens")) // 2
@@ -214,6 +215,14 @@ def test_write_card_replaces_only_its_own(tmp_path):
     (tmp_path / "README.md").unlink()
     (tmp_path / "README.md").symlink_to(tmp_path / "elsewhere.md")
     assert not write_card(tmp_path, "x", said.append) and not (tmp_path / "elsewhere.md").exists()
+    (tmp_path / "README.md").unlink()
+
+    def unreadable():
+        raise CheckpointError("train_config.json: no such file")
+
+    said.clear()  # a card that cannot be made is a note: the model it would describe is written already
+    assert not write_card(tmp_path, unreadable, said.append) and not (tmp_path / "README.md").exists()
+    assert said == [f"note: no model card was written in {tmp_path}: train_config.json: no such file"]
 
 
 def test_converted_card(tmp_path):

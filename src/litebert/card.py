@@ -78,9 +78,13 @@ def is_own_card(path: str | os.PathLike) -> bool:
     return MARKER.encode() in head
 
 
-def write_card(folder: str | os.PathLike, text: str, say: Optional[Callable[[str], None]] = None) -> bool:
-    """Write ``text`` as ``folder``/README.md, atomically, unless a README.md that litebert did not write is there:
-    that one is left as it is and ``say`` is told so. Returns whether the card was written."""
+def write_card(folder: str | os.PathLike, card: str | Callable[[], str],
+               say: Optional[Callable[[str], None]] = None) -> bool:
+    """Write ``card`` (the text, or a function that makes it) as ``folder``/README.md, atomically, unless a README.md
+    that litebert did not write is there: that one is left as it is and ``say`` is told so. A card that cannot be
+    made or written (a record of the run unreadable, a full disk) is reported to ``say`` too, and nothing is raised:
+    the card comes last, after the model it describes is safely written. Returns whether the card was written."""
+    from litebert.errors import LitebertError
     from litebert.files import atomic_write
 
     path = Path(folder) / CARD_NAME
@@ -89,7 +93,12 @@ def write_card(folder: str | os.PathLike, text: str, say: Optional[Callable[[str
             say(f"note: {path} is not a model card litebert wrote; left as it is (litebert's card for this model "
                 f"was not written)")
         return False
-    atomic_write(path, text)
+    try:
+        atomic_write(path, card() if callable(card) else card)
+    except LitebertError as e:
+        if say is not None:
+            say(f"note: no model card was written in {folder}: {e}")
+        return False
     return True
 
 

@@ -34,7 +34,10 @@ def _front(model: Model, info: CardInfo, base: Optional[str], task: Optional[str
 
 
 def _number(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    """A value in a card's text: floats to 4 places, integers with thousands separators."""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def _store(path: Any) -> str:
@@ -73,27 +76,36 @@ def pretraining_card(run: Path, info: CardInfo, model_id: Optional[str] = None) 
     trains, evals = read_metrics(run, "train"), read_metrics(run, "eval")
     last = trains[-1] if trains else {}
     step = last.get("step", 0)
-    final = evals[-1] if evals and evals[-1].get("step") == step else None
+    final = evals[-1] if evals and evals[-1].get("step") == step else None  # the evaluation at the end
     init = record.get("init_from") if isinstance(record.get("init_from"), dict) else None
     base = hub_id_of(init["path"]) if init else None
     title = model_id.split("/")[-1] if model_id else name_of(run)
-    held_out = record.get("eval_data") or ""
-    dataset = {"name": f"{name_of(held_out)} (held-out)", "type": info.datasets[0] if info.datasets
-               else name_of(held_out)}
-    metrics = metric_entries(final or {}, _PRETRAINING_METRICS)
+    held_out = name_of(record.get("eval_data") or "")
+    dataset = {"name": f"{held_out} (held-out)", "type": info.datasets[0] if info.datasets else held_out}
     objective = _OBJECTIVES.get(record.get("objective"), str(record.get("objective")))
     started = (f", continued from `{base}`" if base else f", continued from the model folder `{name_of(init['path'])}`"
                ) if init else " from random weights"
-    summary = (f"An {PAPER} model pretrained with litebert{started}: {objective}, {step:,} steps with the LAMB "
-               f"optimizer." if record.get("optimizer") == "lamb" else
-               f"An {PAPER} model pretrained with litebert{started}: {objective}, {step:,} steps.")
+    optimizer = " with the LAMB optimizer" if record.get("optimizer") == "lamb" else ""
+    summary = f"An {PAPER} model pretrained with litebert{started}: {objective}, {step:,} steps{optimizer}."
+    index = model_index(title, "fill-mask", dataset, metric_entries(final or {}, _PRETRAINING_METRICS))
+    return assemble(_front(model, info, base, "fill-mask", index), title, summary,
+                    [["## Model", ""] + model.table() + [""], _pretraining_data(record, last, step),
+                     _pretraining_settings(record), _pretraining_results(final, last, step, held_out),
+                     usage(model, model_id or PLACEHOLDER, "fill-mask", False), license_section(info)])
+
+
+def _pretraining_data(record: dict, last: dict, step: int) -> list[str]:
     data = ["## Training data", "", f"- training: {_store(record.get('data', ''))}"]
-    if held_out:
-        data.append(f"- held-out evaluation: {_store(held_out)}")
+    if record.get("eval_data"):
+        data.append(f"- held-out evaluation: {_store(record['eval_data'])}")
     if isinstance(last.get("tokens"), int):
         data.append(f"- tokens seen in training: {last['tokens']:,} (over {step:,} steps)")
-    runtime = record.get("runtime") or {}
-    settings = settings_table([
+    return data + [""]
+
+
+def _pretraining_settings(record: dict) -> list[str]:
+    runtime = record.get("runtime") if isinstance(record.get("runtime"), dict) else {}
+    table = settings_table([
         ("steps", record.get("max_steps")), ("global batch (sequences)", record.get("global_batch")),
         ("micro-batch", record.get("micro_batch")), ("processes", record.get("world_size")),
         ("sequence length", record.get("seq_len")), ("optimizer", record.get("optimizer")),
@@ -103,26 +115,26 @@ def pretraining_card(run: Path, info: CardInfo, model_id: Optional[str] = None) 
         ("masked fraction", record.get("masked_lm_prob")), ("predictions per sequence", record.get("max_predictions")),
         ("longest masked n-gram", record.get("max_ngram")), ("precision", runtime.get("precision")),
         ("device", runtime.get("device")), ("attention", runtime.get("attention")), ("seed", record.get("seed"))])
-    details = ["", "<details><summary>train_config.json (the whole record; paths shown by name)</summary>", "",
-               "```json", json.dumps(_named_paths(record), indent=2), "```", "", "</details>", ""]
+    return (["## Training settings", ""] + table
+            + ["", "<details><summary>train_config.json (the whole record; paths shown by name)</summary>", "",
+               "```json", json.dumps(_named_paths(record), indent=2), "```", "", "</details>", ""])
+
+
+def _pretraining_results(final: Optional[dict], last: dict, step: int, held_out: str) -> list[str]:
     results = ["## Results", ""]
     if final is not None:
-        shown = [(name, final[key]) for key, name, _ in _PRETRAINING_METRICS if key in final]
-        results += [f"Held-out evaluation at step {step:,} ({final.get('examples', '?')} examples of "
-                    f"`{name_of(held_out)}`):", "", "| metric | value |", "|---|---|"]
-        results += [f"| {name} | {_number(v)} |" for name, v in shown] + [""]
+        results += [f"Held-out evaluation at step {step:,} ({final.get('examples', '?')} examples of `{held_out}`):",
+                    "", "| metric | value |", "|---|---|"]
+        results += [f"| {name} | {_number(final[key])} |" for key, name, _ in _PRETRAINING_METRICS if key in final]
+        results += [""]
     else:
         results += ["No held-out evaluation at the last step (the run was given no `--eval-data`).", ""]
-    if "loss" in last:
-        parts = ", ".join(f"{k.replace('_', ' ').replace('mlm', 'MLM').replace('sop', 'SOP').replace('nsp', 'NSP')} "
-                          f"{last[k]:.4f}" for k in ("mlm_loss", "sop_loss", "nsp_loss") if k in last)
+    if isinstance(last.get("loss"), float):
+        parts = ", ".join(f"{name} {last[key]:.4f}" for key, name, _ in _PRETRAINING_METRICS
+                          if key.endswith("_loss") and isinstance(last.get(key), float))
         results += [f"Training loss at step {step:,}: {last['loss']:.4f}" + (f" ({parts})" if parts else "") + ".",
                     ""]
-    return assemble(_front(model, info, base, "fill-mask", model_index(title, "fill-mask", dataset, metrics)),
-                    title, summary,
-                    [["## Model", ""] + model.table() + [""], data + [""], ["## Training settings", ""] + settings
-                     + details, results, usage(model, model_id or PLACEHOLDER, "fill-mask", False),
-                     license_section(info)])
+    return results
 
 
 def finetuned_card(folder: Path, info: CardInfo, model_id: Optional[str] = None) -> str:
@@ -130,53 +142,72 @@ def finetuned_card(folder: Path, info: CardInfo, model_id: Optional[str] = None)
     meta = read_json(folder / "finetune.json", CheckpointError)
     model = Model.read(folder)
     train = meta.get("train") if isinstance(meta.get("train"), dict) else {}
-    preset = meta.get("preset") if isinstance(meta.get("preset"), dict) else {}
     task = HUB_TASKS.get(model.architecture)
     base = hub_id_of(train.get("base_model"))
     title = model_id.split("/")[-1] if model_id else name_of(folder)
-    dev = train.get("dev")
     best = meta.get("dev_metrics") if isinstance(meta.get("dev_metrics"), dict) else {}
-    metric, step = meta.get("metric"), meta.get("best_step")
+    shown = {k: v for k, v in best.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    dev = train.get("dev")
+    place = info.datasets[0] if info.datasets else name_of(Path(str(dev)).parent) if dev else ""
+    rows = [(k, f"dev {k}", HUB_METRICS[k]) for k in shown if k in HUB_METRICS]
+    index = model_index(title, task or "text-classification", {"name": place, "type": place, "split": "validation"},
+                        metric_entries(shown, rows) if dev else [])
+    return assemble(_front(model, info, base, task, index), title, _finetune_summary(meta, train, shown, base),
+                    [["## Model", ""] + model.table() + [""], _finetune_data(meta, train),
+                     _finetune_settings(meta, train), _finetune_results(meta, shown),
+                     usage(model, model_id or PLACEHOLDER, task or "", True), license_section(info)])
+
+
+def _finetune_summary(meta: dict, train: dict, shown: dict, base: Optional[str]) -> str:
     origin = f"`{base}`" if base else f"the model folder `{name_of(train.get('base_model', '?'))}`"
-    labels = meta.get("labels")
+    labels = meta.get("labels") if isinstance(meta.get("labels"), list) else None
     summary = (f"An {PAPER} model fine-tuned with litebert from {origin} for the task `{meta.get('task')}` "
                f"({meta.get('kind')}" + (f"; labels: {', '.join(f'`{x}`' for x in labels)}" if labels else "") + ").")
-    if metric in best and isinstance(best[metric], (int, float)):
-        summary += f" Best dev {metric}: {best[metric]:.4f}, at step {step:,} of {train.get('train_steps', '?')}."
-    counts = {k: train.get(k) for k in ("train_examples", "dev_examples")}
-    data = ["## Training data", "", f"- training: `{name_of(train.get('data', '?'))}`"
-            + (f" ({counts['train_examples']:,} examples)" if isinstance(counts["train_examples"], int) else "")]
-    if dev:
-        data.append(f"- dev (evaluation and the choice of the checkpoint kept): `{name_of(dev)}`"
-                    + (f" ({counts['dev_examples']:,} examples)" if isinstance(counts["dev_examples"], int) else ""))
-    if meta.get("columns"):
+    metric = meta.get("metric")
+    if metric in shown:
+        summary += (f" Best dev {metric}: {shown[metric]:.4f}, at step {_number(meta.get('best_step'))} of "
+                    f"{_number(train.get('train_steps', '?'))}.")
+    return summary
+
+
+def _finetune_data(meta: dict, train: dict) -> list[str]:
+    def count(key: str) -> str:
+        return f" ({train[key]:,} examples)" if isinstance(train.get(key), int) else ""
+
+    data = ["## Training data", "", f"- training: `{name_of(train.get('data', '?'))}`{count('train_examples')}"]
+    if train.get("dev"):
+        data.append(f"- dev (evaluation, and the choice of the checkpoint kept): `{name_of(train['dev'])}`"
+                    f"{count('dev_examples')}")
+    if isinstance(meta.get("columns"), dict) and meta["columns"]:
         data.append("- columns: " + ", ".join(f"{k} = `{v}`" for k, v in meta["columns"].items()))
-    settings = settings_table([
+    return data + [""]
+
+
+def _finetune_settings(meta: dict, train: dict) -> list[str]:
+    preset = meta.get("preset") if isinstance(meta.get("preset"), dict) else {}
+    return ["## Training settings", ""] + settings_table([
         ("task preset", f"`{meta.get('task')}`: {preset.get('source', '')}"), ("steps", train.get("train_steps")),
         ("batch (examples)", train.get("batch_size")), ("micro-batch", train.get("micro_batch")),
         ("learning rate", train.get("lr")), ("warmup steps", train.get("warmup_steps")),
         ("weight decay", train.get("weight_decay")), ("gradient clipping", train.get("max_grad_norm")),
         ("sequence length", preset.get("max_seq_length")), ("dev evaluation every", train.get("eval_every")),
-        ("patience", train.get("patience")), ("precision", train.get("precision")), ("seed", train.get("seed"))])
+        ("patience", train.get("patience")), ("precision", train.get("precision")),
+        ("seed", train.get("seed"))]) + [""]
+
+
+def _finetune_results(meta: dict, shown: dict) -> list[str]:
     results = ["## Results", ""]
-    shown = {k: v for k, v in best.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     if shown:
-        results += [f"On the dev set, at step {step:,} (the checkpoint this folder holds, chosen by dev {metric}):",
-                    "", "| metric | value |", "|---|---|"] + [f"| {k} | {_number(v)} |" for k, v in shown.items()]
-        results += [""]
+        results += [f"On the dev set, at step {_number(meta.get('best_step'))} (the checkpoint this folder holds, "
+                    f"chosen by dev {meta.get('metric')}):", "", "| metric | value |", "|---|---|"]
+        results += [f"| {k} | {_number(v)} |" for k, v in shown.items()] + [""]
     else:
         results += ["No dev set: the folder holds the model of the last step.", ""]
-    if "null_threshold" in meta:
+    if isinstance(meta.get("null_threshold"), (int, float)):
         results += [f"No-answer threshold chosen on dev: {meta['null_threshold']:.4f} (litebert's `predict` and "
                     "`evaluate` apply it; its answerability head, `answerability.safetensors`, is read by litebert "
                     "only).", ""]
-    place = info.datasets[0] if info.datasets else name_of(Path(str(dev)).parent) if dev else ""
-    dataset = {"name": place, "type": place, "split": "validation"}
-    rows = [(k, f"dev {k}", HUB_METRICS[k]) for k in shown if k in HUB_METRICS]
-    index = model_index(title, task or "text-classification", dataset, metric_entries(shown, rows) if dev else [])
-    return assemble(_front(model, info, base, task, index), title, summary,
-                    [["## Model", ""] + model.table() + [""], data + [""], ["## Training settings", ""] + settings
-                     + [""], results, usage(model, model_id or PLACEHOLDER, task or "", True), license_section(info)])
+    return results
 
 
 def converted_card(folder: Path, info: CardInfo, source: str, conversion: Any,

@@ -338,7 +338,7 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
 
         with folders.begin(plan) as writer:
             write_folder(result, out, result.extra_tensors, spm=spm)
-            write_card(out, converted_card(Path(out), publish.card, os.fspath(checkpoint), result, push_to_hub),
+            write_card(out, lambda: converted_card(Path(out), publish.card, os.fspath(checkpoint), result, push_to_hub),
                        lambda message: print(message, file=sys.stderr, flush=True))
             writer.finish()
         result.hub_url = publish.push(out)

@@ -341,7 +341,7 @@ def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult
     best = result.best_metrics or {}
     write_json(writer.out / META_FILE, {**meta, **preset.kind.chosen_on_dev(best), "best_step": result.best_step,
                                         "dev_metrics": best, "complete": True})
-    write_card(writer.out, finetuned_card(writer.out, publish.card, publish.repo_id),
+    write_card(writer.out, lambda: finetuned_card(writer.out, publish.card, publish.repo_id),
                lambda message: _notice(log, message))
     writer.finish()
     if not keep_checkpoints:

@@ -293,7 +293,7 @@ def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data, pub
     from litebert.card import write_card
     from litebert.card_builders import pretraining_card
 
-    write_card(out / "model", pretraining_card(out, publish.card, publish.repo_id), _say)
+    write_card(out / "model", lambda: pretraining_card(out, publish.card, publish.repo_id), _say)
     writer.mark(done.complete, step=done.step, model_step=done.step)
     if tokenizer is None:
         _say(f"note: {out / 'model'} has no tokenizer: the store {data} holds none; pass a tokenizer to save one "
