@@ -27,6 +27,7 @@ from litebert.errors import CheckpointError, ConfigError
 from litebert.push import HubError
 
 hf = pytest.importorskip("huggingface_hub")
+yaml = pytest.importorskip("yaml")
 hf_constants = pytest.importorskip("huggingface_hub.constants")
 pytestmark = pytest.mark.usefixtures("one_thread")
 TOKEN = "hf_test_token_0123456789"
@@ -96,8 +97,13 @@ class FakeHub:
                 hub.calls.append(("POST", self.path))
                 data = self.body()
                 parts = self.path.split("?")[0].strip("/").split("/")
-                if self.path == "/api/validate-yaml":
-                    hub.yaml.append(json.loads(data)["content"])
+                if self.path == "/api/validate-yaml":  # the Hub checks the card's metadata, e.g. the license id
+                    content = json.loads(data)["content"]
+                    hub.yaml.append(content)
+                    license_ = yaml.safe_load(content.split("---\n")[1]).get("license")
+                    if license_ is not None and license_ not in ("apache-2.0", "mit", "cc-by-4.0", "other"):
+                        return self.answer(400, {"errors": [{"message": '"license" must be one of [apache-2.0, mit, '
+                                                                        'cc-by-4.0, other]'}]})
                     return self.answer(200, {"errors": [], "warnings": []})
                 if self.path == "/lfs-verify":
                     info = json.loads(data)
@@ -237,6 +243,20 @@ def test_a_refused_token_is_one_line(finetuned, fake_hub):
     assert "\n" not in message and message.startswith("the Hugging Face Hub refused the token (401 Unauthorized)")
     assert f"litebert push {finetuned['out']} me/x" in message
     assert fake_hub.repos == {} and fake_hub.lfs == {}
+
+
+def test_metadata_the_hub_refuses_is_one_line(finetuned, fake_hub, tmp_path):
+    from litebert.card import CardInfo
+    from litebert.card_builders import finetuned_card
+
+    folder = tmp_path / "ft"
+    shutil.copytree(finetuned["out"], folder)
+    (folder / "README.md").write_text(finetuned_card(folder, CardInfo(license="wtfpl-9")), encoding="utf-8")
+    with pytest.raises(HubError) as e:
+        push_to_hub(folder, "me/x", endpoint=fake_hub.url)
+    assert str(e.value).startswith("the Hugging Face Hub refused README.md's metadata for me/x at ")
+    assert '"license" must be one of' in str(e.value) and "\n" not in str(e.value)
+    assert fake_hub.lfs == {} and fake_hub.repos["me/x"]["files"] == {}  # refused before any file went up
 
 
 def test_no_token_no_package_no_network(finetuned, fake_hub, monkeypatch):
