@@ -99,6 +99,7 @@ ANNOTATIONS = {
     "Any": (None, None),  # anything (``dist``: a process group, duck-typed)
     "Optional[TrainConfig]": ({"none"}, None),  # a TrainConfig too; no pool value is one
     "Optional[FinetuneConfig]": ({"none"}, None),
+    "Optional[CardInfo]": ({"none"}, None),
     "ModelSpec": ({"str", "path", "none"}, None),  # AlbertConfig | str | PathLike | None
     "Settings": (set(), _settings),
     "text_input.Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",

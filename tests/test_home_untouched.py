@@ -120,7 +120,10 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
         "pretrain": [["pretrain", "--preset", "tiny", "--data", missing, "--out", out / "run"]],
         "gate": [["gate", "--preset", "tiny", "--data", missing, "--out", out / "gate"]],
         "convert": [["convert", "tf", "--checkpoint", missing, "--out", out / "converted"]],
-        "finetune": [["finetune", "sst-2", "--model", missing, "--data", missing, "--out", out / "ft"]],
+        "finetune": [["finetune", "sst-2", "--model", missing, "--data", missing, "--out", out / "ft"],
+                     ["finetune", "sst-2", "--model", missing, "--data", missing, "--out", out / "ft",
+                      "--push-to-hub", "me/albert"]],  # no token (HOME is empty): refused before anything
+        "push": [["push", missing, "me/albert"]],
         "evaluate": [["evaluate", "--model", missing, "--data", missing]],
         "predict": [["predict", "--model", missing, "--input", missing, "--output", out / "p.jsonl"]],
         "embed": [["embed", "--model", missing, "--input", missing, "--output", out / "e.npy"]],

@@ -2,8 +2,9 @@
 
 Every command is a typed function here: `train_tokenizer`, `prepare_store`, `pretrain`, `finetune`, `evaluate`,
 `predict`, `embed`, `evaluate_pretraining`, `analyze_transitions`, `run_experiment` (with `ExperimentSettings`),
-`speedup_experiment` and `plot_runs`; ``litebert COMMAND`` maps its flags onto them. The heavy modules (torch models,
-tokenizer, data pipeline) are imported lazily so that ``import litebert`` and the CLI's ``--help`` stay fast.
+`speedup_experiment`, `plot_runs` and `push_to_hub`; ``litebert COMMAND`` maps its flags onto them. The heavy
+modules (torch models, tokenizer, data pipeline) are imported lazily so that ``import litebert`` and the CLI's
+``--help`` stay fast.
 """
 
 __version__ = "0.1.0"
@@ -42,6 +43,9 @@ _LAZY = {
     "speedup_experiment": "litebert.experiments.speedup",
     "plot_runs": "litebert.plot",
     "pipeline": "litebert.pipelines",
+    "push_to_hub": "litebert.push",
+    "PushResult": "litebert.push",
+    "CardInfo": "litebert.card",
 }
 _RENAMED = {"ExperimentSettings": "Settings"}
 

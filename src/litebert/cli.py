@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("litebert.experiments.cli", "the paper's comparisons: sentence-objective, sharing, "
                                                "embedding-size, speedup"),
     "plot": ("litebert.plot", "draw runs' loss, accuracy and learning-rate curves (png, pdf, svg)"),
+    "push": ("litebert.push", "upload a model folder litebert wrote, with its model card, to the Hugging Face Hub"),
 }
 
 

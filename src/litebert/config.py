@@ -213,7 +213,7 @@ class AlbertConfig:
 
     def to_hf_dict(self) -> dict[str, Any]:
         """The fields as HF `config.json` writes them; our extra fields are added with a ``litebert_`` prefix only
-        where HF could not otherwise express the model (it then refuses to load it: see `io.checkpoint`)."""
+        where HF could not otherwise express the model (it then refuses to load it: see `io.hf_folder`)."""
         d = {k: v for k, v in self.to_dict().items()
              if k not in ("sharing", "embedding_projection", "id2label", "problem_type")}
         d["num_hidden_groups"] = self.layer_groups

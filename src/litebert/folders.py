@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from litebert.card import CARD_NAME, is_own_card
 from litebert.errors import LitebertError, WriteError, literal
 from litebert.files import TEMPORARY, io_failure, process_alive, read_json, write_json
 
@@ -77,7 +78,9 @@ def _legacy(kind: str, needs: tuple[str, ...], complete: Optional[bool]) -> Call
 
 TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer_config.json", "tokenizer.json",
                          "special_tokens_map.json")
-MODEL_FILES = _names("config.json", "model.safetensors", "litebert_model.safetensors") + TOKENIZER_FILES
+# README.md: litebert's model card (`litebert.card`); a README.md without its marker is the user's (`foreign`)
+_CARD = re.escape(CARD_NAME)
+MODEL_FILES = _names("config.json", "model.safetensors", "litebert_model.safetensors") + (_CARD,) + TOKENIZER_FILES
 TENSORBOARD = Layout(None, files=(r"events\.out\.tfevents\..+",))
 _W_AND_B_RUN_FOLDERS: dict = {}
 W_AND_B_RUN = Layout(None, files=(r".+",), folders=_W_AND_B_RUN_FOLDERS)  # one W&B run's own tree: all of it
@@ -146,14 +149,17 @@ def entries(folder: Path) -> list[Path]:
 
 def foreign(folder: Path, layout: Layout, prefix: str = "") -> list[str]:
     """The paths under ``folder`` (relative, at any depth) that ``layout`` does not own: what a user put there.
-    A sub-folder that is a litebert output of its own is judged by its own kind's layout."""
+    A sub-folder that is a litebert output of its own is judged by its own kind's layout; a README.md by its content
+    (a model card is litebert's only when it carries litebert's marker)."""
     out = []
     for p in entries(folder):
         rel = f"{prefix}{p.name}"
         sub = layout.folder_layout(p.name) if p.is_dir() and not p.is_symlink() else None
         if sub is not None:
             out += foreign(p, sub, rel + "/")
-        elif not (p.is_file() or p.is_symlink()) or not layout.owns_file(p.name):
+        elif (not (p.is_file() or p.is_symlink()) or not layout.owns_file(p.name)
+              or (p.name == CARD_NAME and _CARD in layout.files and not (p.is_file() and not p.is_symlink()
+                                                                           and is_own_card(p)))):
             out.append(rel + ("/" if p.is_dir() else ""))
     return out
 

@@ -2,10 +2,10 @@
 
 `local` turns what the user gave into a local folder. A path that exists is used as it is. Otherwise a string of the
 form ``org/name[@revision]`` is a Hugging Face Hub id, resolved through ``huggingface_hub`` (an optional dependency,
-imported only here, only then): from the local cache first (``HF_HUB_CACHE``, or ``HF_HOME/hub``, or
+imported only then): from the local cache first (``HF_HUB_CACHE``, or ``HF_HOME/hub``, or
 ``~/.cache/huggingface/hub``), downloaded only when offline mode is off. Offline mode is ``HF_HUB_OFFLINE=1`` (or
-``--offline`` on the command line, which sets it). Naming a hub id is the user asking for the network; nothing else
-in litebert ever opens a connection.
+``--offline`` on the command line, which sets it). Naming a hub id is the user asking for the network; apart from
+the uploads a user asks for (`litebert.push`), nothing else in litebert opens a connection.
 
 `download` is the one function that touches the network: tests replace it.
 """
@@ -105,7 +105,7 @@ def _check_ref(repo: str, revision: str | None) -> None:
 
 def download(repo: str, revision: str | None) -> str:
     """Download ``repo`` at ``revision`` into the cache (the weights in formats litebert reads, the configs and the
-    tokenizer files) and return the snapshot folder. The only network access in litebert."""
+    tokenizer files) and return the snapshot folder. The only download in litebert."""
     import huggingface_hub
 
     return huggingface_hub.snapshot_download(repo, revision=revision, cache_dir=cache_dir(),

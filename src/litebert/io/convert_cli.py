@@ -35,6 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          "SQuAD > pretraining MLM+SOP > MLM > bare encoder)")
     tf.add_argument("--no-verify", dest="verify", action="store_false", help="skip the CRC32C check of each tensor")
     tf.add_argument("--list", action="store_true", help="list the checkpoint's variables (name, dtype, shape) and exit")
+    from litebert.push import add_arguments as add_hub_arguments
+
+    add_hub_arguments(tf)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +56,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("convert tf needs --config (the official albert_config.json) and --out (the folder to "
                           "write), or --list")
     from litebert.io.convert_tf import convert_tf_checkpoint
+    from litebert.push import publishing
 
+    publish = publishing(args)
     result = convert_tf_checkpoint(args.checkpoint, args.config, args.out, head=args.head, spm=args.spm,
-                                   verify=args.verify, overwrite=args.overwrite, progress=True)
+                                   verify=args.verify, overwrite=args.overwrite, progress=True, card=publish.card,
+                                   push_to_hub=publish.repo_id, hub_private=publish.private)
     print(result.summary())
     print(f"wrote {args.out}" + (" (with tokenizer)" if args.spm else ""))
     return 0

@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 
+from litebert.card import CardInfo
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
 from litebert import folders
@@ -128,6 +131,7 @@ class Conversion:
     missing: list[str] = field(default_factory=list)  # model parameters the checkpoint did not fill
     extra: list[str] = field(default_factory=list)  # HF names written to the folder beside the head's own weights
     extra_tensors: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)  # their values
+    hub_url: Optional[str] = None  # the Hub repository the folder was uploaded to (``push_to_hub``)
 
     def summary(self) -> str:
         lines = [f"{self.head}: {len(self.mapped)} variables mapped, {len(self.skipped)} optimizer/bookkeeping "
@@ -279,16 +283,25 @@ def _check_layer_structure(ckpt: TFCheckpoint, cfg: AlbertConfig, hf_names: dict
 def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLike | dict,
                           out: str | os.PathLike | None = None, *, head: str = "auto",
                           spm: str | os.PathLike | None = None, verify: bool = True, overwrite: bool = False,
-                          progress: bool = False) -> Conversion:
+                          progress: bool = False, card: Optional[CardInfo] = None,
+                          push_to_hub: Optional[str] = None, hub_private: bool = True) -> Conversion:
     """Convert an official TF ALBERT checkpoint into a litebert model (and an HF folder at ``out`` if given; a folder
     already holding a converted model is replaced only with ``overwrite``).
 
     ``head``: "auto" (from the variables present: classifier > SQuAD > pretraining (MLM+SOP) > MLM > bare encoder)
     or one of `HEADS`. ``spm``: a SentencePiece model copied into the folder as the tokenizer. ``verify``: check the
-    CRC32C of every tensor read.
+    CRC32C of every tensor read. ``card``: what the folder's model card (README.md) says that the checkpoint cannot
+    (license, data set ids). ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to (`litebert.push`),
+    created private unless ``hub_private`` is False.
     """
     from litebert.heads import HEADS as HEAD_CLASSES
+    from litebert.push import Publishing
 
+    publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
+    if push_to_hub is not None and out is None:
+        raise ConfigError("{push_to_hub} uploads the converted folder: give {out:flag} too", push_to_hub=push_to_hub,
+                          out=None)
+    publish.check()  # the repository id, huggingface_hub and a token: before anything is read or written
     plan = None
     if out is not None:  # checked before anything is read or written
         plan = folders.plan(out, folders.MODEL, overwrite=overwrite,
@@ -320,9 +333,15 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
                         skipped, unused, missing, extra, {k: tensors[k] for k in extra})
     if plan is not None:
         spm_tokenizer(result, spm)  # checked before anything is written
+        from litebert.card import write_card
+        from litebert.card_builders import converted_card
+
         with folders.begin(plan) as writer:
             write_folder(result, out, result.extra_tensors, spm=spm)
+            write_card(out, lambda: converted_card(Path(out), publish.card, os.fspath(checkpoint), result, push_to_hub),
+                       lambda message: print(message, file=sys.stderr, flush=True))
             writer.finish()
+        result.hub_url = publish.push(out)
     return result
 
 

@@ -75,6 +75,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
     ranged(parser.add_argument("--threads", type=int, help="torch CPU threads per process"), AT_LEAST_1)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    from litebert.push import add_arguments as add_hub_arguments
+
+    add_hub_arguments(parser)
     add_config_arguments(parser, TrainConfig, title="training (the recipe's or the defaults unless given)")
 
 
@@ -129,15 +132,18 @@ def model_spec(args: argparse.Namespace, preset: str | None):
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from litebert.push import publishing
     from litebert.pretraining.run import pretrain
 
     cfg, preset = build_train_config(args)
+    publish = publishing(args)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     result = pretrain(args.data, args.out, model=model_spec(args, preset), train=cfg, eval_data=args.eval_data,
                       init_from=args.init_from, tokenizer=args.tokenizer, resume=args.resume,
                       overwrite=args.overwrite, device=args.device, attention=args.attention,
-                      verify_data=args.verify_data, progress=args.progress)
+                      verify_data=args.verify_data, progress=args.progress, card=publish.card,
+                      push_to_hub=publish.repo_id, hub_private=publish.private)
     if result.stopped_on_plateau:
         print(f"stopped at step {result.step} on the unigram plateau (--on-plateau stop); checkpoint saved in "
               f"{args.out / 'checkpoints'}; change the recipe and start again, or continue with --resume "

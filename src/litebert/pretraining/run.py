@@ -21,6 +21,7 @@ from typing import Any, Optional, Union
 from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
+from litebert.card import CardInfo
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
@@ -62,7 +63,8 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
              init_from: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
              resume: bool = False, overwrite: bool = False, device: Optional[str] = None, attention: str = "auto",
              verify_data: bool = True, progress: bool = True, stop_after: Optional[int] = None,
-             time_limit: Optional[float] = None, dist: Any = None) -> PretrainResult:
+             time_limit: Optional[float] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
+             hub_private: bool = True, dist: Any = None) -> PretrainResult:
     """Pretrain into the run folder ``out`` on the token store ``data``.
 
     ``model``: an `AlbertConfig`, a preset name or a config.json path (its vocabulary is the store's); with
@@ -73,17 +75,23 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     run when there is none); ``overwrite``: delete the run in ``out`` and start again. ``attention``: auto, sdpa or
     varlen (`litebert.padding.resolve_attention`). ``verify_data``: check the sha256 of the stores' files.
     ``stop_after``: leave, resumable, after this many steps; ``time_limit``: seconds, then end as a finished run.
+    ``card``: what the model card (model/README.md) says that the run cannot know (license, data set ids).
+    ``push_to_hub``: a Hub repository (ORG/NAME) to upload model/ to when the run ends with its model
+    (`litebert.push`), created private unless ``hub_private`` is False.
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
+    from litebert.push import Publishing
     from litebert.engine import distributed as D
 
     cfg = train or TrainConfig(max_steps=None)
     out = Path(out)
     trackers.resolve(cfg.report_to, "TrainConfig")  # a tracker's missing package: refused before anything is written
+    publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
+    publish.check()  # the repository id, huggingface_hub and a token: before anything is written
     init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
                         inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
     if plan.action == "finished" and cfg.max_steps in (None, plan.marker.get("step")):
-        return _finished(plan)
+        return _publish(_finished(plan), publish)
     if plan.action == "resume":
         from litebert.engine.metrics_log import check_metrics
 
@@ -93,10 +101,23 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     try:
         if resume and plan.action == "new" and dist.is_main:
             _say(f"{out} holds no run yet; starting a new one")
-        return _pretrain(plan, cfg, Path(data), eval_data, model, init_from, tokenizer, attention, verify_data,
-                         progress, stop_after, time_limit, dist)
+        result = _pretrain(plan, cfg, Path(data), eval_data, model, init_from, tokenizer, attention, verify_data,
+                           progress, stop_after, time_limit, publish, dist)
     finally:
         D.shutdown(dist)
+    return _publish(result, publish) if dist.is_main else result  # once the process group is gone: no peer waits
+
+
+def _publish(result: PretrainResult, publish) -> PretrainResult:
+    """Upload the run's model when it ended with one (not when the call found the run finished already)."""
+    later = f"upload it with `litebert push {result.out} {publish.repo_id}`"
+    if result.action == "finished":
+        publish.not_pushed(f"the run was finished already; {later}")
+    elif result.interrupted:
+        publish.not_pushed(f"the run stopped before its end; resume it with the same upload, or {later} when done")
+    else:
+        result.hub_url = publish.push(result.model_dir)
+    return result
 
 
 def _finished(plan: folders.FolderPlan) -> PretrainResult:
@@ -107,7 +128,8 @@ def _finished(plan: folders.FolderPlan) -> PretrainResult:
 
 
 def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
-              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, dist) -> PretrainResult:
+              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish,
+              dist) -> PretrainResult:
     """`pretrain` once the folder is planned and the process group joined: every other check, then the run."""
     import torch
 
@@ -159,7 +181,7 @@ def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSp
                               result.elapsed_s, result.final_eval, model.num_parameters(), result.plateau,
                               result.stopped_on_plateau)
         if writer is not None:
-            _end(writer, run, done, saved_tokenizer, data)
+            _end(writer, run, done, saved_tokenizer, data, publish)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
         # another still talks to it: gloo aborts a peer whose connection closes mid-operation.
         D.barrier(dist)
@@ -258,8 +280,8 @@ def _run_record(cfg: TrainConfig, config: AlbertConfig, runtime, data, eval_data
             **({"init_from": identity} if identity is not None else {})}
 
 
-def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data) -> None:
-    """Rank 0 records where the run stands: interrupted (resumable) or finished with its model."""
+def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data, publish) -> None:
+    """Rank 0 records where the run stands: interrupted (resumable) or finished with its model and its model card."""
     out = run.folder.out
     if done.interrupted:
         marker = run.folder.marker
@@ -268,6 +290,10 @@ def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data) -> 
         return
     if tokenizer is not None:
         tokenizer.save_pretrained(out / "model")
+    from litebert.card import write_card
+    from litebert.card_builders import pretraining_card
+
+    write_card(out / "model", lambda: pretraining_card(out, publish.card, publish.repo_id), _say)
     writer.mark(done.complete, step=done.step, model_step=done.step)
     if tokenizer is None:
         _say(f"note: {out / 'model'} has no tokenizer: the store {data} holds none; pass a tokenizer to save one "

@@ -77,6 +77,9 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the stopped run in --out from its newest checkpoint (same command otherwise)")
     _common(p, training=True)
+    from litebert.push import add_arguments as add_hub_arguments
+
+    add_hub_arguments(p)
     add_config_arguments(p, FinetuneConfig, skip=("precision",), title="hyper-parameters (the task preset's unless "
                                                                         "given)")
 
@@ -143,14 +146,17 @@ def _parse_columns(spec: str | None) -> dict[str, str]:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
+    from litebert.push import publishing
     from litebert.tasks.finetune import FinetuneConfig, finetune
 
     config = FinetuneConfig(**given(args, FinetuneConfig.__dataclass_fields__))
+    publish = publishing(args)
     labels = args.labels.split(",") if args.labels else None
     result = finetune(args.task, args.model, args.data, args.out, dev=args.dev, tokenizer=args.tokenizer,
                       columns=_parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
-                      attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress)
+                      attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
+                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private)
     if result.interrupted:
         print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in "
               f"{Path(args.out) / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)

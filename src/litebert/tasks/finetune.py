@@ -23,6 +23,7 @@ from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
+from litebert.card import CardInfo
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
 from litebert.errors import ConfigError, DataError, literal
 from litebert.files import write_json
@@ -148,6 +149,7 @@ class FinetuneResult:
     stopped_early: bool = False
     interrupted: bool = False  # stopped by SIGTERM/SIGINT: resumable with resume=True
     signal: Optional[int] = None
+    hub_url: Optional[str] = None  # the Hub repository the folder was uploaded to (``push_to_hub``)
 
 
 @checked
@@ -157,7 +159,8 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              config: Optional[FinetuneConfig] = None, resume: bool = False, overwrite: bool = False,
              keep_checkpoints: bool = False, device: Optional[str] = None, attention: str = "auto",
              encoding_errors: str = "strict", progress: bool = True, log: Log = print,
-             stop_after: Optional[int] = None, dist: Any = None) -> FinetuneResult:
+             stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
+             hub_private: bool = True, dist: Any = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
@@ -168,7 +171,11 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     training). ``config``: hyper-parameters over the preset's. ``resume``: continue the stopped run in ``out``;
     ``overwrite``: replace the fine-tuned model there. ``keep_checkpoints``: keep out/checkpoints at the end.
     ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps.
+    ``card``: what the model card (README.md) says that the run cannot know (license, data set ids).
+    ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to when the run has finished (`litebert.push`),
+    created private unless ``hub_private`` is False.
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
+    from litebert.push import Publishing
     from litebert.tasks.presets import get_preset
     from litebert.engine import distributed as D
 
@@ -176,21 +183,31 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
 
     preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
     trackers.resolve(cfg.report_to, "FinetuneConfig")  # a tracker's missing package: refused before any write
+    publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
+    publish.check()  # the repository id, huggingface_hub and a token: before anything is written
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite,
                         inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
     if plan.action == "finished":
         _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
+        publish.not_pushed(f"the run was finished already; upload it with `litebert push {out} {push_to_hub}`")
         return FinetuneResult(out, preset.name, "finished", 0, True)
     trackers.check(cfg.report_to, "FinetuneConfig")  # their login, URI and server, before out is written
     dist = dist or D.from_environment(device=device)
     if resume and plan.action == "new" and dist.is_main:
         _notice(log, f"{out} holds no run yet; starting a new one")
     try:
-        return _finetune(plan, preset, cfg, model, data, dev, tokenizer, dict(columns or {}), labels,
-                         keep_checkpoints, attention, encoding_errors, progress, log, stop_after, dist)
+        result = _finetune(plan, preset, cfg, model, data, dev, tokenizer, dict(columns or {}), labels,
+                           keep_checkpoints, attention, encoding_errors, progress, log, stop_after, publish, dist)
     finally:
         D.shutdown(dist)
+    if dist.is_main:  # once the process group is gone: no peer waits for the upload
+        if result.interrupted:
+            publish.not_pushed(f"the run stopped before its end; resume it with the same upload, or upload it with "
+                               f"`litebert push {out} {push_to_hub}` when done")
+        else:
+            result.hub_url = publish.push(out)
+    return result
 
 
 @dataclass
@@ -247,7 +264,7 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
 
 def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
               keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
-              dist) -> FinetuneResult:
+              publish, dist) -> FinetuneResult:
     """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
     from litebert.tasks import finetuned
     from litebert.tasks.trainer import run_identity, train
@@ -294,7 +311,7 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
         result = FinetuneResult(plan.out, preset.name, plan.action, loop.steps, not loop.interrupted, loop.best_step,
                                 loop.best_metrics, preset.metric, loop.stopped_early, loop.interrupted, loop.signal)
         if writer is not None and not loop.interrupted:
-            _complete(writer, preset, meta, result, keep_checkpoints, bool(t.dev_ex), log)
+            _complete(writer, preset, meta, result, keep_checkpoints, bool(t.dev_ex), log, publish)
         D.barrier(dist)  # no process leaves while rank 0 still writes
         return result
     finally:
@@ -309,17 +326,23 @@ def _meta(preset, t: _Task, targs, columns: dict, model_dir) -> dict:
             "metric": preset.metric, "preset": dataclasses.replace(preset, max_seq_length=t.max_len).to_json(),
             "columns": columns, "train": {**dataclasses.asdict(targs), "data": str(t.train_path),
                                           "dev": str(t.dev_path) if t.dev_path else None,
-                                          "base_model": str(model_dir)}}
+                                          "base_model": str(model_dir), "train_examples": len(t.train_ex),
+                                          "dev_examples": len(t.dev_ex or [])}}
 
 
 def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult, keep_checkpoints: bool,
-              has_dev: bool, log: Log) -> None:
-    """Rank 0 ends a finished run: finetune.json says complete, the marker too, the checkpoints go."""
+              has_dev: bool, log: Log, publish) -> None:
+    """Rank 0 ends a finished run: finetune.json says complete, the model card is written, the marker says complete,
+    the checkpoints go."""
+    from litebert.card import write_card
+    from litebert.card_builders import finetuned_card
     from litebert.tasks.finetuned import META_FILE
 
     best = result.best_metrics or {}
     write_json(writer.out / META_FILE, {**meta, **preset.kind.chosen_on_dev(best), "best_step": result.best_step,
                                         "dev_metrics": best, "complete": True})
+    write_card(writer.out, lambda: finetuned_card(writer.out, publish.card, publish.repo_id),
+               lambda message: _notice(log, message))
     writer.finish()
     if not keep_checkpoints:
         shutil.rmtree(writer.out / "checkpoints", ignore_errors=True)
