@@ -90,6 +90,7 @@ WANDB = Layout(None, files=_names("latest-run", "debug.log", "debug-internal.log
                         "logs": Layout(None, files=(r"(?:core|symon)-debug-\d{8}_\d{6}\.log",))})
 CHECKPOINTS = Layout(None, files=(r"step-\d{8,}\.pt(?:\.sha256)?",))
 TOKENIZER = Layout("tokenizer", "tokenizer", TOKENIZER_FILES)
+ADAPTER = Layout("adapter", "adapter", _names("adapter_config.json", "adapter_model.safetensors"))  # peft's, HF names
 MODEL = Layout("model", "model", MODEL_FILES)
 STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy", r"normal_ids\.npy",
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
@@ -121,7 +122,7 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
 
 GATE = Layout("recipe-gate", "recipe gate", _names("gate.json", "gate.md"), {r"proxy(?:-[0-9.]+x)?": RUN})
 
-LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE)
+LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE, ADAPTER)
 
 
 # ---------------------------------------------------------------------------------------------------- reading
