@@ -103,8 +103,9 @@ RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
                    MODEL_FILES + _names("finetune.json", "answerability.safetensors", "metrics.jsonl", "train.csv",
                                         "eval.csv", "trackers.json"),
-                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB}, resumable=True,
-                   legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
+                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB,
+                    "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))},
+                   resumable=True, legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),
                     {"data": Layout(None, folders={"text": Layout(None, files=_names("train.txt", "heldout.txt")),

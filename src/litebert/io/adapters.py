@@ -153,6 +153,37 @@ def save_adapter(model: torch.nn.Module, folder: str | os.PathLike, *, base_mode
     of the same base weights then computes what ``model`` computes; so does `load_adapter` on a litebert model.
 
     ``folder`` must be absent, empty, or hold an adapter written here (replaced only with ``overwrite``)."""
+    document, tensors = _adapter_files(model, base_model_name_or_path, adapter_name)
+    plan = folders.plan(folder, folders.ADAPTER, overwrite=overwrite)
+    with folders.begin(plan) as writer:
+        _write(plan.out, document, tensors)
+        writer.finish()
+    return plan.out
+
+
+def is_adapted(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is a ``peft.PeftModel`` (peft is not imported to find out)."""
+    return any(c.__module__.startswith("peft.") and c.__name__ == "PeftModel" for c in type(model).__mro__)
+
+
+def save_merged(model: torch.nn.Module, folder: Path, base_model_name_or_path: Optional[str]) -> torch.nn.Module:
+    """For a fine-tuned model folder (whose writer owns ``folder``): its adapter into ``folder/adapter`` (HF names)
+    and, returned, a copy of the model with the adapter merged into its weights, for ``save_pretrained``."""
+    document, tensors = _adapter_files(model, base_model_name_or_path, "default")
+    _write(folder / "adapter", document, tensors)
+    return copy.deepcopy(model).merge_and_unload()
+
+
+def _write(folder: Path, document: dict, tensors: dict) -> None:
+    from safetensors.torch import save_file
+
+    atomic_write(folder / ADAPTER_WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    write_json(folder / ADAPTER_CONFIG, document, sort_keys=True)
+
+
+def _adapter_files(model: torch.nn.Module, base_model_name_or_path: Optional[str],
+                   adapter_name: str) -> tuple[dict, dict]:
+    """(adapter_config.json's document, adapter_model.safetensors's tensors) of ``model``'s adapter, in HF's names."""
     peft = _peft()
     if not isinstance(model, peft.PeftModel):
         raise ConfigError(f"save_adapter takes a peft.PeftModel (litebert.add_lora(model) or peft.get_peft_model), "
@@ -178,14 +209,7 @@ def save_adapter(model: torch.nn.Module, folder: str | os.PathLike, *, base_mode
     if cfg.task_type is None:  # what AutoPeftModel builds the base model with: HF's class of the same head
         document["auto_mapping"] = {"base_model_class": type(base).HF_ARCHITECTURE or "AlbertModel",
                                     "parent_library": _HF_MODULE}
-    plan = folders.plan(folder, folders.ADAPTER, overwrite=overwrite)
-    from safetensors.torch import save_file
-
-    with folders.begin(plan) as writer:
-        atomic_write(plan.out / ADAPTER_WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
-        write_json(plan.out / ADAPTER_CONFIG, document, sort_keys=True)
-        writer.finish()
-    return plan.out
+    return document, tensors
 
 
 # ------------------------------------------------------------------------------------------------ loading
