@@ -119,3 +119,11 @@ def test_lora_settings_without_lora_are_refused(base, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and "--lora-r 4 sets LoRA, which is off: add --lora" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_unknown_lora_target_is_one_line_naming_the_flag(base, tmp_path, capsys):
+    assert main(finetune(base, tmp_path / "out", "--lora", "--lora-targets", "query,querry")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "--lora-targets query,querry: no module named querry in " \
+        "AlbertForSequenceClassification; LoRA can adapt classifier, dense, " in err
+    assert not (tmp_path / "out").exists()

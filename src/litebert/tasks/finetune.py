@@ -259,7 +259,13 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     if cfg.lora:  # adapters on the new model (their initialisation comes from the seed too)
         from litebert.io.adapters import add_lora
 
-        model = add_lora(model, **_lora(cfg))
+        try:
+            model = add_lora(model, **_lora(cfg))
+        except ConfigError as e:  # named as the config names it (--lora-targets), not as add_lora does
+            if set(e.named) != {"targets"}:
+                raise
+            raise ConfigError(e.template.replace("{targets}", "{lora_targets}"),
+                              lora_targets=e.named["targets"]) from None
     max_len = model.config.sequence_length(cfg.seq_len, preset.max_seq_length)
     feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
     dev_feats = kind.featurize(tok, dev_ex, labels, max_len) if dev_ex else None
