@@ -77,6 +77,7 @@ ANNOTATIONS = {
     "str": ({"str"}, "text"),
     "int": ({"int"}, 1),
     "bool": ({"bool"}, False),
+    "bool | None": ({"bool", "none"}, None),
     "float": ({"int", "float"}, 1.0),
     "Optional[int]": ({"int", "none"}, None),
     "int | None": ({"int", "none"}, None),
@@ -107,6 +108,7 @@ ANNOTATIONS = {
     "Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",
                 "seq_pairs"}, ABSENT),
     "StoreTokenizer | str | os.PathLike": ({"str", "path"}, ABSENT),
+    "torch.nn.Module": ({"module"}, lambda: torch.nn.Linear(1, 1)),  # no pool value is a module
     # the pipelines' options
     "list[str]": ({"list_str"}, []),
     "Optional[list[str]]": ({"list_str", "none"}, None),

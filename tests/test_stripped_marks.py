@@ -1,6 +1,7 @@
 """The warning that accent stripping removes combining marks a script needs: which characters count (hand-picked,
 with their Unicode facts), the measured share (against an independent unicodedata count and a hand count), and that
-training, data preparation and the command line warn once for Hindi and never for English, Russian or keep_accents."""
+training asked to strip (a new vocabulary otherwise keeps such marks: tests/test_tokenizer_accents.py), data
+preparation and the command line warn once for Hindi and never for English, Russian or keep_accents."""
 
 import subprocess
 import sys
@@ -108,7 +109,7 @@ def write(path: Path, lines: list[str]) -> Path:
 def test_train_tokenizer_warns_once_for_hindi(tmp_path):
     a, b = write(tmp_path / "a.txt", HINDI[:3]), write(tmp_path / "b.txt", HINDI[3:])
     with pytest.warns(UserWarning) as caught:
-        train_tokenizer([a, b], tmp_path / "tok", 53, progress=False, num_threads=1)
+        train_tokenizer([a, b], tmp_path / "tok", 53, keep_accents=False, progress=False, num_threads=1)
     assert [str(w.message) for w in caught] == [
         f"{percent(marked_share(''.join(HINDI)))} of the corpus's characters are or carry combining marks of "
         "Devanagari that accent stripping removes (नमस्ते -> नमसते); train with --keep-accents (keep_accents=True) to "
@@ -155,7 +156,8 @@ def test_prepare_store_does_not_warn_for_a_tokenizer_keeping_accents(tmp_path):
 def test_command_line_prints_one_warning_line(tmp_path):
     corpus = write(tmp_path / "c.txt", HINDI)
     run = subprocess.run([sys.executable, "-m", "litebert.cli", "tokenizer", "train", "--input", str(corpus),
-                          "--vocab-size", "53", "--out", str(tmp_path / "tok"), "--threads", "1", "--quiet"],
+                          "--vocab-size", "53", "--out", str(tmp_path / "tok"), "--threads", "1", "--quiet",
+                          "--strip-accents"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert [line for line in run.stderr.splitlines() if line.strip()] == [

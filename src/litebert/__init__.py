@@ -23,6 +23,9 @@ _LAZY = {
     "WordPieceTokenizer": "litebert.tokenizer",
     "load_tokenizer": "litebert.tokenizer",
     "Packing": "litebert.padding",
+    "add_lora": "litebert.io.adapters",
+    "save_adapter": "litebert.io.adapters",
+    "load_adapter": "litebert.io.adapters",
     # the commands, as functions, and their typed settings and results
     "train_tokenizer": "litebert.tokenizer",
     "prepare_store": "litebert.data.store",

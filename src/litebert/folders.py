@@ -93,6 +93,7 @@ WANDB = Layout(None, files=_names("latest-run", "debug.log", "debug-internal.log
                         "logs": Layout(None, files=(r"(?:core|symon)-debug-\d{8}_\d{6}\.log",))})
 CHECKPOINTS = Layout(None, files=(r"step-\d{8,}\.pt(?:\.sha256)?",))
 TOKENIZER = Layout("tokenizer", "tokenizer", TOKENIZER_FILES)
+ADAPTER = Layout("adapter", "adapter", _names("adapter_config.json", "adapter_model.safetensors"))  # peft's, HF names
 MODEL = Layout("model", "model", MODEL_FILES)
 STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy", r"normal_ids\.npy",
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
@@ -105,8 +106,9 @@ RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
                    MODEL_FILES + _names("finetune.json", "answerability.safetensors", "metrics.jsonl", "train.csv",
                                         "eval.csv", "trackers.json"),
-                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB}, resumable=True,
-                   legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
+                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB,
+                    "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))},
+                   resumable=True, legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),
                     {"data": Layout(None, folders={"text": Layout(None, files=_names("train.txt", "heldout.txt")),
@@ -124,7 +126,7 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
 
 GATE = Layout("recipe-gate", "recipe gate", _names("gate.json", "gate.md"), {r"proxy(?:-[0-9.]+x)?": RUN})
 
-LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE)
+LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE, ADAPTER)
 
 
 # ---------------------------------------------------------------------------------------------------- reading

@@ -41,19 +41,34 @@ IGNORED_HF_KEYS = {
 PROJECTION = ("albert.encoder.embedding_hidden_mapping_in.weight", "albert.encoder.embedding_hidden_mapping_in.bias")
 
 
+def name_to_hf(key: str, config: AlbertConfig) -> str:
+    """One of our (``albert.``-prefixed) names -> HF's: a parameter (``...attention_blocks.0.query.weight``), a
+    module (``...attention_blocks.0.query``), or what an adapter hangs on one (``...query.lora_A.weight``); names
+    outside the encoder's blocks are the same in both."""
+    for pattern, template in _OURS_TO_HF:
+        m = pattern.match(key)
+        if m:
+            (g, i), rest = config.block_place(int(m.group(1))), m.group(2)
+            return _HF_PREFIX.format(g=g, i=i) + template.format(rest=rest)
+    return key
+
+
+def name_from_hf(key: str, config: AlbertConfig) -> str:
+    """The inverse of `name_to_hf`: an HF (``albert.``-prefixed) name -> ours; our own names pass through."""
+    m = _HF_BLOCK.match(key)
+    if not m:
+        return key
+    b, rest = config.block_id(int(m.group(1)), int(m.group(2))), m.group(3)
+    if rest.startswith("attention."):
+        return f"albert.encoder.attention_blocks.{b}.{rest[len('attention.'):]}"
+    return f"albert.encoder.ffn_blocks.{b}.{rest}"
+
+
 def to_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
     """Our (``albert.``-prefixed) state dict -> HF names. Only for configs HF can express."""
     if not config.hf_compatible:
         raise ValueError(f"sharing={config.sharing!r} has no HF transformers equivalent")
-    out: dict[str, torch.Tensor] = {}
-    for key, tensor in state.items():
-        for pattern, template in _OURS_TO_HF:
-            m = pattern.match(key)
-            if m:
-                (g, i), rest = config.block_place(int(m.group(1))), m.group(2)
-                key = _HF_PREFIX.format(g=g, i=i) + template.format(rest=rest)
-                break
-        out[key] = tensor
+    out = {name_to_hf(key, config): tensor for key, tensor in state.items()}
     if not config.has_embedding_projection:  # identity E -> H (E == H) so HF's always-present projection is a no-op
         out[PROJECTION[0]] = torch.eye(config.hidden_size, dtype=out["albert.embeddings.word_embeddings.weight"].dtype)
         out[PROJECTION[1]] = torch.zeros(config.hidden_size, dtype=out[PROJECTION[0]].dtype)
@@ -68,13 +83,5 @@ def from_hf(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, t
     for key, tensor in state.items():
         if key in IGNORED_HF_KEYS or (not config.has_embedding_projection and key in PROJECTION):
             continue
-        m = _HF_BLOCK.match(key)
-        if m:
-            g, i, rest = int(m.group(1)), int(m.group(2)), m.group(3)
-            b = config.block_id(g, i)
-            if rest.startswith("attention."):
-                key = f"albert.encoder.attention_blocks.{b}.{rest[len('attention.'):]}"
-            else:
-                key = f"albert.encoder.ffn_blocks.{b}.{rest}"
-        out[key] = tensor
+        out[name_from_hf(key, config)] = tensor
     return out

@@ -65,6 +65,13 @@ class FinetuneConfig:
             first hundreds of steps are up to ~3x larger than the rate says)
         report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
             auto (TensorBoard if installed)
+        lora: train LoRA adapters (peft) and the task head instead of every weight; the folder gets the merged
+            model and, in adapter/, the adapter under HF's names (docs/finetune.md)
+        lora_r: LoRA rank (default 8)
+        lora_alpha: LoRA scale numerator: updates are scaled by alpha / r (default 16)
+        lora_dropout: dropout on the LoRA input (default 0)
+        lora_targets: comma list of the modules adapted: query, key, value, dense, ffn, ffn_output, pooler
+            (default query,value)
     """
 
     lr: Optional[float] = None
@@ -90,12 +97,24 @@ class FinetuneConfig:
     compile: bool = False
     bias_correction: bool = False
     report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.engine.trackers`)
+    lora: bool = False
+    lora_r: Optional[int] = None
+    lora_alpha: Optional[float] = None
+    lora_dropout: Optional[float] = None
+    lora_targets: Optional[str] = None
 
     def __post_init__(self) -> None:
         from litebert.engine.trackers import parse
 
         check_fields(self, _RANGES, {"precision": ("auto", "fp32", "bf16", "fp16")})
         parse(self.report_to, type(self).__name__)
+        lora_given = [n for n in ("lora_r", "lora_alpha", "lora_dropout", "lora_targets") if getattr(self, n) is not None]
+        if lora_given and not self.lora:
+            raise ConfigError("{" + lora_given[0] + "} sets LoRA, which is off: add {lora:flag}",
+                              **{lora_given[0]: getattr(self, lora_given[0]), "lora": True})
+        if self.lora_targets is not None and not [t for t in self.lora_targets.split(",") if t.strip()]:
+            raise ConfigError("{lora_targets}: name the modules to adapt (e.g. query,value)",
+                              lora_targets=self.lora_targets)
         if self.warmup_steps is not None and self.warmup_proportion is not None:
             raise ConfigError("{warmup_steps:flag} and {warmup_proportion:flag} both set the warmup: give one",
                               warmup_steps=self.warmup_steps, warmup_proportion=self.warmup_proportion)
@@ -131,7 +150,8 @@ _RANGES = {"lr": POSITIVE, "batch_size": AT_LEAST_1, "micro_batch": AT_LEAST_1, 
            "epochs": POSITIVE, "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "eval_every": AT_LEAST_1,
            "patience": AT_LEAST_1, "seed": AT_LEAST_0, "dropout": PROBABILITY, "seq_len": AT_LEAST_1,
            "max_train_examples": AT_LEAST_1, "max_eval_examples": AT_LEAST_1, "log_every": AT_LEAST_1,
-           "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1}
+           "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE,
+           "lora_dropout": PROBABILITY}
 
 
 @dataclass
@@ -253,6 +273,16 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     torch.manual_seed(cfg.seed)  # the new head's initial weights come from the seed (the same on every process)
     dropout = {} if cfg.dropout is None else dict(hidden_dropout_prob=cfg.dropout, classifier_dropout_prob=cfg.dropout)
     model = kind.new_model(model_dir, labels, **dropout)
+    if cfg.lora:  # adapters on the new model (their initialisation comes from the seed too)
+        from litebert.io.adapters import add_lora
+
+        try:
+            model = add_lora(model, **_lora(cfg))
+        except ConfigError as e:  # named as the config names it (--lora-targets), not as add_lora does
+            if set(e.named) != {"targets"}:
+                raise
+            raise ConfigError(e.template.replace("{targets}", "{lora_targets}"),
+                              lora_targets=e.named["targets"]) from None
     max_len = model.config.sequence_length(cfg.seq_len, preset.max_seq_length)
     feats = kind.featurize(tok, train_ex, labels, max_len, training=True)
     dev_feats = kind.featurize(tok, dev_ex, labels, max_len) if dev_ex else None
@@ -279,13 +309,16 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
     if targs.compile:  # refused here, before anything is written (the loop's setup checks it again)
         check_compilable(dist.device)
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
-                            {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len})
+                            {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len,
+                             **({"lora": _lora(cfg)} if cfg.lora else {})})
     run = plan_run(plan, lambda _: identity, targs.train_steps, dist, default_max_steps=targs.train_steps)
     if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
         plan = dataclasses.replace(plan, action="restart")
         if dist.is_main:
             _notice(log, f"{plan.out} holds no checkpoint yet; starting from step 0")
     meta = _meta(preset, t, targs, columns, model_dir)
+    if cfg.lora:
+        meta["lora"] = _lora(cfg)
 
     def evaluate(m):
         return finetuned.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
@@ -328,6 +361,13 @@ def _meta(preset, t: _Task, targs, columns: dict, model_dir) -> dict:
                                           "dev": str(t.dev_path) if t.dev_path else None,
                                           "base_model": str(model_dir), "train_examples": len(t.train_ex),
                                           "dev_examples": len(t.dev_ex or [])}}
+
+
+def _lora(cfg: FinetuneConfig) -> dict:
+    """`litebert.io.adapters.add_lora`'s arguments from the config (its defaults where not given)."""
+    return {"r": cfg.lora_r or 8, "alpha": cfg.lora_alpha if cfg.lora_alpha is not None else 16.0,
+            "dropout": cfg.lora_dropout or 0.0,
+            "targets": [t.strip() for t in (cfg.lora_targets or "query,value").split(",") if t.strip()]}
 
 
 def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult, keep_checkpoints: bool,

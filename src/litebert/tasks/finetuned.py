@@ -48,8 +48,12 @@ def find_split(folder: str | Path, split: str) -> Path | None:
 def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     """Write ``model``, ``tok`` and ``meta`` (finetune.json: plain JSON values, the preset as
     `TaskPreset.to_json` gives it) to ``out_dir``."""
+    from litebert.io.adapters import is_adapted, save_merged
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if is_adapted(model):  # LoRA: the adapter in out/adapter, the model with it merged as the folder's model
+        model = save_merged(model, out, meta.get("train", {}).get("base_model"))
     model.save_pretrained(out)
     tok.save_pretrained(out)
     write_json(out / META_FILE, meta)

@@ -28,8 +28,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     ranged(t.add_argument("--vocab-size", type=int, default=30000,
                           help="pieces in the vocabulary, special pieces included"), AT_LEAST_1)
     t.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
-    t.add_argument("--keep-accents", action="store_true", help="keep accents and combining marks (no NFKD stripping): needed for "
-                                                                "Indic scripts, Arabic, Hebrew, Thai... (docs/tokenizer.md)")
+    accents = t.add_mutually_exclusive_group()
+    accents.add_argument("--keep-accents", dest="keep_accents", action="store_const", const=True, default=None,
+                         help="keep accents and combining marks (no NFKD stripping). Default: decided from the corpus, "
+                              "kept when at least 1%% of a sample of its words would lose a mark other than a Latin "
+                              "diacritic (Indic scripts, Arabic, Russian...; docs/tokenizer.md)")
+    accents.add_argument("--strip-accents", dest="keep_accents", action="store_const", const=False,
+                         help="strip accents and combining marks, as the official English ALBERT vocabulary, "
+                              "whatever the corpus")
     ranged(t.add_argument("--character-coverage", type=float, default=0.99995,
                           help="fraction of the corpus's characters the vocabulary covers, 0.98 to 1 (the rest "
                                "become <unk>; 0.9995 for CJK)"),

@@ -7,9 +7,12 @@ The settings are those of the official ALBERT English vocabulary (google-researc
       --shuffle_input_sentence=true --input_sentence_size=10000000 --character_coverage=0.99995 --model_type=unigram
 
 Every line goes through the same normalization the tokenizer applies at encoding time (lower-casing, accent
-stripping), which is why the released vocabulary holds no upper-case pieces. Stripping is meant for Latin, Greek
-and Cyrillic diacritics; a corpus in a script whose combining marks it would remove (Devanagari, Arabic, Thai...)
-gets a one-time warning naming ``keep_accents`` (`litebert.tokenizer.normalize.StrippedMarksCheck`).
+stripping), which is why the released vocabulary holds no upper-case pieces. Stripping is meant for the diacritics of
+English; in other scripts it removes marks that are part of the spelling (the Devanagari virama, the Arabic hamza, the
+Russian ``ё``). Unless ``keep_accents`` is given, it is decided from the corpus (`litebert.tokenizer.accents`): the
+accents are kept when at least 1% of a sample of its words would lose such a mark, and one line says which was chosen
+and why. An explicit ``keep_accents=False`` on such a corpus gets a one-time warning
+(`litebert.tokenizer.normalize.StrippedMarksCheck`).
 
 The corpus is read through `litebert.inputs.text`: files, directories and globs; gzip, xz, bz2 and zstd; plain text
 (a line is a sentence), or records: JSON lines, Parquet and Arrow tables, `datasets` folders, or texts given in Python
@@ -35,6 +38,7 @@ from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_va
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
 from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
+from litebert.tokenizer.accents import AccentSample
 from litebert.tokenizer.normalize import StrippedMarksCheck
 from litebert.tokenizer.spm_progress import training_progress
 from litebert.tokenizer.tokenizer import AlbertTokenizer, preprocess_text
@@ -59,13 +63,19 @@ def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "st
 
 @checked
 def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *,
-                    do_lower_case: bool = True, keep_accents: bool = False, character_coverage: float = 0.99995,
+                    do_lower_case: bool = True, keep_accents: bool | None = None, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
     """Train an ALBERT unigram vocabulary on ``inputs`` (files, directories, globs; or, in Python, a
     ``datasets.Dataset``/``IterableDataset`` or an iterator of strings, each of whose lines is a sentence: see
     `corpus_lines`) and save it to ``out`` in the HF layout.
+
+    ``keep_accents``: True keeps accents and combining marks, False strips them (the official normalization);
+    None (the default) decides from the corpus, keeping them when at least 1% of a sample of its words would lose a
+    mark other than a Latin diacritic (`litebert.tokenizer.accents`), and says which it chose. The choice is saved in
+    ``tokenizer_config.json`` (so loading the folder normalizes the same way) and, with its reasons, in the folder's
+    ``.litebert.json``.
 
     Uses the official settings (see the module docstring); SentencePiece samples ``input_sentence_size`` sentences
     when the corpus is larger (its sampling is seeded with ``seed``), on ``num_threads`` threads (default: all cores).
@@ -107,7 +117,7 @@ def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_siz
             pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
             atomic_write(out / "spiece.vocab", "".join(f"{p}\t{tok.sp.get_score(i):g}\n"
                                                        for i, p in enumerate(pieces)))
-            writer.finish()
+            writer.finish(accents=stats["accents"])
     except OSError as e:
         if isinstance(e, LitebertError):
             raise
@@ -136,34 +146,56 @@ def _train(tmp: Path, files, stats, vocab_size, do_lower_case, keep_accents, cha
            input_sentence_size, max_sentence_length, num_threads, seed, text_field, encoding_errors,
            progress) -> AlbertTokenizer:
     """Train the vocabulary in the scratch folder ``tmp`` and return its tokenizer (nothing written elsewhere)."""
-    # Normalize into one file first: bad input is reported before SentencePiece starts (an exception raised
+    # Read the corpus into one file first: bad input is reported before SentencePiece starts (an exception raised
     # inside its sentence iterator would surface as an opaque RuntimeError), and SentencePiece samples from it.
-    # A scratch file in the scratch folder (never a result), so it is written directly.
+    # The lines are stored with their whitespace runs made one space (the first step of the normalization) and
+    # normalized as SentencePiece reads them back: whether accents are stripped may only be known once the whole
+    # corpus has been sampled. A scratch file in the scratch folder (never a result), so it is written directly.
     corpus = os.path.join(tmp, "corpus.txt")
-    # Stripping accents from a script that needs its marks (the Devanagari virama, the Arabic hamza) says so, once.
-    check = None if keep_accents else StrippedMarksCheck("train with --keep-accents (keep_accents=True) to keep them")
+    # Stripping accents, when asked for, from a script that needs its marks says so, once.
+    check = StrippedMarksCheck("train with --keep-accents (keep_accents=True) to keep them") \
+        if keep_accents is False else None
+    sample = AccentSample() if keep_accents is None else None
+    stored = 0
     with open(corpus, "w", encoding="utf-8") as f:
         lines = corpus_lines(files, text_field=text_field, encoding_errors=encoding_errors)
         for line in tqdm(lines, desc="reading corpus", unit=" lines", disable=not progress):
             if check is not None:
                 check.add(line)
-            text = preprocess_text(line, lower=do_lower_case, keep_accents=keep_accents)
+            if sample is not None:
+                sample.add(line)
+            text = " ".join(line.split())
             if text:
-                stats["lines"] += 1
+                stored += 1
                 f.write(text + "\n")
     if check is not None:
         check.finish()
-    if stats["lines"] == 0:
+    if stored == 0:
         raise DataError(f"empty corpus: no line of text in {', '.join(str(x) for x in files)}")
+    if sample is not None:
+        keep_accents = sample.keep_accents()
+        stats["accents"] = sample.record()
+        if progress:
+            print(sample.message(), file=sys.stderr)
+    else:
+        stats["accents"] = {"keep_accents": keep_accents, "chosen": "given"}
+
+    def normalized(lines):
+        for line in lines:
+            text = preprocess_text(line.rstrip("\n"), lower=do_lower_case, keep_accents=keep_accents)
+            if text:  # a line of combining marks alone is empty once they are stripped
+                stats["lines"] += 1
+                yield text
+
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
         # Fed through an iterator and written to memory, so that no temporary path is recorded in the model's
         # trainer_spec: the same corpus and settings give the same bytes (the same fingerprint).
-        with open(corpus, encoding="utf-8") as lines, \
-                training_progress(progress, vocab_size, stats["lines"]) as loglevel:
+        with open(corpus, encoding="utf-8", newline="\n") as lines, \
+                training_progress(progress, vocab_size, stored) as loglevel:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=(line.rstrip("\n") for line in lines), model_writer=model,
+                sentence_iterator=normalized(lines), model_writer=model,
                 vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
                 control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
                 character_coverage=character_coverage, input_sentence_size=input_sentence_size,
