@@ -22,6 +22,7 @@ reads as its label names, and -1, its "no label", as null.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping
@@ -207,6 +208,9 @@ def _dataset(pa, folder: Path) -> _Table:
 def _unreadable(path: Path, kind: str, e: Exception) -> DataError:
     if isinstance(e, ReadFailure):  # the network failed, not the file
         return DataError(f"{path}: {e}")
+    if isinstance(e, io.UnsupportedOperation) and isinstance(path, RemotePath):
+        return DataError(f"{path}: {WHAT[kind]} is read in pieces, and the server does not serve byte ranges (nor "
+                         "the file's size); download it, or serve it from a server that does")
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return DataError(f"{path}: cannot read it as {WHAT[kind]} ({literal(first)}); is it complete and undamaged?")
 
@@ -262,14 +266,20 @@ def _validate(table: _Table, batch, first_row: int) -> None:
 
 def column_names(path: str | os.PathLike, kind: str) -> list[str]:
     """The column names of the table ``path`` (of `litebert.text_input.table_kind` ``kind``)."""
-    return list(_open(Path(path), kind).schema.names)
+    return list(_open(as_path(path), kind).schema.names)
+
+
+def class_names(path: str | os.PathLike, kind: str) -> dict[str, list[str]]:
+    """{column: label names} of the ``ClassLabel`` columns of the table ``path`` (`iter_rows` gives their names)."""
+    table = _open(as_path(path), kind)
+    return table.class_names if table.class_names is not None else _class_names(table.schema, table.path)
 
 
 # ---------------------------------------------------------------------------------------------------- reading
 def iter_texts(path: str | os.PathLike, kind: str, field: str) -> Iterator[tuple[int, str]]:
     """``(row, text)`` of each row of the table ``path``, the text from its string column ``field``; a missing or
     non-string column, or a null, is a `DataError` naming the file (and row)."""
-    table = _open(Path(path), kind)
+    table = _open(as_path(path), kind)
     _check_text_column(table, field)
     row = 0
     for batch in _batches(table, [field]):
@@ -302,7 +312,7 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
     """``(row, {column: value})`` of each row of the table ``path`` (only ``columns``, which it must have; all
     when None). Values are JSON values: strings, numbers, booleans, None, lists and dicts (a date, a time or bytes
     as a string); a ``ClassLabel`` column gives its label names."""
-    table = _open(Path(path), kind)
+    table = _open(as_path(path), kind)
     missing = [c for c in columns or [] if c not in table.schema.names]
     if missing:
         raise DataError(f"{path}: no column {missing[0]!r} (it has {', '.join(table.schema.names) or 'none'})")

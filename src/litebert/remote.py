@@ -145,7 +145,8 @@ class RemotePath:
                 self._is_dir = False
             elif info.get("type") == "directory":
                 self._is_dir = True
-            elif self.scheme in _HTTP:  # HTTP calls everything a file: a folder is a page that lists its files
+            elif self.scheme in _HTTP and info.get("mimetype") in ("text/html", None):
+                # HTTP calls everything a file: a folder is a page that lists its files (only a page can be one)
                 with failures(self.url):
                     self._is_dir = bool(self.fs.isdir(self.fs_path))
             else:
@@ -169,10 +170,10 @@ class RemotePath:
         base = self.url.rstrip("/") + "/"
         found = []
         for entry in entries:
-            child = RemotePath(self.child_url(entry["name"]), _fs=self._fs, _info=entry)
-            tail = child.url[len(base):].rstrip("/") if child.url.startswith(base) else ""
-            if tail and not any(c in tail for c in "/?#"):
-                found.append(child)  # itself, its parent and a listing's sort links are not entries
+            url = self.child_url(entry["name"]).rstrip("/")  # a folder's URL as a file's: without the slash
+            tail = url[len(base):] if url.startswith(base) else ""
+            if tail and not any(c in tail for c in "/?#"):  # itself, its parent and a listing's sort links are not
+                found.append(RemotePath(url, _fs=self._fs, _info=entry))
         return sorted(found)
 
     def child_url(self, name: str) -> str:

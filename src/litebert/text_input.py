@@ -160,7 +160,7 @@ def corpus_sources(inputs: Corpus, text_field: str = "text") -> list[Path | Text
 
 def format_suffix(path: str | os.PathLike) -> str:
     """The suffix that names the file's format, after any compression suffix: ``'a.jsonl.gz'`` -> ``'.jsonl'``."""
-    suffixes = [s.lower() for s in as_path(path).suffixes]
+    suffixes = [s.lower() for s in getattr(as_path(path), "suffixes", ())]  # texts or a split in memory: none
     while suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()
     return suffixes[-1] if suffixes else ""
