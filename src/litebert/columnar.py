@@ -14,6 +14,9 @@ in the columns asked for, so memory follows the size of a batch, not of the file
 * in Python, a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a pandas ``DataFrame``, or any other
   iterable of strings (`text_source`).
 
+A table may be at a URL (`litebert.remote`: read by byte ranges through the filesystem's cache), or be a split
+that `datasets` loaded for a dataset id (`litebert.hub_datasets.DatasetSplit`, the kind ``"split"``).
+
 Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. Each
 record batch is validated in full before it is read (strings are UTF-8, offsets stay inside their buffers), which
 pyarrow does not do by itself. A ``ClassLabel`` column (`datasets` keeps its features in the schema's metadata)

@@ -3,7 +3,9 @@
 * `expand_inputs`: files, directories (every file below, recursively, hidden ones skipped) and globs (also when the
   shell did not expand them, e.g. ``'corpus/*.xz'`` quoted) to a sorted, de-duplicated list of files. A `datasets`
   ``save_to_disk`` folder is one input (of a ``DatasetDict``, its "train" split); `corpus_sources` also takes a
-  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.columnar.text_source`).
+  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.columnar.text_source`). A URL
+  (``s3://``, ``https://``...) is a file, folder or glob too, listed and streamed through fsspec (`litebert.remote`):
+  everything below reads it as it reads a local file.
 * `open_binary`: gzip, xz, bz2 and zstd are decompressed transparently, recognised by their magic bytes, so
   compressed files need no special name. What is not text is recognised by its first bytes and refused in one line
   naming the format (a zip archive, a PDF, a Parquet file named ``.txt``, or bytes with a NUL among the first
