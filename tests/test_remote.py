@@ -25,7 +25,7 @@ from litebert.cli import main
 from litebert.errors import DataError
 from litebert.tasks.presets import get_preset
 from litebert.tasks.sources import eval_path, split_paths
-from litebert.text_input import expand_inputs, iter_lines
+from litebert.text_input import expand_inputs, iter_lines, iter_records
 
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
@@ -229,6 +229,8 @@ def test_fine_tuning_readers_read_urls_as_files(site, server):
     assert [(e.text_a, e.label) for e in get_preset("sst-2").kind.read(f"{base}/glue/SST-2/train.tsv.gz")] == expected
     mnli = get_preset("mnli").kind.read(f"{base}/glue/mnli_hub/train")  # the Hub's columns and ClassLabel
     assert [(e.text_a, e.text_b, e.label) for e in mnli] == GLUE_MNLI
+    for name in ("corpus/b.jsonl.gz", "corpus/c.parquet", "corpus/saved"):  # what predict and embed read
+        assert list(iter_records(f"{base}/{name}")) == list(iter_records(site / name)), name
     classify = get_preset("classify").kind
     columns = {"text_a": "review", "label": "stars"}
     assert classify.read(f"{base}/reviews.parquet", None, columns) == classify.read(site / "reviews.parquet", None,

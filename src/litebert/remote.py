@@ -172,7 +172,7 @@ class RemotePath:
         for entry in entries:
             url = self.child_url(entry["name"]).rstrip("/")  # a folder's URL as a file's: without the slash
             tail = url[len(base):] if url.startswith(base) else ""
-            if tail and not any(c in tail for c in "/?#"):  # itself, its parent and a listing's sort links are not
+            if tail and not any(c in tail for c in "/?#"):  # not itself, its parent, nor a listing's sort links
                 found.append(RemotePath(url, _fs=self._fs, _info=entry))
         return sorted(found)
 
