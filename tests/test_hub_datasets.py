@@ -100,6 +100,8 @@ def test_offline_without_the_cache_is_one_line(hub_cache, monkeypatch):
         message = str(e.value)
         assert message.startswith(f"{spec}: no such file or folder, and the dataset ") and said in message
         assert f"({hub_cache}) while offline mode is on" in message and "\n" not in message
+    with pytest.raises(DataError, match=r"a configuration follows a colon, as in glue:sst2$"):
+        split_paths("glue/sst2", None)  # the repository sst2 of a user glue: not cached, and likely meant otherwise
     with pytest.raises(DataError, match=r"^testorg/tinyglue:sst2:dev: no split 'dev' \(the dataset has train, "
                                         r"validation, test\)$"):
         split_paths("testorg/tinyglue:sst2:dev", None)

@@ -147,20 +147,20 @@ def _offline_mode(datasets, on: bool):
 
 def _failure(spec: str, parts: dict, e: Exception, off: bool, cache: Path) -> DataError:
     reason = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())[:400] or type(e).__name__
-    shown, what = spec, parts["repo"] + (f":{parts['config']}" if parts["config"] else "")
+    what = parts["repo"] + (f":{parts['config']}" if parts["config"] else "")
+    hint = ""
+    if "/" in parts["repo"] and parts["config"] is None:  # glue/sst2, meant as dataset/config
+        hint = f"; a configuration follows a colon, as in {parts['repo'].replace('/', ':')}"
     if off:
-        return DataError(f"{shown}: no such file or folder, and the dataset {what} is not in the datasets cache "
-                         f"({cache}) while offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE / "
-                         f"--offline): {reason}; load it once where there is network (HF_DATASETS_CACHE names the "
-                         "cache to copy), or run without offline mode")
+        return DataError(f"{spec}: no such file or folder, and the dataset {what} is not in the datasets cache "
+                         f"({cache}) while offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE / --offline): "
+                         f"{reason}; load it once where there is network (HF_DATASETS_CACHE names the cache to copy), "
+                         f"or run without offline mode{hint}")
     if type(e).__name__ in ("DatasetNotFoundError", "DataFilesNotFoundError", "FileNotFoundError"):
-        hint = ""
-        if "/" in parts["repo"] and parts["config"] is None:  # glue/sst2 meant as dataset/config
-            hint = f"; a configuration follows a colon, as in {parts['repo'].replace('/', ':')}"
-        return DataError(f"{shown}: no such file or folder, and no dataset {parts['repo']} on the Hugging "
-                         f"Face Hub ({reason}){hint}")
+        return DataError(f"{spec}: no such file or folder, and no dataset {parts['repo']} on the Hugging Face Hub "
+                         f"({reason}){hint}")
     if isinstance(e, ConnectionError):
-        return DataError(f"{shown}: no such file or folder, and the Hugging Face Hub cannot be reached to load it as "
-                         f"a dataset ({reason}); check the network, or give a local path")
-    return DataError(f"{shown}: no such file or folder, and loading the dataset {what} failed "
+        return DataError(f"{spec}: no such file or folder, and the Hugging Face Hub cannot be reached to load it as a "
+                         f"dataset ({reason}); check the network, or give a local path")
+    return DataError(f"{spec}: no such file or folder, and loading the dataset {what} failed "
                      f"({type(e).__name__}: {reason})")
