@@ -166,6 +166,8 @@ def site(tmp_path_factory) -> Path:
     datasets.DatasetDict({"train": part, "validation_matched": part}).save_to_disk(str(root / "glue" / "mnli_hub"))
     pq.write_table(pa.table({"review": [s for s, _ in GLUE_SST], "stars": [int(y) for _, y in GLUE_SST]}),
                    root / "reviews.parquet")
+    (root / "private").mkdir()
+    (root / "private" / "x.txt").write_text("served to no one\n", encoding="utf-8")  # the server answers 403
     return root
 
 
@@ -278,8 +280,6 @@ def test_failures_are_one_line_naming_the_url(site, server, tmp_path, capsys):
     base = url_of(server)
     prepare_ = ["data", "prepare", "--tokenizer", str(VOCAB), "--out", str(tmp_path / "s"), "--no-progress",
                 "--input"]
-    (site / "private").mkdir(exist_ok=True)
-    (site / "private" / "x.txt").write_text("secret\n", encoding="utf-8")
     with serve(tmp_path) as closed:
         refused = url_of(closed) + "/x.txt"  # a port nothing listens on, once this server is shut
     cases = {
