@@ -235,8 +235,9 @@ def _add_offline(parser: argparse.ArgumentParser) -> None:
             stack.extend(action.choices.values())
         if not subparsers and any(a.dest in _MODEL_OPTIONS for a in p._actions):
             p.add_argument("--offline", action="store_true",
-                           help="a hub id (org/name[@revision]) given as a model or tokenizer is taken from the local "
-                                "Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)")
+                           help="a hub id (org/name[@revision]) given as a model or tokenizer, or a dataset id given "
+                                "as --data, is taken from the local Hugging Face cache only, never downloaded (as "
+                                "HF_HUB_OFFLINE=1)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from litebert.arguments import checked
 from litebert.checks import AT_LEAST_1
 from litebert.errors import ConfigError, DataError, literal
 from litebert.pipelines import pipeline
+from litebert.inputs.remote import as_path
 
 
 @dataclass
@@ -48,7 +49,7 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens)
     if text is not None:
         return FillMaskResult(1, [fill.answer([text], top_k=top_k)[0]])
-    path = Path(input)
+    path = as_path(input)
     records = text_input.iter_records(path, encoding_errors)
     rows: list[dict] = []
     for chunk in chunks(records, CHUNK_SIZE):

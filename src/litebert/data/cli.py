@@ -19,8 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("prepare", help="tokenize a corpus into a sharded, memory-mapped token store",
                        description="Tokenize files/directories/globs into a token store for `litebert pretrain`.")
     p.add_argument("--input", dest="inputs", nargs="+", required=True, metavar="PATH",
-                   help="files, directories (read recursively) or globs; gzip/xz/bz2/zstd are decompressed "
-                        "transparently; .parquet/.arrow tables and datasets folders are read a row a document")
+                   help="files, directories (read recursively) or globs, local or URLs (s3://, gs://, hf://, "
+                        "https://...: fsspec); gzip/xz/bz2/zstd are decompressed transparently; .parquet/.arrow "
+                        "tables and datasets folders are read a row a document")
     p.add_argument("--tokenizer", required=True, metavar="DIR",
                    help="tokenizer folder (spiece.model or a BERT-style vocab.txt [+ tokenizer_config.json]), "
                         "one of those files, or a hub id")

@@ -14,6 +14,9 @@ in the columns asked for, so memory follows the size of a batch, not of the file
 * in Python, a ``datasets.Dataset``, ``IterableDataset`` or ``DatasetDict``, a pandas ``DataFrame``, or any other
   iterable of strings (`text_source`).
 
+A table may be at a URL (`litebert.inputs.remote`: read by byte ranges through the filesystem's cache), or be a split
+that `datasets` loaded for a dataset id (`litebert.inputs.hub_datasets.DatasetSplit`, the kind ``"split"``).
+
 Rows are numbered from 0, as pandas and `datasets` index them: errors read ``file.parquet: row 12: ...``. Each
 record batch is validated in full before it is read (strings are UTF-8, offsets stay inside their buffers), which
 pyarrow does not do by itself. A ``ClassLabel`` column (`datasets` keeps its features in the schema's metadata)
@@ -22,6 +25,7 @@ reads as its label names, and -1, its "no label", as null.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping
@@ -31,24 +35,33 @@ from typing import Any, Callable, Iterable, Iterator
 
 from litebert.errors import DataError, first_line, literal
 from litebert.files import file_in, json_field, json_kind, parse_json, read_json
+from litebert.inputs.remote import ReadFailure, RemotePath, as_path
 
 INSTALL_HINT = "pip install 'litebert[datasets]'"
 BATCH_ROWS = 1024
 DATASET_FILES = ("state.json", "dataset_info.json")
 DATASET_DICT = "dataset_dict.json"
 WHAT = {"parquet": "a Parquet file", "arrow": "an Arrow IPC file", "arrow-stream": "an Arrow IPC stream",
-        "dataset": "a datasets folder"}
+        "dataset": "a datasets folder", "split": "a dataset split"}
 
 
 # ---------------------------------------------------------------------------------------------- datasets folders
 def dataset_folder(path: str | os.PathLike) -> str | None:
-    """``"dataset"`` for a ``Dataset.save_to_disk`` folder, ``"dataset_dict"`` for a ``DatasetDict``'s, else None."""
-    path = Path(path)
+    """``"dataset"`` for a ``Dataset.save_to_disk`` folder, ``"dataset_dict"`` for a ``DatasetDict``'s, else None
+    (a local folder or a URL: `litebert.inputs.remote`)."""
+    path = as_path(path)
     if (path / DATASET_DICT).is_file():
         return "dataset_dict"
     if all((path / name).is_file() for name in DATASET_FILES):
         return "dataset"
     return None
+
+
+def dataset_kind(names: set[str]) -> str | None:
+    """`dataset_folder` of a folder whose files are ``names`` (a remote folder's listing)."""
+    if DATASET_DICT in names:
+        return "dataset_dict"
+    return "dataset" if all(name in names for name in DATASET_FILES) else None
 
 
 def choose_split(splits: list[str], where: str, prefer: tuple[str, ...] = ()) -> str:
@@ -66,13 +79,14 @@ def choose_split(splits: list[str], where: str, prefer: tuple[str, ...] = ()) ->
 
 def split_folder(folder: str | os.PathLike, prefer: tuple[str, ...] = ()) -> Path:
     """The folder of the split of the ``DatasetDict`` folder ``folder`` to read (`choose_split`)."""
-    path = Path(folder) / DATASET_DICT
+    folder = as_path(folder)
+    path = folder / DATASET_DICT
     splits = json_field(read_json(path, DataError), "splits", list, path, DataError)
     if not splits or not all(isinstance(s, str) for s in splits):
         raise DataError(f"{path}: expected a non-empty list of split names under 'splits'")
     for name in splits:
         file_in(folder, name, path, DataError)  # a split is a sub-folder: none may lead elsewhere
-    return Path(folder) / choose_split(splits, str(folder), prefer)
+    return folder / choose_split(splits, str(folder), prefer)
 
 
 def _data_files(folder: Path) -> list[Path]:
@@ -112,10 +126,13 @@ class _Table:
     kind: str
     schema: Any  # pyarrow.Schema
     batches: Callable[[list[str] | None], Iterator]
+    class_names: dict[str, list[str]] | None = None  # {column: label names}; None: from the schema's metadata
 
 
 def _open(path: Path, kind: str) -> _Table:
     pa = _pyarrow(path, WHAT[kind])
+    if kind == "split":  # a split loaded by `datasets` (`litebert.inputs.hub_datasets.DatasetSplit`)
+        return _Table(path, kind, path.schema(), path.batches, path.class_names())
     try:
         if kind == "parquet":
             return _parquet(pa, path)
@@ -127,6 +144,14 @@ def _open(path: Path, kind: str) -> _Table:
     return _Table(path, kind, schema, lambda columns: _ipc_batches(pa, path, kind, columns))
 
 
+def _source(pa, path):
+    """``path`` opened for pyarrow, read (not memory-mapped: a batch is in memory while it is used, then freed): a
+    local file as pyarrow's own, a URL as the stream `litebert.inputs.remote` gives (read and seeked through its cache)."""
+    if isinstance(path, RemotePath):
+        return pa.PythonFile(path.open(), mode="r")
+    return pa.OSFile(str(path))
+
+
 def _parquet(pa, path: Path) -> _Table:
     import pyarrow.parquet as pq
 
@@ -134,14 +159,20 @@ def _parquet(pa, path: Path) -> _Table:
     # it is read in one go. Without it, and with buffered reads (buffer_size), the pages of a column chunk are read
     # and decoded as the batches need them: memory follows the batch, not the row group (`datasets` writes row
     # groups of up to ~100 MB).
-    file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    def parquet_file(source):
+        return pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20)
+
+    with _source(pa, path) as source:
+        schema = parquet_file(source).schema_arrow
 
     def batches(columns):
-        for group in range(file.num_row_groups):
-            yield from file.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns,
-                                         use_threads=False)
+        with _source(pa, path) as source:
+            file = parquet_file(source)
+            for group in range(file.num_row_groups):
+                yield from file.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns,
+                                             use_threads=False)
 
-    return _Table(path, "parquet", file.schema_arrow, batches)
+    return _Table(path, "parquet", schema, batches)
 
 
 def _ipc_reader(pa, source, kind: str):
@@ -149,13 +180,12 @@ def _ipc_reader(pa, source, kind: str):
 
 
 def _ipc_schema(pa, path: Path, kind: str):
-    with pa.OSFile(str(path)) as source:
+    with _source(pa, path) as source:
         return _ipc_reader(pa, source, kind).schema
 
 
 def _ipc_batches(pa, path: Path, kind: str, columns: list[str] | None) -> Iterator:
-    # read, not memory-mapped: a batch is in memory while it is used, then freed
-    with pa.OSFile(str(path)) as source:
+    with _source(pa, path) as source:
         reader = _ipc_reader(pa, source, kind)
         if kind == "arrow":
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
@@ -179,6 +209,11 @@ def _dataset(pa, folder: Path) -> _Table:
 
 
 def _unreadable(path: Path, kind: str, e: Exception) -> DataError:
+    if isinstance(e, ReadFailure):  # the network failed, not the file
+        return DataError(f"{path}: {e}")
+    if isinstance(e, io.UnsupportedOperation) and isinstance(path, RemotePath):
+        return DataError(f"{path}: {WHAT[kind]} is read in pieces, and the server does not serve byte ranges (nor "
+                         "the file's size); download it, or serve it from a server that does")
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return DataError(f"{path}: cannot read it as {WHAT[kind]} ({literal(first)}); is it complete and undamaged?")
 
@@ -234,14 +269,20 @@ def _validate(table: _Table, batch, first_row: int) -> None:
 
 def column_names(path: str | os.PathLike, kind: str) -> list[str]:
     """The column names of the table ``path`` (of `litebert.inputs.text.table_kind` ``kind``)."""
-    return list(_open(Path(path), kind).schema.names)
+    return list(_open(as_path(path), kind).schema.names)
+
+
+def class_names(path: str | os.PathLike, kind: str) -> dict[str, list[str]]:
+    """{column: label names} of the ``ClassLabel`` columns of the table ``path`` (`iter_rows` gives their names)."""
+    table = _open(as_path(path), kind)
+    return table.class_names if table.class_names is not None else _class_names(table.schema, table.path)
 
 
 # ---------------------------------------------------------------------------------------------------- reading
 def iter_texts(path: str | os.PathLike, kind: str, field: str) -> Iterator[tuple[int, str]]:
     """``(row, text)`` of each row of the table ``path``, the text from its string column ``field``; a missing or
     non-string column, or a null, is a `DataError` naming the file (and row)."""
-    table = _open(Path(path), kind)
+    table = _open(as_path(path), kind)
     _check_text_column(table, field)
     row = 0
     for batch in _batches(table, [field]):
@@ -274,11 +315,11 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
     """``(row, {column: value})`` of each row of the table ``path`` (only ``columns``, which it must have; all
     when None). Values are JSON values: strings, numbers, booleans, None, lists and dicts (a date, a time or bytes
     as a string); a ``ClassLabel`` column gives its label names."""
-    table = _open(Path(path), kind)
+    table = _open(as_path(path), kind)
     missing = [c for c in columns or [] if c not in table.schema.names]
     if missing:
         raise DataError(f"{path}: no column {missing[0]!r} (it has {', '.join(table.schema.names) or 'none'})")
-    names = _class_names(table.schema, table.path)
+    names = table.class_names if table.class_names is not None else _class_names(table.schema, table.path)
     row = 0
     for batch in _batches(table, columns):
         values = {name: _python_values(batch.column(i), names.get(name))

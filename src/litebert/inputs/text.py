@@ -3,7 +3,9 @@
 * `expand_inputs`: files, directories (every file below, recursively, hidden ones skipped) and globs (also when the
   shell did not expand them, e.g. ``'corpus/*.xz'`` quoted) to a sorted, de-duplicated list of files. A `datasets`
   ``save_to_disk`` folder is one input (of a ``DatasetDict``, its "train" split); `corpus_sources` also takes a
-  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.inputs.columnar.text_source`).
+  ``datasets.Dataset`` or an iterable of strings in place of files (`litebert.inputs.columnar.text_source`). A URL
+  (``s3://``, ``https://``...) is a file, folder or glob too, listed and streamed through fsspec
+  (`litebert.inputs.remote`): everything below reads it as it reads a local file.
 * `open_binary`: gzip, xz, bz2 and zstd are decompressed transparently, recognised by their magic bytes, so
   compressed files need no special name. What is not text is recognised by its first bytes and refused in one line
   naming the format (a zip archive, a PDF, a Parquet file named ``.txt``, or bytes with a NUL among the first
@@ -42,10 +44,12 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Union
 
-from litebert.inputs import columnar
+from litebert.inputs import columnar, remote
 from litebert.inputs.columnar import TextSource
 from litebert.errors import DataError, literal as _literal
 from litebert.files import json_kind, parse_json
+from litebert.inputs.hub_datasets import DatasetSplit
+from litebert.inputs.remote import ReadFailure, RemotePath, as_path, is_url
 from litebert.inputs.zstd import MAGIC as _ZSTD_MAGIC, ZstdFile
 
 ENCODING_ERRORS = ("strict", "replace")
@@ -76,6 +80,9 @@ def expand_inputs(inputs: list[str | os.PathLike], split: str = "train") -> list
     for spec in inputs:
         if isinstance(spec, TextSource):  # already a source: as `corpus_sources` gave it
             files.append(spec)  # type: ignore[arg-type]
+            continue
+        if is_url(spec):  # read through fsspec (`litebert.inputs.remote`)
+            files.extend(remote.expand(spec, split))
             continue
         if not isinstance(spec, (str, os.PathLike)):
             raise DataError(f"inputs: a list of files, folders and globs holds a {_literal(type(spec).__name__)}; give "
@@ -155,7 +162,7 @@ def corpus_sources(inputs: Corpus, text_field: str = "text") -> list[Path | Text
 
 def format_suffix(path: str | os.PathLike) -> str:
     """The suffix that names the file's format, after any compression suffix: ``'a.jsonl.gz'`` -> ``'.jsonl'``."""
-    suffixes = [s.lower() for s in Path(path).suffixes]
+    suffixes = [s.lower() for s in getattr(as_path(path), "suffixes", ())]  # texts or a split in memory: none
     while suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()
     return suffixes[-1] if suffixes else ""
@@ -168,8 +175,7 @@ def is_jsonl(path: str | os.PathLike) -> bool:
 
 def compression(path: str | os.PathLike) -> str | None:
     """``'gzip'``, ``'xz'``, ``'bz2'`` or ``'zstd'`` by the file's magic bytes, or None."""
-    with open(path, "rb") as f:
-        return _codec(f.read(6))
+    return _codec(_read_head(as_path(path))[:6])
 
 
 def _codec(head: bytes) -> str | None:
@@ -181,7 +187,7 @@ def input_bytes(source: Path | TextSource) -> int | None:
     compressed file, a table, texts in memory)."""
     if isinstance(source, TextSource) or table_kind(source) or compression(source):
         return None
-    return Path(source).stat().st_size
+    return source.size if isinstance(source, RemotePath) else Path(source).stat().st_size
 
 
 # ------------------------------------------------------------------------------------------------------ tables
@@ -192,7 +198,9 @@ def table_kind(path: str | os.PathLike | TextSource) -> str | None:
     anything else, or a compressed one, is a `DataError`."""
     if isinstance(path, TextSource):
         return None
-    path = Path(path)
+    if isinstance(path, DatasetSplit):
+        return "split"
+    path = as_path(path)
     if path.is_dir():
         return "dataset" if columnar.dataset_folder(path) else None
     if format_suffix(path) not in TABLE_SUFFIXES:
@@ -218,16 +226,34 @@ def is_records(path: str | os.PathLike | TextSource) -> bool:
 def where(path: str | os.PathLike | TextSource, number: int) -> str:
     """Where record ``number`` of ``path`` is, for messages: ``file.jsonl:12`` (a line) or ``file.parquet: row 12``
     (a table's row, counted from 0)."""
-    table = isinstance(path, TextSource) or format_suffix(path) in TABLE_SUFFIXES or Path(path).is_dir()
+    table = (isinstance(path, (TextSource, DatasetSplit)) or format_suffix(path) in TABLE_SUFFIXES
+             or as_path(path).is_dir())
     return f"{path}: row {number}" if table else f"{path}:{number}"
 
 
 def _read_head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
+    with _open_file(path) as f:
+        try:
             return f.read(_SNIFF_BYTES)
+        except OSError as e:
+            raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _open_file(path) -> BinaryIO:
+    """``path`` opened for reading bytes, buffered (``peek`` works): a local file, or a URL through
+    `litebert.inputs.remote` (whose failures are one-line errors naming it). A `DataError` when it cannot be opened."""
+    if isinstance(path, DatasetSplit):
+        raise DataError(f"{path}: a dataset split, read as records; this reads files (give the data's "
+                        "files, or a task that reads tables)")
+    path = as_path(path)
+    if isinstance(path, RemotePath):
+        return path.open()
+    try:
+        return open(path, "rb")
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: a folder, not a file") from None
     except OSError as e:
         raise DataError(f"{path}: cannot open ({e.strerror or e})") from None
 
@@ -301,17 +327,11 @@ def _not_text(path, codec: str | None, found: tuple[str, str]) -> DataError:
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:
     """Open a file for reading bytes, decompressing gzip, xz, bz2 and zstd (recognised by their magic bytes). A file
-    whose (decompressed) first bytes are not text is a `DataError` naming what it is (`_binary_format`)."""
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: a folder, not a file") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot open ({e.strerror or e})") from None
+    whose (decompressed) first bytes are not text is a `DataError` naming what it is (`_binary_format`). ``path``
+    may be a URL (`litebert.inputs.remote`), streamed."""
+    f = _open_file(path)
     stream: BinaryIO = f
-    head = f.peek(6)[:6]
+    head = _peek(f, path)[:6]
     cls = next((cls for magic, cls in _MAGIC.items() if head.startswith(magic)), None)
     codec = _CODECS.get(cls)
     try:
@@ -396,6 +416,9 @@ _DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 
 
 def _corrupt(path: str | os.PathLike, f: BinaryIO, offset: int, e: BaseException) -> DataError:
+    if isinstance(e, ReadFailure):  # the network failed, not the file
+        where = "byte offset" if type(f) is io.BufferedReader else "decompressed byte offset"
+        return DataError(f"{path}: {e} at {where} {offset}")
     if type(f) is io.BufferedReader:
         return DataError(f"{path}: cannot read past byte offset {offset}: {e}")
     kind = _CODECS.get(type(f), "compressed")

@@ -9,7 +9,6 @@ file ends where its last frame does, and a cut file raises `EOFError` like the o
 from __future__ import annotations
 
 import io
-import os
 from typing import BinaryIO
 
 from litebert.errors import DataError
@@ -35,7 +34,8 @@ class _ZstdRaw(io.RawIOBase):
             import zstandard
         except ImportError:
             f.close()
-            raise DataError(f"{f.name}: a zstd-compressed file; reading it needs zstandard ({INSTALL_HINT})") from None
+            raise DataError(f"{getattr(f, 'name', 'input')}: a zstd-compressed file; reading it needs zstandard "
+                            f"({INSTALL_HINT})") from None
         self._f = f
         self._error = zstandard.ZstdError
         self._reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True, closefd=False)
@@ -51,7 +51,7 @@ class _ZstdRaw(io.RawIOBase):
             raise OSError(str(e)) from None
         if n == 0 and len(buffer) and not self._ended:
             self._ended = True
-            if frames_end_past(self._f.name):
+            if frames_end_past(self._f):
                 raise EOFError("the file ends inside a zstd frame")
         return n
 
@@ -62,10 +62,15 @@ class _ZstdRaw(io.RawIOBase):
         super().close()
 
 
-def frames_end_past(path: str | os.PathLike) -> bool:
-    """Whether the zstd file ``path`` is cut short: its last frame, by its headers, would end past the file's end."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+def frames_end_past(f: BinaryIO) -> bool:
+    """Whether the zstd file open as ``f`` (read to its end: it is seeked) is cut short: its last frame, by its
+    headers, would end past the file's end. A stream that cannot seek (a URL served without its size) is not
+    checked: False."""
+    try:
+        size = f.seek(0, io.SEEK_END)
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
+    try:
         pos = 0
         while pos < size:
             f.seek(pos)
@@ -80,6 +85,8 @@ def frames_end_past(path: str | os.PathLike) -> bool:
             else:
                 return False  # not a frame: the decompressor reports what it makes of it
         return pos > size
+    finally:
+        f.seek(size)  # where the decompressor left it: at the end
 
 
 def _frame_end(f: BinaryIO, pos: int, descriptor: int) -> int:

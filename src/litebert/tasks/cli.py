@@ -63,8 +63,10 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="pretrained model folder (litebert or HF ALBERT)")
     p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names; a datasets "
                                                  "DatasetDict folder) or the training file (.parquet/.arrow and "
-                                                 "datasets folders too, with --columns)")
-    p.add_argument("--dev", help="the dev file (default: found in the --data folder)")
+                                                 "datasets folders too); local or a URL (s3://, https://, ...); or "
+                                                 "a dataset id, ORG/NAME[:CONFIG[:SPLIT]] (a path that exists wins)")
+    p.add_argument("--dev", help="the dev file, or the name of a split of --data (default: found by name in the "
+                                 "--data folder or dataset)")
     p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
     p.add_argument("--tokenizer", help="tokenizer folder (spiece.model or vocab.txt) or file (default: the "
                                        "--model folder)")
@@ -91,7 +93,8 @@ _TOKENIZER = "tokenizer folder (spiece.model or vocab.txt) or file (default: the
 
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help=_TASK_MODEL)
-    p.add_argument("--data", required=True, help="labelled file (or a data folder: its dev split)")
+    p.add_argument("--data", required=True, help="labelled file (or a data folder or dataset id: its dev split); "
+                                                 "local or a URL")
     p.add_argument("--output", help="also write one row per example here (JSONL): id, gold label, prediction, "
                                     "probabilities")
     p.add_argument("--columns", help="the data's columns, text_a=COL[,text_b=COL][,label=COL], as for finetune "

@@ -392,16 +392,11 @@ def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult
 
 
 def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None) -> tuple[Path, Optional[Path]]:
-    """The training file (``data``, or the train split of the folder ``data``) and the dev file (``dev``, or the
-    folder's dev split; None without one)."""
-    from litebert.tasks.finetuned import find_split
+    """The training split (``data``: a file, the train split of a folder or of a dataset id) and the dev split
+    (``dev``, or found by name beside it; None without one): `litebert.tasks.sources.split_paths`."""
+    from litebert.tasks.sources import split_paths as splits
 
-    data_path = Path(data)
-    if not data_path.exists():
-        raise DataError("{data}: no such file or folder", data=data)
-    train = find_split(data_path, "train") or data_path if data_path.is_dir() else data_path
-    dev_path = Path(dev) if dev else (find_split(data_path, "dev") if data_path.is_dir() else None)
-    return train, dev_path
+    return splits(data, dev)
 
 
 def _head_name(kind) -> str:

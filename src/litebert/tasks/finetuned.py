@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from litebert.errors import CheckpointError, literal
+from litebert.inputs.remote import as_path
 from litebert.files import read_json, write_json
 from litebert.tasks.kinds import example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
@@ -32,16 +33,22 @@ _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid
 
 
 def find_split(folder: str | Path, split: str) -> Path | None:
-    """The file (or RACE sub-folder) for ``split`` in a data folder: the first entry whose name starts with one of the
-    split's usual names as a whole word (``dev_matched`` before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev).
-    Hidden entries are skipped: they include the temporaries of writes in progress (`files.atomic_write`)."""
-    folder = Path(folder)
-    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-    for name in _SPLITS[split]:
-        pattern = re.compile(rf"(^|[_.-]){re.escape(name)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
-        for p in entries:
-            if pattern.search(p.name):
-                return p
+    """The file (or RACE sub-folder, or `datasets` split folder) for ``split`` in a data folder (local, or at a URL):
+    the first entry whose name `pick_split` picks. Hidden entries are skipped: they include the temporaries of writes
+    in progress (`files.atomic_write`)."""
+    entries = sorted(p for p in as_path(folder).iterdir() if not p.name.startswith("."))
+    name = pick_split([p.name for p in entries], split)
+    return next((p for p in entries if p.name == name), None)
+
+
+def pick_split(names: list[str], split: str) -> str | None:
+    """The first of ``names`` that starts with one of the split's usual names as a whole word (``dev_matched``
+    before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev; the Hub's ``validation_matched``), or None."""
+    for usual in _SPLITS[split]:
+        pattern = re.compile(rf"(^|[_.-]){re.escape(usual)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
+        for name in sorted(names):
+            if pattern.search(name):
+                return name
     return None
 
 

@@ -31,15 +31,16 @@ import numpy as np
 from tqdm import tqdm
 
 from litebert import hub
-from litebert.inputs import columnar
 from litebert.inputs import text as text_input
 from litebert.arguments import checked
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
 from litebert.folders import plan_file
+from litebert.inputs.remote import as_path
 from litebert.tasks import readers as R
 from litebert.tasks import finetuned
 from litebert.tasks.finetuned import predict_outputs
+from litebert.tasks.sources import eval_path
 
 CHUNK_SIZE = 2048  # inputs read, featurized and run at a time
 
@@ -92,11 +93,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
     preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer)
-    path = Path(data)
-    if path.is_dir() and columnar.dataset_folder(path) != "dataset":  # a folder of splits (a Dataset is one split)
-        path = finetuned.find_split(path, "dev") or finetuned.find_split(path, "test")
-        if path is None:
-            raise DataError("{data}: no dev/valid file in this folder", data=data)
+    path = eval_path(data)  # a file, a folder's dev split, a dataset id's
     labels = meta.get("labels")
     examples = preset.kind.read(path, labels, dict(columns or {}) or meta.get("columns"), encoding_errors)
     unlabelled = [e for e in examples if getattr(e, "label", 0) is None or getattr(e, "labels", 0) is None]
@@ -207,7 +204,7 @@ def _predict_stream(preset, model, tok, meta: dict, input_path, output_path, max
                     progress: bool, encoding_errors: str, chunk_size: int, amp, max_tokens, varlen: bool) -> int:
     """`predict_file` once the folder is loaded: the input read, run and written chunk by chunk."""
     kind, labels = preset.kind, meta.get("labels")
-    path = Path(input_path)
+    path = as_path(input_path)
     max_len = model.config.sequence_length(max_seq_length, preset.max_seq_length)
     count = 0
 
@@ -274,7 +271,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     from litebert.heads import AlbertModel
     from litebert.padding import prepare_batch
 
-    path = Path(input_path)
+    path = as_path(input_path)
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")

@@ -31,6 +31,7 @@ from litebert.inputs import columnar
 from litebert.inputs import text as text_input
 from litebert.errors import DataError, literal
 from litebert.files import parse_json
+from litebert.inputs.remote import RemotePath, as_path
 
 
 @dataclass
@@ -204,13 +205,14 @@ def _score(at: str, raw, column: str) -> float:
 
 
 def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -> list[TextExample]:
-    """Read one GLUE split file. Test files (no label column) give examples with ``label=None``."""
-    name, path = glue_task_name(task), Path(path)
+    """Read one GLUE split file. Test files (no label column) give examples with ``label=None``. A table (a
+    `datasets` folder or split, Parquet, Arrow) is read with the columns of the Hub's GLUE (`glue_tables`)."""
+    name, path = glue_task_name(task), as_path(path)
     spec = GLUE_TASKS[name]
-    if text_input.table_kind(path):
-        raise DataError(f"{literal(path)}: {columnar.WHAT[text_input.table_kind(path)]}, but the GLUE tasks read the "
-                        "benchmark's TSV files; fine-tune a table with the task classify (regress for STS-B) and a "
-                        "column mapping, e.g. {columns}", columns="text_a=sentence,label=label")
+    if text_input.table_kind(path):  # a datasets folder or split, a Parquet or Arrow file: the Hub's GLUE columns
+        from litebert.tasks.glue_tables import read_glue_table
+
+        return read_glue_table(name, path)
     # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
     rows = _read_rows(path, encoding_errors, delimiter="\t", quotechar=None)
     header, body, first = _glue_layout(name, spec, path, rows)
@@ -335,7 +337,7 @@ def read_table(path: str | Path, text_a: str = "text", text_b: str | None = None
     stringified; a ``datasets`` ClassLabel gives its names); with ``label_list`` given, a label outside it is an
     error naming the file and line (row).
     """
-    path = Path(path)
+    path = as_path(path)
     fmt = fmt or {"json": "jsonl"}.get(_format_of(path), _format_of(path))
     columns = [c for c in (text_a, text_b, label) if c]
     return [_table_example(text_input.where(path, n), n, rec, text_a, text_b, label, label_list, regression)
@@ -395,7 +397,7 @@ def read_squad(path: str | Path, *, encoding_errors: str = "strict") -> tuple[li
     ``report["bad_answers"]``; a question left with no valid answer (and not marked impossible) is dropped and counted
     in ``report["dropped_questions"]``. ``report["version"]`` is "2.0" when any question has ``is_impossible``.
     """
-    path = Path(path)
+    path = as_path(path)
     doc = _read_json(path, encoding_errors)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON: expected an object with a 'data' list")
@@ -437,7 +439,7 @@ def _letter_or_index(value, n: int, where: str) -> int:
 
 def _race_objects(path: Path, encoding_errors: str) -> list[tuple[str, object]]:
     """``(where, object)`` of each RACE passage in a folder, a JSONL file or a JSON file (an object or a list)."""
-    if path.is_dir():
+    if isinstance(path, (Path, RemotePath)) and path.is_dir():
         files = [p for p in text_input.expand_inputs([path]) if text_input.format_suffix(p) in (".txt", ".json")]
         if not files:
             raise DataError(f"{path}: no RACE .txt/.json files in this folder")
@@ -476,7 +478,7 @@ def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[Mult
     file, a folder (searched recursively for ``*.txt``/``*.json``, optionally compressed, sorted), or a JSONL of such
     objects."""
     out = []
-    for where, o in _race_objects(Path(path), encoding_errors):
+    for where, o in _race_objects(as_path(path), encoding_errors):
         answers = _race_answers(where, o)
         for i, (q, opts, ans) in enumerate(zip(o["questions"], o["options"], answers)):
             label = None if ans is None else _letter_or_index(ans, len(opts), f"{where} question {i}")
@@ -488,7 +490,7 @@ def read_race(path: str | Path, *, encoding_errors: str = "strict") -> list[Mult
 def read_multiple_choice(path: str | Path, *, encoding_errors: str = "strict") -> list[MultipleChoiceExample]:
     """Generic multiple-choice JSONL (or a table with these columns, ``choices`` a list column): ``question`` and
     ``choices`` required; ``context``, ``id``, ``label`` optional."""
-    path = Path(path)
+    path = as_path(path)
     out, n_choices = [], None
     for line, o in records(path, encoding_errors=encoding_errors):
         at = text_input.where(path, line)
@@ -518,7 +520,7 @@ def read_conll(path: str | Path, label_list: list[str] | None = None, *,
 
     A single-column file reads as unlabelled words (for ``predict``).
     """
-    path = Path(path)
+    path = as_path(path)
     out, words, labels, ncols = [], [], [], None
 
     def flush():
