@@ -1,7 +1,7 @@
 """The optional dependencies (pyproject.toml's extras) and the one message that says how to install a missing one.
 
-litebert is not on PyPI, so ``pip install 'litebert[datasets]'`` finds nothing: an extra can only be installed from
-the checkout (or a wheel) litebert came from. `install_hint` therefore names the missing packages themselves, with
+litebert is not on PyPI, so an extra asked for by name alone (``litebert[datasets]``) resolves nowhere: it installs
+from the checkout (or a wheel) litebert came from. `install_hint` therefore names the missing packages themselves, with
 the extra's ranges (``pip install 'pyarrow>=14'``), and the extra only as an alternative where the running litebert
 knows its checkout: the one its code lies in (an editable install, or ``src/`` on ``PYTHONPATH``), or the folder a
 ``pip install /path/to/litebert`` recorded (``direct_url.json``, PEP 610).
@@ -31,7 +31,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "trackers": ("wandb>=0.17", "mlflow-skinny>=2.10"),
 }
 # A Requires-Dist value (PEP 508 without URLs): the name, extras, the version spec, then the marker after ";"
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*(?:;(.*))?$")
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*"
+                          r"(?:;(.*))?$")
 _EXTRA = re.compile(r"""\bextra\s*==\s*(["'])(.*?)\1""")
 
 
