@@ -4,7 +4,8 @@ its runtime requirements only. There ``litebert --help``, a tokenizer, a token s
 pipeline work and answer as the checkout does, none of the test set is installed or imported, and a missing optional
 package is named with its range. Then the same again with the lowest versions the requirements' ranges allow.
 
-Slow (three to five minutes on 2 cores: torch alone takes one to install); pip reads its own configuration (find-links, indexes)."""
+Slow (three to five minutes on 2 cores: torch alone takes one to install); pip reads its own configuration
+(find-links, indexes)."""
 
 import importlib.util
 import json
