@@ -3,6 +3,7 @@ checked to be the image its extension names."""
 
 import json
 import struct
+import sys
 
 import pytest
 
@@ -114,3 +115,12 @@ def test_one_path_is_one_run(runs, tmp_path):
     assert plot_runs(str(a), tmp_path / "str.svg") == listed  # not the folders "/", "t", "m", "p", ...
     assert plot_runs(a, tmp_path / "path.svg") == listed
     assert list(listed["loss"]) == [a.name]
+
+
+def test_without_matplotlib_the_error_names_the_package(monkeypatch):
+    from litebert import plot
+
+    for name in ("matplotlib", "matplotlib.pyplot"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
+    with pytest.raises(ConfigError, match=r"^litebert plot needs matplotlib: pip install 'matplotlib>=3\.7'"):
+        plot._pyplot("litebert plot")
