@@ -83,9 +83,9 @@ def checkout() -> tuple[Path, bool] | None:
     """(the litebert checkout, whether to install it editable) the running code comes from: the folder its code lies
     in (``src/litebert`` under a pyproject.toml naming litebert), else the folder ``pip install FOLDER`` recorded
     in the distribution's ``direct_url.json``; None for a wheel (or an unknown origin)."""
-    root = Path(__file__).resolve().parents[2]
-    if _is_litebert(root):
-        return root, True
+    code = Path(__file__).resolve()
+    if len(code.parents) > 2 and _is_litebert(code.parents[2]):  # ROOT/src/litebert/extras.py
+        return code.parents[2], True
     dist = _distribution()
     try:
         recorded = json.loads((dist.read_text("direct_url.json") if dist else None) or "null")
