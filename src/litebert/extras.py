@@ -73,7 +73,6 @@ def requirements(extra: str) -> tuple[str, ...]:
             found.append(spec)
     if found:
         return tuple(found)
-        return found
     if extra not in EXTRAS:
         raise ValueError(f"litebert has no extra {extra!r}; it has {', '.join(EXTRAS)}")
     return EXTRAS[extra]
@@ -114,9 +113,11 @@ def install_hint(extra: str, *packages: str) -> str:
     (``, or the datasets extra from the checkout: pip install -e '/path/to/litebert[datasets]'``). A `ValueError` for a
     package the extra does not list."""
     specs = {canonical(parse_requirement(spec)[0]): spec for spec in requirements(extra)}
-    missing = [specs.get(canonical(p)) for p in packages or [parse_requirement(s)[0] for s in specs.values()]]
-    if None in missing:
-        raise ValueError(f"litebert's {extra!r} extra lists {', '.join(specs.values())}, not {packages}")
+    names = packages or tuple(parse_requirement(spec)[0] for spec in specs.values())
+    unknown = [p for p in names if canonical(p) not in specs]
+    if unknown:
+        raise ValueError(f"litebert's {extra!r} extra lists {', '.join(specs.values())}, not {', '.join(unknown)}")
+    missing = [specs[canonical(p)] for p in names]
     hint = "pip install " + " ".join(shlex.quote(spec) for spec in missing)
     origin = checkout()
     if origin is not None:

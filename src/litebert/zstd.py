@@ -35,7 +35,8 @@ class _ZstdRaw(io.RawIOBase):
             import zstandard
         except ImportError:
             f.close()
-            raise DataError(f"{f.name}: a zstd-compressed file; reading it needs zstandard ({install_hint('datasets', 'zstandard')})") from None
+            hint = install_hint("datasets", "zstandard")
+            raise DataError(f"{f.name}: a zstd-compressed file; reading it needs zstandard ({hint})") from None
         self._f = f
         self._error = zstandard.ZstdError
         self._reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True, closefd=False)

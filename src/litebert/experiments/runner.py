@@ -512,7 +512,8 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
             import importlib.util
 
             if importlib.util.find_spec("sklearn") is None:
-                progress(f"{task}: bag-of-words row skipped: it needs scikit-learn ({install_hint('baselines', 'scikit-learn')})")
+                hint = install_hint("baselines", "scikit-learn")
+                progress(f"{task}: bag-of-words row skipped: it needs scikit-learn ({hint})")
             else:
                 def part(examples):
                     return [" ".join(filter(None, (e.text_a, e.text_b))) for e in examples], [e.label for e in examples]

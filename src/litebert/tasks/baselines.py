@@ -37,7 +37,8 @@ def _sklearn():
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
     except ImportError:
-        raise ConfigError(f"the bag-of-words baseline needs scikit-learn: {install_hint('baselines', 'scikit-learn')}") from None
+        hint = install_hint("baselines", "scikit-learn")
+        raise ConfigError(f"the bag-of-words baseline needs scikit-learn: {hint}") from None
     return TfidfVectorizer, LogisticRegression
 
 
