@@ -50,7 +50,7 @@ def test_settings_are_checked():
 def test_missing_scikit_learn_is_one_line_with_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)  # as if not installed: its import raises ImportError
     monkeypatch.setitem(sys.modules, "sklearn.feature_extraction.text", None)
-    with pytest.raises(ConfigError, match=r"scikit-learn: pip install 'litebert\[baselines\]'"):
+    with pytest.raises(ConfigError, match=r"scikit-learn: pip install 'scikit-learn>=1\.3'"):
         baselines.bag_of_words((["good", "bad"], [1, 0]), {"dev": (["good"], [1])})
 
 

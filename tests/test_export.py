@@ -138,7 +138,7 @@ def test_errors(folders, tmp_path, capsys, monkeypatch):
         export.export_onnx(export.load_for_export(folders["encoder"]), tmp_path / "x.onnx", exporter="tflite")
     # onnxruntime missing: --verify says how to fix it, before any export work.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(export.ExportError, match="pip install onnxruntime.*verify = False"):
+    with pytest.raises(export.ExportError, match="pip install 'onnxruntime>=1.17'.*verify = False"):
         export.export_onnx(export.load_for_export(folders["encoder"]), tmp_path / "x.onnx")
     assert not (tmp_path / "x.onnx").exists()
 

@@ -231,6 +231,6 @@ def test_without_huggingface_hub_the_error_says_what_to_install(monkeypatch, tmp
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_hub)
-    with pytest.raises(CheckpointError, match=r"pip install 'litebert\[hub\]'"):
+    with pytest.raises(CheckpointError, match=r"needs huggingface_hub \(pip install 'huggingface_hub>=0\.20'"):
         hub.local("albert/albert-base-v2")
     shutil.rmtree(tmp_path, ignore_errors=True)

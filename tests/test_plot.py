@@ -3,6 +3,7 @@ checked to be the image its extension names."""
 
 import json
 import struct
+import sys
 
 import pytest
 
@@ -140,3 +141,12 @@ def test_a_run_keeps_its_colour_in_every_panel(runs, tmp_path, monkeypatch):
     assert len({next(iter(c)) for c in colours.values()}) == len(names), colours
     panels = {title for title, _, _ in drawn}
     assert len(panels) == 3 and all(any(l.startswith(n) for t, l, _ in drawn if t == p) for n in names[:2] for p in panels)
+
+
+def test_without_matplotlib_the_error_names_the_package(monkeypatch):
+    from litebert import plot
+
+    for name in ("matplotlib", "matplotlib.pyplot"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
+    with pytest.raises(ConfigError, match=r"^litebert plot needs matplotlib: pip install 'matplotlib>=3\.7'"):
+        plot._pyplot("litebert plot")

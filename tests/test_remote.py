@@ -315,7 +315,7 @@ def test_a_failure_while_streaming_names_the_url_and_the_offset(tmp_path):
 def test_without_fsspec_a_url_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # `import fsspec` raises ImportError
     with pytest.raises(DataError, match=r"^https://example\.org/c\.txt: reading URLs needs fsspec "
-                                        r"\(pip install 'litebert\[remote\]'\)$"):
+                                        r"\(pip install 'fsspec>=2023\.1'(, or the remote extra from the checkout: .*)?\)$"):
         expand_inputs(["https://example.org/c.txt"])
 
 

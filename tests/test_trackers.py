@@ -22,6 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 wandb = pytest.importorskip("wandb")
 mlflow = pytest.importorskip("mlflow")
 
+REPO = Path(__file__).resolve().parent.parent
 TIMING = ("tokens_per_s", "elapsed_s", "tflops", "examples_per_s")  # differ between a run and its replay
 
 
@@ -235,7 +236,7 @@ def test_missing_package_is_refused_before_anything_is_written(base, stores, tmp
                  "mlflow,wandb", "--max-steps", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["litebert pretrain: error: --report-to mlflow,wandb: the wandb package is not installed; pip install "
-                   "wandb, or pip install 'litebert[trackers]'"]
+                   f"'wandb>=0.17', or the trackers extra from the checkout: pip install -e '{REPO}[trackers]'"]
     assert main(finetune(base, out, "--max-steps", "2", "--report-to", "wandb")) == 2
     assert "--report-to wandb: the wandb package is not installed" in capsys.readouterr().err
     assert not out.exists()

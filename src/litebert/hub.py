@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from litebert.errors import CheckpointError, literal
+from litebert.extras import install_hint
 
 # org/name, as the Hub spells them (letters, digits, -, _, .; no leading or trailing separator), an optional @revision
 _ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(?:@(?P<revision>[\w./-]{1,200}))?$")
@@ -117,5 +118,5 @@ def _import_hub(spec: str):
         import huggingface_hub
     except ImportError:
         raise CheckpointError(f"{literal(spec)}: no such folder; as a Hugging Face Hub id it needs huggingface_hub "
-                              f"(pip install 'litebert[hub]')") from None
+                              f"({install_hint('hub', 'huggingface_hub')})") from None
     return huggingface_hub

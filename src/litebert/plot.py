@@ -7,8 +7,8 @@
 Three panels share the step axis: the training loss; the held-out accuracy of a pretraining run (MLM, and SOP or NSP
 where trained) or the dev metric of a fine-tuning run (the task's, as ``finetune.json`` names it); the learning rate.
 One line per run (and metric), labelled by the run folder's name. Values are drawn as logged (no smoothing), so the
-figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (``pip install matplotlib``, or
-``litebert[plot]``).
+figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (the ``plot``
+extra).
 
 `draw` is the one place line figures are made (this command, the experiments' curves and layer transitions, the
 demos' pretraining figures): panels of lines, with reference lines, written atomically. Matplotlib's config and font
@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 from litebert.arguments import checked
 from litebert.errors import ConfigError, DataError, literal
+from litebert.extras import install_hint
 
 FORMATS = ("png", "pdf", "svg")
 PANELS = ("loss", "accuracy", "learning rate")
@@ -64,7 +65,7 @@ def _pyplot(what: str):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError(f"{what} needs matplotlib: pip install matplotlib (or litebert[plot])") from None
+        raise ConfigError(f"{what} needs matplotlib: {install_hint('plot', 'matplotlib')}") from None
     finally:
         if temporary is not None:
             os.environ.pop("MPLCONFIGDIR", None)

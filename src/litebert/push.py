@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from litebert.extras import install_hint
 from litebert import folders, hub
 from litebert.arguments import checked
 from litebert.card import CARD_NAME, CardInfo, is_own_card, retarget
@@ -68,7 +69,8 @@ def _import_hub():
     try:
         import huggingface_hub
     except ImportError:
-        raise HubError("uploading to the Hugging Face Hub needs huggingface_hub: pip install 'litebert[hub]'") from None
+        raise HubError("uploading to the Hugging Face Hub needs huggingface_hub "
+                       f"({install_hint('hub', 'huggingface_hub')})") from None
     return huggingface_hub
 
 

@@ -49,12 +49,11 @@ from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
+from litebert.extras import install_hint
 from litebert.files import json_field, read_json, write_json
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 REPORT_TO = ("auto", "none") + TRACKERS
-INSTALL = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb",
-           "mlflow": "pip install mlflow-skinny (or mlflow)"}
 STATE_FILE = "trackers.json"  # the ids of the tracker runs, for resume
 _STATE_KEYS = {"wandb": ("id",), "mlflow": ("run_id", "tracking_uri")}  # what the trackers read of it
 DEFAULT_PROJECT = "litebert"  # W&B project and MLflow experiment unless the environment names one
@@ -85,6 +84,15 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _install(name: str) -> str:
+    """How to install tracker ``name``'s package (W&B and MLflow: the ``trackers`` extra's ranges)."""
+    if name == "tensorboard":  # in no extra
+        return "pip install tensorboard"
+    if name == "mlflow":  # the client is enough; the full mlflow package works too
+        return "its client is enough: " + install_hint("trackers", "mlflow-skinny")
+    return install_hint("trackers", name)
+
+
 def resolve(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
     """The trackers a run with ``report_to`` uses (``auto``: TensorBoard if installed); a `ConfigError` naming the
     pip command when a named tracker's package is not installed. Imports nothing."""
@@ -95,8 +103,7 @@ def resolve(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
         return ("tensorboard",) if _installed("tensorboard") else ()
     for name in names:
         if not _installed(name):
-            raise ConfigError("{report_to}: " + f"the {name} package is not installed; {INSTALL[name]}, or pip "
-                              "install 'litebert[trackers]'",
+            raise ConfigError("{report_to}: " + literal(f"the {name} package is not installed; {_install(name)}"),
                               report_to=Field(owner, report_to) if owner else report_to)
     return names
 

@@ -102,7 +102,7 @@ def smooth(points: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
 
 
 def can_plot() -> bool:
-    """Whether matplotlib (an optional dependency: litebert[plot]) is installed."""
+    """Whether matplotlib (an optional dependency: the ``plot`` extra) is installed."""
     import importlib.util
 
     return importlib.util.find_spec("matplotlib") is not None

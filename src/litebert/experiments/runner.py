@@ -33,6 +33,7 @@ from litebert import folders
 from litebert.arguments import checked
 from litebert.config import SHARING
 from litebert.errors import ConfigError, LitebertError, literal
+from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json, write_json
 
 EXPERIMENTS = ("sentence-objective", "sharing", "embedding-size", "speedup")
@@ -511,7 +512,8 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
             import importlib.util
 
             if importlib.util.find_spec("sklearn") is None:
-                progress(f"{task}: bag-of-words row skipped: it needs scikit-learn ({baselines.INSTALL_HINT})")
+                hint = install_hint("baselines", "scikit-learn")
+                progress(f"{task}: bag-of-words row skipped: it needs scikit-learn ({hint})")
             else:
                 def part(examples):
                     return [" ".join(filter(None, (e.text_a, e.text_b))) for e in examples], [e.label for e in examples]
@@ -605,6 +607,6 @@ def _report(out: Path, s: Settings, train: Path, held: Path, timing, results: li
     if report.can_plot():
         report.plot_curves(out / "curves.png", {a["name"]: Path(a["run"]) for a in results})
     else:
-        progress("curves.png not drawn: it needs matplotlib (pip install matplotlib, or litebert[plot]); the curves "
-                 "are in each arm's metrics.jsonl")
+        progress(f"curves.png not drawn: it needs matplotlib ({install_hint('plot', 'matplotlib')}); the curves are in "
+                 "each arm's metrics.jsonl")
     return summary

@@ -27,6 +27,7 @@ from litebert.arguments import checked
 from litebert.errors import ConfigError
 from litebert.experiments import paper
 from litebert.experiments.report import parameters
+from litebert.extras import install_hint
 from litebert.files import read_json, write_json
 
 DEFAULT_PRESETS = ("bert-base", "bert-large", "albert-base-v2", "albert-large-v2", "albert-xlarge-v2",
@@ -189,7 +190,7 @@ def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRES
         if can_plot():
             plot(out / "speedup.png", summary)
         else:
-            progress("speedup.png not drawn: it needs matplotlib (pip install matplotlib, or litebert[plot])")
+            progress(f"speedup.png not drawn: it needs matplotlib ({install_hint('plot', 'matplotlib')})")
         writer.finish(experiment="speedup")
     return summary
 

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from litebert import hub
 from litebert.arguments import checked
 from litebert.errors import ConfigError
+from litebert.extras import install_hint
 from litebert.files import atomic_write
 
 COLUMNS = ("model", "layer", "l2_distance", "cosine_similarity", "angle_degrees", "tokens")
@@ -56,7 +57,7 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     from litebert.experiments.report import can_plot
 
     if not can_plot():
-        raise ConfigError("the plot needs matplotlib: pip install matplotlib (or litebert[plot])")
+        raise ConfigError("the plot needs matplotlib: " + install_hint("plot", "matplotlib"))
     for path in (out, out.with_suffix(".csv")):
         plan_file(path, name="out", overwrite=overwrite, inputs={"models": list(models), "data": data})
     dev, store = resolve_device(device), TokenStore(data)

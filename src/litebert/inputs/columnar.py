@@ -1,6 +1,6 @@
 """Tables as inputs: Parquet, Arrow IPC (file and stream formats), `datasets` folders, and texts held in Python.
 
-Tables are read with pyarrow (the ``litebert[datasets]`` extra), imported only when such an input is given. A table
+Tables are read with pyarrow (in the ``datasets`` extra), imported only when such an input is given. A table
 is read a record batch at a time (Parquet: `BATCH_ROWS` rows at a time, its pages read as they are needed) and only
 in the columns asked for, so memory follows the size of a batch, not of the file (nor of a Parquet row group).
 `litebert.inputs.text` decides which inputs are tables (by name and magic bytes) and reads them through this module:
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from litebert.errors import DataError, first_line, literal
+from litebert.extras import install_hint
 from litebert.files import file_in, json_field, json_kind, parse_json, read_json
 from litebert.inputs.remote import ReadFailure, RemotePath, as_path
 
-INSTALL_HINT = "pip install 'litebert[datasets]'"
 BATCH_ROWS = 1024
 DATASET_FILES = ("state.json", "dataset_info.json")
 DATASET_DICT = "dataset_dict.json"
@@ -114,7 +114,7 @@ def _pyarrow(path, what: str):
         import pyarrow.ipc
         import pyarrow.parquet  # noqa: F401  (loaded here so that a missing part fails here)
     except ImportError:
-        raise DataError(f"{path}: {what}; reading it needs pyarrow ({INSTALL_HINT})") from None
+        raise DataError(f"{path}: {what}; reading it needs pyarrow ({install_hint('datasets', 'pyarrow')})") from None
     return pyarrow
 
 

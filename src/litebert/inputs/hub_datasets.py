@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
 
+from litebert.extras import install_hint
 from litebert.errors import DataError
 
-INSTALL_HINT = "pip install 'litebert[hf-datasets]'"
 _TRUE = ("1", "ON", "YES", "TRUE")  # datasets' ENV_VARS_TRUE_VALUES
 _NAME = r"[A-Za-z0-9][\w.-]{0,95}"
 _ID = re.compile(rf"^(?P<repo>{_NAME}(?:/{_NAME})?)(?::(?P<config>[\w.-]{{0,200}})(?::(?P<split>[\w.-]{{1,200}}))?)?"
@@ -112,7 +112,7 @@ def load(spec: str) -> dict[str, DatasetSplit]:
         import datasets
     except ImportError:
         raise DataError(f"{spec}: no such file or folder; read as a dataset id it needs the datasets package "
-                        f"({INSTALL_HINT})") from None
+                        f"({install_hint('hf-datasets', 'datasets')})") from None
     off, cache = offline(), cache_dir()
     try:
         with _offline_mode(datasets, off):

@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from litebert.extras import install_hint
 from litebert.errors import DataError, first_line
 
-INSTALL_HINT = "pip install 'litebert[remote]'"
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 _HTTP = ("http", "https")
 
@@ -296,7 +296,7 @@ def _fsspec(url: str):
     try:
         import fsspec
     except ImportError:
-        raise DataError(f"{url}: reading URLs needs fsspec ({INSTALL_HINT})") from None
+        raise DataError(f"{url}: reading URLs needs fsspec ({install_hint('remote', 'fsspec')})") from None
     return fsspec
 
 

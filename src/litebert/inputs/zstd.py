@@ -1,6 +1,6 @@
 """Reading zstd-compressed files (``*.zst``, recognised by their magic bytes ``28 B5 2F FD``) as a stream.
 
-Decompression is the `zstandard` package's (the ``litebert[datasets]`` extra), imported only when such a file is
+Decompression is the `zstandard` package's (in the ``datasets`` extra), imported only when such a file is
 opened. Its stream reader ends silently when a file is cut short inside a frame, where gzip, xz and bz2 raise; so
 at the end of the stream the frames are walked (their headers and block headers, RFC 8878 §3.1) to check that the
 file ends where its last frame does, and a cut file raises `EOFError` like the other codecs.
@@ -12,9 +12,9 @@ import io
 from typing import BinaryIO
 
 from litebert.errors import DataError
+from litebert.extras import install_hint
 
 MAGIC = b"\x28\xb5\x2f\xfd"
-INSTALL_HINT = "pip install 'litebert[datasets]'"
 _SKIPPABLE = 0x184D2A50  # skippable frames: magic 0x184D2A50..5F, a 4-byte size, then that many bytes
 
 
@@ -34,8 +34,9 @@ class _ZstdRaw(io.RawIOBase):
             import zstandard
         except ImportError:
             f.close()
+            hint = install_hint("datasets", "zstandard")
             raise DataError(f"{getattr(f, 'name', 'input')}: a zstd-compressed file; reading it needs zstandard "
-                            f"({INSTALL_HINT})") from None
+                            f"({hint})") from None
         self._f = f
         self._error = zstandard.ZstdError
         self._reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True, closefd=False)

@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from litebert.extras import install_hint
 from litebert import folders
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY, check_values
@@ -49,7 +50,7 @@ def _peft():
     try:
         import peft
     except ImportError:
-        raise ConfigError("LoRA adapters need peft: pip install 'litebert[lora]'") from None
+        raise ConfigError(f"LoRA adapters need peft ({install_hint('lora', 'peft')})") from None
     return peft
 
 

@@ -32,6 +32,7 @@ from litebert.checks import POSITIVE, Range
 from litebert.cli import ranged
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
 from litebert.io.hf_folder import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
+from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json
 from litebert.folders import OutputError, check_apart
 
@@ -245,8 +246,8 @@ def _onnxruntime():
     try:
         import onnxruntime
     except ImportError:
-        raise ExportError("onnxruntime is not installed: pip install onnxruntime (or litebert[export]), or export "
-                          "without checking the graph ({verify})", verify=False) from None
+        raise ExportError("onnxruntime is not installed: " + literal(install_hint("export", "onnxruntime")) + ", or "
+                          "export without checking the graph ({verify})", verify=False) from None
     onnxruntime.disable_telemetry_events()
     return onnxruntime
 

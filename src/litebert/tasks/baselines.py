@@ -2,8 +2,8 @@
 unigrams and bigrams + logistic regression, scikit-learn). A pretrained model that does not beat the bag of words on
 a sentiment task has not yet learned more than which words are positive.
 
-scikit-learn is an optional dependency (``pip install 'litebert[baselines]'``; the ``dev`` extra has it too); it is
-imported only when `bag_of_words` runs.
+scikit-learn is an optional dependency (the ``baselines`` extra; the ``dev`` extra has it too); it is imported only
+when `bag_of_words` runs.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Sequence
 
 from litebert.errors import ConfigError
+from litebert.extras import install_hint
 
-INSTALL_HINT = "pip install 'litebert[baselines]'"
 # Inverse L2 strengths tried, the one with the best dev accuracy kept. On the bundled sentiment data dev accuracy
 # rises from 75.4% at C = 0.25 to 78.3% at C = 16 and flattens there; 32 shows that the grid's end is not binding.
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -37,7 +37,8 @@ def _sklearn():
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
     except ImportError:
-        raise ConfigError(f"the bag-of-words baseline needs scikit-learn: {INSTALL_HINT}") from None
+        hint = install_hint("baselines", "scikit-learn")
+        raise ConfigError(f"the bag-of-words baseline needs scikit-learn: {hint}") from None
     return TfidfVectorizer, LogisticRegression
 
 

@@ -4,7 +4,7 @@ of `TokenizerBase` (`base.py`: HF-shaped calls, pairs, truncation, padding; outp
 - `AlbertTokenizer` (`tokenizer.py`, `normalize.py`): SentencePiece with the official ALBERT normalization, from
   ``spiece.model`` or a Unigram ``tokenizer.json`` as transformers 5 saves it (`hf_json.py`).
 - `WordPieceTokenizer` (`wordpiece.py`): BERT-style ``vocab.txt`` (or a WordPiece ``tokenizer.json``), as the
-  Chinese ALBERTs ship it; needs the ``tokenizers`` library (``pip install 'litebert[wordpiece]'``).
+  Chinese ALBERTs ship it; needs the ``tokenizers`` library (the ``wordpiece`` extra).
 
 Vocabulary training with the official settings is `train.py`, the ``litebert tokenizer`` command `cli.py`."""
 

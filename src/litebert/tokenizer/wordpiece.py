@@ -7,7 +7,7 @@ The tokenization is HF ``tokenizers``' WordPiece, assembled as transformers' ``B
 lower-case), ``BertPreTokenizer`` (split on whitespace and punctuation), then greedy longest-match-first WordPiece
 with ``##`` continuations, a word it cannot cover or of more than 100 characters being ``[UNK]``. Pairs, truncation
 and padding are `TokenizerBase`'s, as HF's ``BertTokenizer`` does them. ``tokenizers`` is imported only when such a
-tokenizer is built (``pip install 'litebert[wordpiece]'``).
+tokenizer is built (the ``wordpiece`` extra).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import TokenizerError
+from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json, write_json
 from litebert.tokenizer.base import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase,
                                      clean_up_tokenization)
@@ -35,7 +36,6 @@ CONFIG_OPTIONS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "s
                   "clean_up_tokenization_spaces")  # read from tokenizer_config.json
 OPTIONS = CONFIG_OPTIONS + ("num_threads",)
 _RESERVED = re.compile(r"\[\w*\]")  # [PAD], [unused17]...: never drawn as a random replacement
-INSTALL_HINT = "pip install 'litebert[wordpiece]'"
 
 
 def import_tokenizers(where) -> object:
@@ -44,7 +44,7 @@ def import_tokenizers(where) -> object:
         import tokenizers
     except ImportError:
         raise TokenizerError(f"{where}: a WordPiece (BERT-style) tokenizer needs the tokenizers library; install it "
-                             f"with {INSTALL_HINT}") from None
+                             f"with {install_hint('wordpiece', 'tokenizers')}") from None
     return tokenizers
 
 
