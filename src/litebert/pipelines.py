@@ -105,6 +105,10 @@ class Pipeline:
         self.runtime, self.batch_size, self.batch_tokens, self.defaults = runtime, batch_size, batch_tokens, defaults
         self.max_length = model.config.max_position_embeddings
 
+    @property
+    def device(self):
+        return self.runtime.device
+
     def __call__(self, inputs: str | Sequence[str], **options):
         """The answer to a string, or a list of answers, one per string of a list (an empty list: an empty list, as
         HF's). ``options``: those of the task's `answer` (``top_k``...), checked by their annotations."""

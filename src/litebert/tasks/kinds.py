@@ -6,7 +6,7 @@ and shapes the rows `litebert predict` writes. The runner, `predict` and the CLI
 which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
 window sizes); a task preset (`presets.py`) pairs a kind with its hyperparameters.
 
-Model outputs (``outs``) are `runner.predict_outputs`'s: one dict of numpy arrays per feature.
+Model outputs (``outs``) are `finetuned.predict_outputs`'s: one dict of numpy arrays per feature.
 
 To add a kind: subclass `TaskKind`, give it a ``name`` (stored in ``finetune.json``) and a ``head``, implement the
 abstract methods, and give it to a preset in `presets.py`.
