@@ -38,15 +38,6 @@ def pad_inputs(features: Sequence[dict], pad_id: int = 0) -> dict[str, torch.Ten
     return F.collate([{k: f[k] for k in ("input_ids", "token_type_ids")} for f in features], pad_id)
 
 
-def length(feature: dict) -> tuple[int, int]:
-    """(tokens of the longest sequence, sequences) of a feature: a list of ids or an array is one sequence; a list
-    of lists (multiple choice) is one per choice."""
-    ids = feature["input_ids"]
-    if isinstance(ids, list) and ids and isinstance(ids[0], list):
-        return max(map(len, ids)), len(ids)
-    return len(ids), 1
-
-
 def run_batches(model: torch.nn.Module, features: Sequence[dict], take: Take, *, runtime: Optional[Runtime] = None,
                 batch_size: int = 64, batch_tokens: Optional[int] = None, pad_id: int = 0,
                 collate: Optional[Callable[[list], dict]] = None, inputs: Sequence[str] = MODEL_INPUTS,
@@ -65,8 +56,8 @@ def run_batches(model: torch.nn.Module, features: Sequence[dict], take: Take, *,
     model is left in the train/eval mode it was in."""
     rt = runtime if runtime is not None else Runtime.of_model(model)
     collate = collate or (lambda fs: pad_inputs(fs, pad_id))
-    sizes = [length(f) for f in features]
-    batches = F.sorted_batches([n for n, _ in sizes], batch_size, batch_tokens, [r for _, r in sizes])
+    lengths, rows = [F.length_of(f) for f in features], [F.rows_of(f) or 1 for f in features]
+    batches = F.sorted_batches(lengths, batch_size, batch_tokens, rows)
     was_training = model.training
     model.eval()
     pending = []
