@@ -8,7 +8,7 @@ run their features through `run_batches`.
 The features are sorted by length, longest first, and cut into batches of ``batch_size`` (and, with
 ``batch_tokens``, of at most that many padded tokens: `litebert.tasks.features.sorted_batches`), so each batch is
 padded to little more than its own longest input. Each batch is collated on the host, packed to its real tokens
-(`litebert.padding.prepare_batch`: the dense layers, and with varlen attention attention too, skip the padding;
+(`litebert.padding.prepare_batch`: the dense layers skip the padding, and so does attention when it is varlen;
 under compile the padded layout is kept) and run under the runtime's autocast and ``torch.inference_mode``. ``take``
 turns a batch's model output into batch-major tensors; they are copied to the host behind the GPU's work and read
 once every batch is queued, so a GPU is never waited for between batches.
