@@ -371,7 +371,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     from litebert.heads import AlbertForSequenceClassification
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    import litebert.engine.step as engine
+    import litebert.engine.runtime as engine
 
     monkeypatch.setattr(engine, "autocast_dtype", lambda precision, device: torch.float16)
     torch.manual_seed(0)

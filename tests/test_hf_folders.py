@@ -398,7 +398,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
     sizes = []
     import litebert.tasks.features as F
 
-    def one_at_a_time(lengths, batch_size):
+    def one_at_a_time(lengths, batch_size, *by_tokens):
         sizes.append(batch_size)
         return [[i] for i in range(len(lengths))]
 

@@ -191,6 +191,20 @@ def ranged(action: argparse.Action, rng) -> argparse.Action:
     return action
 
 
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device``, ``--precision`` and ``--attention``: where and how a command runs its model, the same flags with
+    the same meaning for every command that runs one (`litebert.engine.runtime.Runtime`)."""
+    from litebert.engine.device import PRECISIONS
+    from litebert.padding import ATTENTION
+
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: "
+                             "fp32 on CPU, bf16 on GPUs that have it, else fp16")
+    parser.add_argument("--attention", choices=ATTENTION, default="auto",
+                        help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
+
+
 def check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every parsed option that has a range (`ranged`), checked."""
     from litebert.checks import check_values

@@ -28,11 +28,13 @@ class FillMaskResult:
 def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: str | os.PathLike | None = None,
               output: str | os.PathLike | None = None, top_k: int = 5, tokenizer: str | os.PathLike | None = None,
               text_field: str = "text", batch_size: int = 32, batch_tokens: Optional[int] = None,
-              device: Optional[str] = None, encoding_errors: str = "strict", overwrite: bool = False) -> FillMaskResult:
+              device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
+              encoding_errors: str = "strict", overwrite: bool = False) -> FillMaskResult:
     """Fill the [MASK]s of ``text``, or of the ``text_field`` of every record of ``input`` (JSONL or a table), with
     the MLM head of ``model`` (a pretraining folder, an HF AlbertForMaskedLM/AlbertForPreTraining folder, a hub id):
     the ``top_k`` pieces per mask, as HF's fill-mask pipeline answers. With ``output``, each record is written there
-    with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned."""
+    with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned.
+    ``device``, ``precision`` and ``attention`` as for every command (`litebert.engine.runtime.Runtime`)."""
     from litebert import hub
     from litebert.inputs import text as text_input
     from litebert.folders import plan_file
@@ -46,7 +48,8 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
-    fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens)
+    fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens,
+                    precision=precision, attention=attention)
     if text is not None:
         return FillMaskResult(1, [fill.answer([text], top_k=top_k)[0]])
     path = as_path(input)
@@ -66,7 +69,7 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
 
 def configure(p) -> None:
     """``litebert fill-mask``: the flags of `fill_mask`."""
-    from litebert.cli import ranged
+    from litebert.cli import add_runtime_arguments, ranged
 
     p.add_argument("--model", required=True, help="a folder with an MLM head (a pretraining run's model, an HF "
                                                    "AlbertForMaskedLM folder) or a hub id")
@@ -78,7 +81,7 @@ def configure(p) -> None:
     p.add_argument("--text-field", default="text", help="field or column holding the text")
     p.add_argument("--batch-size", type=int, default=32, help="texts per batch")
     p.add_argument("--batch-tokens", type=int, help="batches also hold at most this many tokens (default: off)")
-    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    add_runtime_arguments(p)
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in --input: stop with file, line and byte offset, or substitute U+FFFD")
     p.add_argument("--overwrite", action="store_true", help="--output exists: replace it")
@@ -87,8 +90,8 @@ def configure(p) -> None:
 def run(args) -> int:
     result = fill_mask(args.model, args.text, input=args.input, output=args.output, top_k=args.top_k,
                        tokenizer=args.tokenizer, text_field=args.text_field, batch_size=args.batch_size,
-                       batch_tokens=args.batch_tokens, device=args.device, encoding_errors=args.encoding_errors,
-                       overwrite=args.overwrite)
+                       batch_tokens=args.batch_tokens, device=args.device, precision=args.precision,
+                       attention=args.attention, encoding_errors=args.encoding_errors, overwrite=args.overwrite)
     if args.text is not None:
         print(json.dumps(result.predictions[0], indent=2, ensure_ascii=False))
     elif result.output is None:

@@ -45,12 +45,14 @@ ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classifica
 @checked(batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1)
 def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike | None = None,
              device: str | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
-             **defaults) -> "Pipeline":
+             precision: str = "auto", attention: str = "auto", **defaults) -> "Pipeline":
     """The pipeline for ``task`` (one of `TASKS`, or an alias in `ALIASES`) on the model folder (or hub id)
-    ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device``: cpu, cuda, ... (default:
-    CUDA when available). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``,
-    checked here as a call's are."""
-    from litebert.engine.device import resolve_device
+    ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device`` (cpu, cuda, ...; default:
+    CUDA when available), ``precision`` and ``attention``: as for every command (`Runtime.for_inference`; on a GPU
+    ``auto`` is bf16, whose scores differ from HF's fp32 pipeline by its rounding: ``precision="fp32"`` matches
+    them). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``, checked here as
+    a call's are."""
+    from litebert.engine.runtime import Runtime
 
     name = ALIASES.get(task, task)
     if name not in _PIPELINES:
@@ -66,8 +68,10 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
         raise CheckpointError("{model}: no such model folder", model=model)
     from litebert.tasks.finetuned import load_tokenizer
 
-    net = cls.load(Path(model)).to(resolve_device(device)).eval()
-    return cls(name, net, load_tokenizer(model, tokenizer), Path(model), batch_size, batch_tokens, defaults)
+    net = cls.load(Path(model))
+    runtime = Runtime.for_inference(net.config, device, precision, attention)
+    runtime.place(net)
+    return cls(name, net, load_tokenizer(model, tokenizer), Path(model), runtime, batch_size, batch_tokens, defaults)
 
 
 def _load_head(cls, folder: Path, prefix: str, what: str, accepted: tuple[str, ...] = ()):
@@ -96,11 +100,14 @@ class Pipeline:
     """A loaded model and tokenizer that answer texts as HF's pipeline of the same task does (see the module
     docstring). Call it with a string or a list of strings and the task's options."""
 
-    def __init__(self, task, model, tokenizer, folder: Path, batch_size: int, batch_tokens, defaults: dict):
+    def __init__(self, task, model, tokenizer, folder: Path, runtime, batch_size: int, batch_tokens, defaults: dict):
         self.task, self.model, self.tokenizer, self.folder = task, model, tokenizer, folder
-        self.batch_size, self.batch_tokens, self.defaults = batch_size, batch_tokens, defaults
-        self.device = next(model.parameters()).device
+        self.runtime, self.batch_size, self.batch_tokens, self.defaults = runtime, batch_size, batch_tokens, defaults
         self.max_length = model.config.max_position_embeddings
+
+    @property
+    def device(self):
+        return self.runtime.device
 
     def __call__(self, inputs: str | Sequence[str], **options):
         """The answer to a string, or a list of answers, one per string of a list (an empty list: an empty list, as
@@ -126,26 +133,24 @@ class Pipeline:
         return [{"input_ids": i, "token_type_ids": t, "offsets": o}
                 for i, t, o in zip(enc["input_ids"], enc["token_type_ids"], enc["offsets"])]
 
-    @torch.no_grad()
-    def run(self, features: list[dict], **forward) -> list[Any]:
-        """The model's output for each feature, in batches of similar length (order restored); each output is what
-        `take` makes of the batch's outputs for one row."""
-        from litebert.padding import prepare_batch
-        from litebert.tasks.features import check_ids, collate, sorted_batches
+    def run(self, features: list[dict], collate=None) -> list[Any]:
+        """The model's output for each feature (`litebert.inference.run_batches`: batches of similar length, the
+        padding skipped, order restored); each is what `take` makes of that feature's row of the batch-major tensors
+        `outputs` returns. ``collate``: the host batch of a list of features (default: their padded inputs)."""
+        from litebert.inference import run_batches
+        from litebert.tasks.features import check_ids
 
         check_ids(features, self.model.config.vocab_size)
-        results: list[Any] = [None] * len(features)
-        lengths = [len(f["input_ids"]) for f in features]
-        for idx in sorted_batches(lengths, self.batch_size, self.batch_tokens):
-            batch = collate([{k: features[i][k] for k in ("input_ids", "token_type_ids")} for i in idx],
-                            self.tokenizer.pad_token_id)
-            extra = {k: v([features[i] for i in idx]) for k, v in forward.items()}
-            out = self.model(**prepare_batch(batch, self.device, pack=True), **extra)
-            for row, i in enumerate(idx):
-                results[i] = self.take(out, row, lengths[i])
-        return results
+        rows = run_batches(self.model, features, self.outputs, runtime=self.runtime, batch_size=self.batch_size,
+                           batch_tokens=self.batch_tokens, pad_id=self.tokenizer.pad_token_id, collate=collate)
+        return [self.take(r, len(f["input_ids"])) for f, r in zip(features, rows)]
 
-    def take(self, out, row: int, length: int):
+    def outputs(self, out, batch: dict) -> dict:
+        """The batch-major float32 tensors of a batch's model output that `take` reads."""
+        raise NotImplementedError
+
+    def take(self, row: dict, length: int):
+        """One feature's answer material from its ``row`` of `outputs` (numpy arrays), ``length`` its pieces."""
         raise NotImplementedError
 
 
@@ -175,16 +180,23 @@ class FillMask(Pipeline):
                 raise DataError(f"{at}no [MASK] in the text {literal(repr(text[:80]))}; write [MASK] (in capitals) "
                                 f"where a piece is to be filled in")
 
-        def positions(fs: list[dict]) -> torch.Tensor:
-            """Where the MLM head runs, the masks only: [B, P], padded with 0 ([CLS], read and dropped)."""
-            width = max(len(f["masks"]) for f in fs)
-            return torch.tensor([f["masks"] + [0] * (width - len(f["masks"])) for f in fs], device=self.device)
+        def collate(fs: list[dict]) -> dict:
+            """The padded inputs, and where the MLM head runs, the masks only: ``mlm_positions`` [B, P], padded with
+            0 ([CLS], read and dropped)."""
+            from litebert.inference import pad_inputs
 
-        probs = self.run(feats, mlm_positions=positions)
+            width = max(len(f["masks"]) for f in fs)
+            positions = torch.tensor([f["masks"] + [0] * (width - len(f["masks"])) for f in fs])
+            return {**pad_inputs(fs, self.tokenizer.pad_token_id), "mlm_positions": positions}
+
+        probs = self.run(feats, collate)
         return [self._rows(f, p, min(top_k, p.shape[-1])) for f, p in zip(feats, probs)]
 
-    def take(self, out, row, length):
-        return out.logits[row].float().softmax(-1).cpu()  # [P, V]
+    def outputs(self, out, batch):
+        return {"probs": out.logits.float().softmax(-1)}  # [B, P, V]
+
+    def take(self, row, length):
+        return torch.from_numpy(row["probs"])  # [P, V]
 
     def _rows(self, f: dict, probs: torch.Tensor, top_k: int) -> list:
         single = len(f["masks"]) == 1
@@ -261,8 +273,11 @@ class TextClassification(_Labelled):
         legacy = "top_k" not in {**self.defaults, **options}
         return [answers] if isinstance(inputs, str) and legacy else answers
 
-    def take(self, out, row, length):
-        return out.logits[row].float().cpu().numpy()
+    def outputs(self, out, batch):
+        return {"logits": out.logits.float()}  # [B, C]
+
+    def take(self, row, length):
+        return row["logits"]
 
 
 class TokenClassification(_Labelled):
@@ -300,8 +315,11 @@ class TokenClassification(_Labelled):
             out.append(entities)
         return out
 
-    def take(self, out, row, length):
-        return out.logits[row, :length].float().cpu().numpy()
+    def outputs(self, out, batch):
+        return {"logits": out.logits.float()}  # [B, L, C]
+
+    def take(self, row, length):
+        return row["logits"][:length]
 
 
 class FeatureExtraction(Pipeline):
@@ -315,8 +333,11 @@ class FeatureExtraction(Pipeline):
     def answer(self, texts: list[str]) -> list:
         return [[h.tolist()] for h in self.run(self.encode(texts))]
 
-    def take(self, out, row, length):
-        return out.last_hidden_state[row, :length].float().cpu()
+    def outputs(self, out, batch):
+        return {"hidden": out.last_hidden_state.float()}  # [B, L, H]
+
+    def take(self, row, length):
+        return torch.from_numpy(row["hidden"][:length])
 
 
 def hf_offsets(tok, ids: list[int], offsets: list) -> list[tuple[int, int]]:
@@ -465,9 +486,11 @@ class QuestionAnswering(Pipeline):
                 answers.append({"score": score.item(), "start": a, "end": b, "answer": context[a:b]})
         return null
 
-    def take(self, out, row, length):
-        return (out.start_logits[row, :length].float().cpu().numpy(),
-                out.end_logits[row, :length].float().cpu().numpy())
+    def outputs(self, out, batch):
+        return {"start": out.start_logits.float(), "end": out.end_logits.float()}  # [B, L] each
+
+    def take(self, row, length):
+        return row["start"][:length], row["end"][:length]
 
 
 _PIPELINES = {"fill-mask": FillMask, "text-classification": TextClassification,

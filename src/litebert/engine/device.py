@@ -42,8 +42,9 @@ def resolve_device(name: str | None) -> torch.device:
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``, or None for fp32. ``auto``: fp32 on CPU; bf16 on GPUs
-    that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``). The one place a precision
-    is resolved: a run does it once, where it starts (`litebert.engine.step.Runtime`)."""
+    that support it, else fp16 (which then needs loss scaling: ``torch.amp.GradScaler``). bf16 on a GPU that has
+    no bfloat16 at all is refused here (autocast would fail at the first forward pass). The one place a precision is
+    resolved: a run does it once, where it starts (`litebert.engine.runtime.Runtime`)."""
     if precision not in PRECISIONS:
         raise ConfigError("{precision}: expected one of " + ", ".join(PRECISIONS), precision=precision)
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
@@ -53,4 +54,6 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
                           f"{device.type}", precision=precision)
     if precision == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("{precision}: this GPU has no bfloat16; use fp16 or fp32", precision=precision)
     return torch.bfloat16 if precision == "bf16" else torch.float16

@@ -1,5 +1,5 @@
 """The training engine shared by pretraining, fine-tuning and the speedup experiment: where a run executes
-(`Runtime`), what its checkpoints restore (`TrainState`), where it starts (`RunPlan`) and one optimizer step
+(`Runtime`, from `litebert.engine.runtime`), what its checkpoints restore (`TrainState`), where it starts (`RunPlan`) and one optimizer step
 (`train_step`).
 
 One step consumes one batch, cut into micro-batches (accumulation, and processes under torchrun). Each micro-batch's
@@ -25,44 +25,15 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, ConfigError, LitebertError
+from litebert.errors import CheckpointError, LitebertError
 from litebert.folders import FolderPlan
-from litebert.padding import resolve_attention
 from litebert.engine import distributed as D
 from litebert.engine.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
-from litebert.engine.device import autocast_dtype
+from litebert.engine.runtime import Runtime, check_compilable  # noqa: F401  (the training code imports them here)
 
 
 class TrainingError(LitebertError, RuntimeError):
     """Training cannot go on (e.g. the loss is NaN/inf step after step)."""
-
-
-# ---------------------------------------------------------------------------------------------------- runtime
-@dataclass(frozen=True)
-class Runtime:
-    """Where a run executes, decided once where it starts: the processes and device, the autocast dtype (None:
-    fp32) and the attention (``sdpa`` or ``varlen``)."""
-
-    dist: D.Distributed
-    amp: Optional[torch.dtype]
-    attention: str
-
-    @classmethod
-    def resolve(cls, dist: D.Distributed, precision: str, attention: str, config, training: bool) -> "Runtime":
-        amp = autocast_dtype(precision, dist.device)
-        return cls(dist, amp, resolve_attention(attention, dist.device, amp, config, training))
-
-    @property
-    def varlen(self) -> bool:
-        return self.attention == "varlen"
-
-    def describe(self) -> dict:
-        """The runtime as a run's settings record it."""
-        return {"device": str(self.dist.device), "processes": self.dist.world_size,
-                "precision": str(self.amp).replace("torch.", "") if self.amp else "fp32", "attention": self.attention}
-
-    def autocast(self):
-        return torch.autocast(self.dist.device.type, dtype=self.amp, enabled=self.amp is not None)
 
 
 # ---------------------------------------------------------------------------------------------------- micro-batch
@@ -269,15 +240,6 @@ def setup(model: nn.Module, runtime: Runtime, micro: MicroBatch,
     if micro.auto:
         return state, model
     return state, D.wrap(model, runtime.dist, find_unused_parameters=find_unused_parameters)
-
-
-def check_compilable(device: torch.device) -> None:
-    """torch.compile on CPU generates C++: fail at the start with a clear message, not at the first step."""
-    import shutil
-
-    if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
-        raise ConfigError("{compile:flag}: torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH; "
-                          "install one or train without it", compile=True)
 
 
 def rng_state(device: torch.device) -> torch.Tensor:

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
-from litebert.cli import ranged
+from litebert.cli import add_runtime_arguments, ranged
 from litebert.inputs.text import ENCODING_ERRORS
 
 
@@ -44,7 +44,7 @@ def _common(p: argparse.ArgumentParser, examples: int) -> None:
                                                "the model's positions)")
     ranged(p.add_argument("--seed", type=int, default=12345, help="seed of the examples' pairs and masks"), AT_LEAST_0)
     p.add_argument("--batch-size", type=int, default=32, help="examples per forward pass")
-    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
+    add_runtime_arguments(p)
     ranged(p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)"), AT_LEAST_1)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
@@ -76,8 +76,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     report = evaluate_pretraining(args.models, args.data, objectives=args.objectives, examples=args.examples,
                                   seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size,
-                                  device=args.device, output=args.output, progress=args.progress,
-                                  overwrite=args.overwrite)
+                                  device=args.device, precision=args.precision, attention=args.attention,
+                                  output=args.output, progress=args.progress, overwrite=args.overwrite)
     print(json.dumps(report.to_json(), indent=2))
     return 0
 
@@ -87,7 +87,8 @@ def run_analyze(args: argparse.Namespace) -> int:
 
     result = analyze_transitions(args.models, args.data, args.out, names=_names(args), examples=args.examples,
                                  seq_len=args.seq_len, seed=args.seed, batch_size=args.batch_size, device=args.device,
-                                 progress=args.progress, overwrite=args.overwrite)
+                                 precision=args.precision, attention=args.attention, progress=args.progress,
+                                 overwrite=args.overwrite)
     for name, r in result.rows.items():
         print(f"{name}: L2 " + " ".join(f"{x['l2_distance']:.2f}" for x in r) + " | degrees "
               + " ".join(f"{x['angle_degrees']:.1f}" for x in r))

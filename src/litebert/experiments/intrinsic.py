@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
-from tqdm import tqdm
 
 from litebert import hub
 from litebert.arguments import checked
@@ -90,16 +90,19 @@ class PretrainingEvaluation:
 def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.PathLike, *,
                          objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000, seq_len: Optional[int] = None,
                          seed: int = 12345, batch_size: int = 32, device: Optional[str] = None,
-                         names: Optional[Sequence[str]] = None, output: str | os.PathLike | None = None,
-                         progress: bool = True, overwrite: bool = False) -> PretrainingEvaluation:
+                         precision: str = "auto", attention: str = "auto", names: Optional[Sequence[str]] = None,
+                         output: str | os.PathLike | None = None, progress: bool = True,
+                         overwrite: bool = False) -> PretrainingEvaluation:
     """Held-out MLM, SOP and NSP accuracy of the pretrained model folders ``models`` on the token store ``data``
     (made with their tokenizer), each with its count and 95% Wilson interval. ``names``: one per model (default:
-    the folders' names). ``output``: also write the results as JSON there (an existing file only with
-    ``overwrite``)."""
+    the folders' names). ``device``, ``precision`` and ``attention``: as for every command
+    (`litebert.engine.runtime.Runtime`). ``output``: also write the results as JSON there (an existing file only
+    with ``overwrite``)."""
     from litebert.data.store import TokenStore
+    from litebert.engine.device import resolve_device
+    from litebert.engine.runtime import Runtime
     from litebert.files import write_json
     from litebert.folders import plan_file
-    from litebert.engine.device import resolve_device
 
     chosen = parse_objectives(objectives)
     names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
@@ -107,13 +110,16 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"models": list(models), "data": data})
-    dev, store = resolve_device(device), TokenStore(data)
+    resolve_device(device)  # a device this machine lacks is refused before the store is read
+    store = TokenStore(data)
     report = PretrainingEvaluation(Path(data), 0, seq_len or 128, seed)
     for name, path in zip(names, models):
-        model = load_for_evaluation(path, chosen, store.facts.vocab_size).to(dev)
+        model = load_for_evaluation(path, chosen, store.facts.vocab_size)
+        runtime = Runtime.for_inference(model.config, device, precision, attention)
+        runtime.place(model)
         report.scores[name] = intrinsic_accuracy(model, store, chosen, examples=examples,
                                                  seq_len=model.config.sequence_length(seq_len, 128), seed=seed,
-                                                 batch_size=batch_size, progress=progress)
+                                                 batch_size=batch_size, progress=progress, runtime=runtime)
         report.models[name] = Path(path)
         report.examples = max(report.examples, _sequences(report.scores[name], store, examples, seed,
                                                          model.config.sequence_length(seq_len, 128)))
@@ -162,37 +168,33 @@ def has_sentence_head(model_dir: str | Path) -> bool:
     return any("sop_classifier" in k or "seq_relationship" in k for k in load_weights(model_dir))
 
 
-@torch.no_grad()
 def intrinsic_accuracy(model, store, objectives=OBJECTIVES, *, examples: int = 2000, seq_len: int = 128,
-                       seed: int = 12345, batch_size: int = 32, progress: bool = False) -> dict:
+                       seed: int = 12345, batch_size: int = 32, progress: bool = False, runtime=None) -> dict:
     """``{objective: Accuracy}`` of an ``AlbertForPreTraining`` on the first ``examples`` examples of epoch 0 of
-    the held-out ``store`` (a `TokenStore` or its path) at ``seq_len``; the model runs on its own device."""
+    the held-out ``store`` (a `TokenStore` or its path) at ``seq_len``, through the inference loop
+    (`litebert.inference.run_batches`) under ``runtime`` (default: the model's own device, fp32)."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.inference import run_batches
 
-    device = next(model.parameters()).device
-    model.eval()
+    def take(res, batch) -> dict:  # per sequence: MLM hits and masked tokens [B, 2], sentence hit [B]
+        w = batch["mlm_weights"] > 0
+        hit = (res.prediction_logits.argmax(-1) == batch["mlm_ids"]) & w
+        sentence = res.sop_logits.argmax(-1) == batch["sentence_order_label"]
+        return {"mlm": torch.stack([hit.sum(1), w.sum(1)], 1), "sentence": sentence.long()}
+
     sentence = [o for o in ("sop", "nsp") if o in objectives]
     mlm_from = sentence[0] if sentence else "sop"
     out: dict[str, Accuracy] = {}
     for objective in sentence or [mlm_from]:
         ds = PretrainingDataset(store, max_seq_length=seq_len, objective=objective, seed=seed, short_seq_prob=0.0)
-        n = min(examples, ds.num_examples)
-        counts = torch.zeros(4, dtype=torch.float64)  # mlm correct, mlm total, sentence correct, sentence total
-        for start in tqdm(range(0, n, batch_size), desc=f"evaluating {objective}", disable=not progress,
-                          leave=False):
-            batch = collate_pretraining([ds.example(0, i) for i in range(start, min(start + batch_size, n))])
-            batch = {k: v.to(device) for k, v in batch.items()}
-            res = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                        mlm_positions=batch["mlm_positions"])
-            w = batch["mlm_weights"] > 0
-            hit = (res.prediction_logits.argmax(-1) == batch["mlm_ids"]) & w
-            y = batch["sentence_order_label"]
-            counts += torch.tensor([hit.sum().item(), w.sum().item(),
-                                    (res.sop_logits.argmax(-1) == y).sum().item(), y.numel()], dtype=torch.float64)
+        feats = [ds.example(0, i) for i in range(min(examples, ds.num_examples))]
+        rows = run_batches(model, feats, take, runtime=runtime, batch_size=batch_size, collate=collate_pretraining,
+                           progress=progress, desc=f"evaluating {objective}")
+        mlm = sum((r["mlm"] for r in rows), np.zeros(2, dtype=np.int64))
         if objective in objectives:
-            out[objective] = accuracy(int(counts[2]), int(counts[3]))
+            out[objective] = accuracy(sum(int(r["sentence"]) for r in rows), len(rows))
         if "mlm" in objectives and objective == mlm_from:
-            out["mlm"] = accuracy(int(counts[0]), int(counts[1]))
+            out["mlm"] = accuracy(int(mlm[0]), int(mlm[1]))
     return {o: out[o] for o in OBJECTIVES if o in out}
 
 

@@ -372,15 +372,16 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
     import torch
 
     from litebert.data.store import TokenStore
+    from litebert.engine.runtime import Runtime
     from litebert.experiments import intrinsic
-    from litebert.engine.device import resolve_device
 
     store = TokenStore(held, verify=False)
     objectives = intrinsic.OBJECTIVES if intrinsic.has_sentence_head(run / "model") else ("mlm",)
     model = intrinsic.load_for_evaluation(run / "model", objectives, store.facts.vocab_size)
-    model.to(resolve_device(s.device))
+    runtime = Runtime.for_inference(model.config, s.device, "fp32", "sdpa")  # every arm scored alike, in fp32
+    runtime.place(model)
     scores = intrinsic.intrinsic_accuracy(model, store, objectives, examples=s.eval_examples, seq_len=s.seq_len,
-                                          seed=s.seed)
+                                          seed=s.seed, runtime=runtime)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     return {o: scores[o].to_json() if o in scores else None for o in intrinsic.OBJECTIVES}

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
-from tqdm import tqdm
 
 from litebert import hub
 from litebert.arguments import checked
@@ -24,6 +24,7 @@ from litebert.files import atomic_write
 
 COLUMNS = ("model", "layer", "l2_distance", "cosine_similarity", "angle_degrees", "tokens")
 PLOT_FORMATS = (".png", ".pdf", ".svg")
+ENCODER_INPUTS = ("input_ids", "token_type_ids", "attention_mask", "packing")  # not the pretraining batch's MLM keys
 
 
 @dataclass
@@ -37,15 +38,18 @@ class TransitionsResult:
 def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.PathLike, out: str | os.PathLike, *,
                         names: Optional[Sequence[str]] = None, examples: int = 256, seq_len: Optional[int] = None,
                         seed: int = 12345, batch_size: int = 16, device: Optional[str] = None,
-                        progress: bool = True, overwrite: bool = False) -> TransitionsResult:
+                        precision: str = "auto", attention: str = "auto", progress: bool = True,
+                        overwrite: bool = False) -> TransitionsResult:
     """Figure 2 for the encoders of ``models`` on the held-out token store ``data``: the plot ``out`` (.png, .pdf or
-    .svg) and the numbers beside it (the same name with .csv). ``names``: one curve name per model. Existing files
-    there are replaced only with ``overwrite``."""
+    .svg) and the numbers beside it (the same name with .csv). ``names``: one curve name per model. ``device``,
+    ``precision`` and ``attention``: as for every command (`litebert.engine.runtime.Runtime`). Existing files there
+    are replaced only with ``overwrite``."""
     from litebert.data.store import TokenStore
+    from litebert.engine.device import resolve_device
+    from litebert.engine.runtime import Runtime
     from litebert.experiments.intrinsic import _check_counts, model_names
     from litebert.folders import plan_file
     from litebert.model import AlbertModel
-    from litebert.engine.device import resolve_device
 
     out = Path(out)
     names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
@@ -60,48 +64,56 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
         raise ConfigError("the plot needs matplotlib: " + install_hint("plot", "matplotlib"))
     for path in (out, out.with_suffix(".csv")):
         plan_file(path, name="out", overwrite=overwrite, inputs={"models": list(models), "data": data})
-    dev, store = resolve_device(device), TokenStore(data)
+    resolve_device(device)  # a device this machine lacks is refused before the store is read
+    store = TokenStore(data)
     rows = {}
     for name, path in zip(names, models):
-        model = AlbertModel.from_pretrained(path).to(dev)
+        model = AlbertModel.from_pretrained(path)
         if model.config.vocab_size != store.facts.vocab_size:
             raise ConfigError(f"{path}: vocabulary of {model.config.vocab_size} pieces, but the store was prepared "
                               f"with {store.facts.vocab_size}; use a store made with the model's tokenizer")
+        runtime = Runtime.for_inference(model.config, device, precision, attention)
+        runtime.place(model)
         rows[name] = layer_transitions(model, store, examples=examples, seed=seed, batch_size=batch_size,
-                                       seq_len=model.config.sequence_length(seq_len, 128), progress=progress)
+                                       seq_len=model.config.sequence_length(seq_len, 128), progress=progress,
+                                       runtime=runtime)
     write_csv(out.with_suffix(".csv"), rows)
     plot(out, rows)
     return TransitionsResult(rows, out, out.with_suffix(".csv"))
 
 
-@torch.no_grad()
 def layer_transitions(model, store, *, examples: int = 256, seq_len: int = 128, seed: int = 12345,
-                      batch_size: int = 16, progress: bool = False) -> list[dict]:
+                      batch_size: int = 16, progress: bool = False, runtime=None) -> list[dict]:
     """Per layer: ``{"layer", "l2_distance", "cosine_similarity", "angle_degrees", "tokens"}`` of an ALBERT encoder
-    (``model.albert`` or the encoder itself) on the first ``examples`` unmasked examples of the held-out ``store``."""
+    (``model.albert`` or the encoder itself) on the first ``examples`` unmasked examples of the held-out ``store``,
+    through the inference loop (`litebert.inference.run_batches`) under ``runtime`` (default: the encoder's own
+    device, fp32)."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.inference import run_batches
 
     encoder = getattr(model, "albert", model)
-    device = next(encoder.parameters()).device
-    encoder.eval()
     ds = PretrainingDataset(store, max_seq_length=seq_len, seed=seed, masked_lm_prob=0.0, short_seq_prob=0.0)
-    n = min(examples, ds.num_examples)
+    feats = [ds.example(0, i) for i in range(min(examples, ds.num_examples))]
     layers = encoder.config.num_hidden_layers
-    sums = torch.zeros(layers, 3, dtype=torch.float64)  # l2, cosine, angle
-    tokens = 0
-    for start in tqdm(range(0, n, batch_size), desc="layer transitions", disable=not progress, leave=False):
-        batch = collate_pretraining([ds.example(0, i) for i in range(start, min(start + batch_size, n))])
-        mask = batch["attention_mask"].bool().to(device)
-        out = encoder(batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                      batch["token_type_ids"].to(device), output_hidden_states=True)
-        states = [h.float()[mask] for h in out.hidden_states]  # [tokens, H] per layer boundary
+
+    def take(out, batch) -> dict:  # per sequence: [layers, 3] sums over its real tokens (l2, cosine, angle)
+        mask = batch.get("attention_mask")
+        states = out.hidden_states  # [B, L, H] per layer boundary
+        real = torch.ones(states[0].shape[:2], dtype=torch.bool, device=states[0].device) if mask is None \
+            else mask.bool()
+        sums = []
         for layer in range(layers):
             a, b = states[layer].double(), states[layer + 1].double()
-            cos = torch.nn.functional.cosine_similarity(a, b, dim=-1).clamp(-1, 1)
-            sums[layer, 0] += (b - a).norm(dim=-1).sum().item()
-            sums[layer, 1] += cos.sum().item()
-            sums[layer, 2] += torch.rad2deg(torch.arccos(cos)).sum().item()
-        tokens += int(mask.sum())
+            cos = torch.nn.functional.cosine_similarity(a, b, dim=-1).clamp(-1, 1)  # [B, L]
+            per_token = torch.stack([(b - a).norm(dim=-1), cos, torch.rad2deg(torch.arccos(cos))], -1)  # [B, L, 3]
+            sums.append((per_token * real.unsqueeze(-1)).sum(1))  # [B, 3]
+        return {"sums": torch.stack(sums, 1), "tokens": real.sum(1)}  # [B, layers, 3], [B]
+
+    rows = run_batches(encoder, feats, take, runtime=runtime, batch_size=batch_size, collate=collate_pretraining,
+                       inputs=ENCODER_INPUTS, options={"output_hidden_states": True}, progress=progress,
+                       desc="layer transitions")
+    sums = sum((r["sums"] for r in rows), np.zeros((layers, 3)))
+    tokens = int(sum(int(r["tokens"]) for r in rows))
     means = (sums / max(tokens, 1)).tolist()
     return [{"layer": i + 1, "l2_distance": m[0], "cosine_similarity": m[1], "angle_degrees": m[2], "tokens": tokens}
             for i, m in enumerate(means)]

@@ -16,10 +16,8 @@ import sys
 from pathlib import Path
 
 from litebert.checks import AT_LEAST_1, FRACTION
-from litebert.cli import add_config_arguments, given, ranged
+from litebert.cli import add_config_arguments, add_runtime_arguments, given, ranged
 from litebert.errors import ConfigError
-from litebert.padding import ATTENTION
-from litebert.engine.device import PRECISIONS
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -46,12 +44,7 @@ def _common(p: argparse.ArgumentParser, training: bool = False) -> None:
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
                    help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
     ranged(p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)"), AT_LEAST_1)
-    p.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: fp32 on "
-                        "CPU, bf16 on GPUs that have it, else fp16")
-    p.add_argument("--attention", choices=ATTENTION, default="auto",
-                   help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
+    add_runtime_arguments(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 

@@ -115,8 +115,14 @@ def check_ids(features: list[dict], vocab_size: int) -> None:
 
 
 def length_of(f: dict) -> int:
+    """Pieces of a feature's longest sequence (its ids: a list, an array, or a list of lists for multiple choice)."""
+    return max(map(len, f["input_ids"])) if rows_of(f) is not None else len(f["input_ids"])
+
+
+def rows_of(f: dict) -> int | None:
+    """The sequences of a multiple-choice feature (a list of lists of ids), None for one sequence."""
     ids = f["input_ids"]
-    return max(map(len, ids)) if ids and isinstance(ids[0], list) else len(ids)
+    return len(ids) if isinstance(ids, list) and ids and isinstance(ids[0], list) else None
 
 
 # Keys collate turns into tensors; everything else in a feature (word_ids, offsets...) is metadata.

@@ -11,21 +11,18 @@ to.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from litebert.errors import CheckpointError, literal
 from litebert.inputs.remote import as_path
 from litebert.files import read_json, write_json
 from litebert.tasks.kinds import example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
-from litebert.tasks.features import check_ids, collate, length_of, sorted_batches
-from litebert.padding import prepare_batch
+from litebert.tasks.features import check_ids, length_of
 
 META_FILE = "finetune.json"
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
@@ -250,68 +247,30 @@ def evaluate_rows(preset: TaskPreset, model, tok, examples: list, labels: list[s
     return metrics, [{"id": example_id(e, i), **r} for i, (e, r) in enumerate(zip(examples, rows))]
 
 
-@torch.no_grad()
 def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: int = 64, pad_id: int = 0,
                     progress: bool = False, amp: torch.dtype | None = None,
                     max_tokens: int | None = None, varlen: bool = False) -> list[dict[str, np.ndarray]]:
-    """Run the model over ``features`` (batched by length, order restored) on the model's device, under
-    ``torch.autocast(amp)`` when ``amp`` is a dtype. ``max_tokens``: batches are cut by size, up to ``batch_size``
-    rows of at most this many tokens together (`features.sorted_batches`). ``varlen``: attention by the
-    variable-length kernel (the caller's resolved attention, `litebert.padding.resolve_attention`). Per feature, each
-    output array (float32 numpy) is trimmed to the feature's own length: ``logits`` ([C], [L, C] tokens, [K]
-    choices) or ``start_logits``/``end_logits`` [L] (+ ``na_logits`` scalar for SQuAD v2)."""
-    model.eval()
-    device = next(model.parameters()).device
-    results: list[dict | None] = [None] * len(features)
-    lengths = [length_of(f) for f in features]
-    rows = [len(f["input_ids"]) if f["input_ids"] and isinstance(f["input_ids"][0], list) else 1
-            for f in features]  # sequences per feature (the choices of multiple choice)
-    batches = sorted_batches(lengths, batch_size, max_tokens, rows)
+    """A task head's outputs on ``features``, through the inference loop (`litebert.inference.run_batches`: batched
+    by length, the padding skipped, order restored) on the model's device, under autocast to ``amp`` when it is a
+    dtype (None: fp32, or the caller's autocast), with ``varlen`` attention or not: the runtime the caller resolved
+    (`litebert.engine.runtime.Runtime`). ``max_tokens``: batches are cut by size, up to ``batch_size`` rows of at
+    most this many tokens together. Per feature, each output array (float32 numpy) is trimmed to the feature's own
+    length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L] (+ ``na_logits``
+    scalar for SQuAD v2)."""
+    from litebert.engine.runtime import Runtime
+    from litebert.inference import run_batches
+
     check_ids(features, model.config.vocab_size)
-    # Every output is trimmed to its input's length below, so the dense layers (and, with varlen, attention) run on
-    # the real tokens only. Outputs stay on the device until every batch is queued: a GPU is never waited for
-    # between batches.
-    pending = []
-    for idx in tqdm(batches, desc="evaluating", disable=not progress, leave=False):
-        batch = collate([features[i] for i in idx], pad_id)
-        for key in ("labels", "start_positions", "end_positions", "is_impossible"):
-            batch.pop(key, None)
-        batch = prepare_batch(batch, device, pack=True, varlen=varlen)
-        with autocast(device, amp):
-            out = model(**batch)
-        names = ("logits", "start_logits", "end_logits", "na_logits")
-        pending.append((idx, {n: _to_host(getattr(out, n).float()) for n in names
-                              if getattr(out, n, None) is not None}))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # the copies to the host are complete
-    for idx, outs in pending:
-        _collect(outs, idx, lengths, results)
-    return results
+    names = ("logits", "start_logits", "end_logits", "na_logits")
 
+    def take(out, batch) -> dict:
+        return {n: getattr(out, n).float() for n in names if getattr(out, n, None) is not None}
 
-def autocast(device: torch.device, amp: torch.dtype | None):
-    """Autocast to ``amp``; with None, the caller's autocast (if any) stays in force: ``torch.autocast(enabled=False)``
-    would switch it off, and a model whose attention was chosen for half precision would then run in fp32."""
-    return contextlib.nullcontext() if amp is None else torch.autocast(device.type, dtype=amp)
-
-
-def _to_host(t: torch.Tensor) -> torch.Tensor:
-    """A GPU tensor's copy into pinned host memory, queued behind the GPU's work rather than waited for (read it
-    after a synchronize); other tensors as they are."""
-    if not t.is_cuda:
-        return t
-    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    return host.copy_(t, non_blocking=True)
-
-
-def _collect(outs: dict, idx: list[int], lengths: list[int], results: list) -> None:
-    """Per feature of the batch ``idx``, its outputs as float32 numpy arrays, per-token ones trimmed to its length."""
-    arrays = {n: t.cpu().numpy() for n, t in outs.items()}
-    for row, i in enumerate(idx):
-        r = {}
-        for n, a in arrays.items():
-            v = a[row]
-            if n in ("start_logits", "end_logits") or (n == "logits" and v.ndim == 2):
-                v = v[:lengths[i]]  # per-token outputs: drop the padding
-            r[n] = v
-        results[i] = r
+    outs = run_batches(model, features, take, runtime=Runtime.of_model(model, amp, varlen), batch_size=batch_size,
+                       batch_tokens=max_tokens, pad_id=pad_id, progress=progress, desc="evaluating")
+    for f, r in zip(features, outs):
+        n = length_of(f)
+        for name, v in r.items():
+            if name in ("start_logits", "end_logits") or (name == "logits" and v.ndim == 2):
+                r[name] = v[:n]  # per-token outputs: drop the padding
+    return outs

@@ -39,6 +39,7 @@ from litebert.folders import plan_file
 from litebert.inputs.remote import as_path
 from litebert.tasks import readers as R
 from litebert.tasks import finetuned
+from litebert.engine.runtime import Runtime
 from litebert.tasks.finetuned import predict_outputs
 from litebert.tasks.sources import eval_path
 
@@ -102,8 +103,8 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
                         f"labels — use predict for unlabelled data")
     max_len = net.config.sequence_length(seq_len, preset.max_seq_length)
     threshold = null_threshold if null_threshold is not None else meta.get("null_threshold")
-    rt = _runtime(device, precision, attention, net)
-    net.to(rt.dist.device)
+    rt = Runtime.for_inference(net.config, device, precision, attention)
+    rt.place(net)
     metrics, rows = finetuned.evaluate_rows(preset, net, tok, examples, labels, max_len, batch_size,
                                          null_threshold=threshold, progress=progress, amp=rt.amp, varlen=rt.varlen)
     if output is not None:
@@ -125,12 +126,9 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
-    loaded = finetuned.load_finetuned(model, tokenizer)
-    rt = _runtime(device, precision, attention, loaded[1])
-    loaded[1].to(rt.dist.device)
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
-    n = _predict_stream(*loaded, input, output, seq_len, rows, progress, encoding_errors, CHUNK_SIZE, rt.amp,
-                        batch_tokens, rt.varlen)
+    n = predict_file(model, input, output, seq_len, rows, progress, encoding_errors, device=device,
+                     precision=precision, attention=attention, tokenizer=tokenizer, max_tokens=batch_tokens)
     return PredictResult(n, Path(output))
 
 
@@ -143,17 +141,14 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
     """Embed each text of ``input`` (one a line, or JSONL or a table with the text under ``text_field``) with the
     encoder of ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
     ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector). ``device``,
-    ``precision`` and ``attention`` are resolved as `predict` resolves them (one `Runtime`)."""
+    ``precision`` and ``attention`` are resolved as for every command (`Runtime.for_inference`)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
-    from litebert.engine.device import resolve_device
-
     out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors,
-                     device=resolve_device(device), tokenizer=tokenizer, precision=precision, attention=attention,
-                     progress=progress)
+                     device=device, tokenizer=tokenizer, precision=precision, attention=attention, progress=progress)
     return EmbedResult(tuple(out.shape), pooling, Path(output))
 
 
@@ -173,36 +168,20 @@ def check_count(name: str, value) -> None:
         raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
 
 
-def _runtime(device, precision: str, attention: str, model):
-    """Where inference runs: the device, the autocast dtype and the attention, decided once for the command."""
-    from litebert.engine.device import resolve_device
-    from litebert.engine.distributed import Distributed
-    from litebert.engine.step import Runtime
-
-    return Runtime.resolve(Distributed(device=resolve_device(device)), precision, attention, model.config,
-                           training=False)
-
-
 # ---------------------------------------------------------------------------------------------------- streaming
 def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path,
                  max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
-                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
-                 tokenizer: str | Path | None = None, max_tokens: int | None = None) -> int:
+                 encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, *, device: Optional[str] = None,
+                 precision: str = "auto", attention: str = "auto", tokenizer: str | Path | None = None,
+                 max_tokens: int | None = None) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
     task-head folder: `finetuned.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
-    in the input's order. The model runs on ``device`` (default: CPU), under autocast to ``amp`` when given;
-    ``tokenizer`` replaces the folder's own; ``max_tokens``: batches by size (`finetuned.predict_outputs`). Returns the
-    number of predictions."""
+    in the input's order. ``device``, ``precision`` and ``attention`` as for every command
+    (`Runtime.for_inference`, refused before anything is written); ``tokenizer`` replaces the folder's own;
+    ``max_tokens``: batches by size (`finetuned.predict_outputs`). Returns the number of predictions."""
     preset, model, tok, meta = finetuned.load_finetuned(model_dir, tokenizer)
-    if device is not None:
-        model.to(device)
-    return _predict_stream(preset, model, tok, meta, input_path, output_path, max_seq_length, batch_size, progress,
-                           encoding_errors, chunk_size, amp, max_tokens, False)
-
-
-def _predict_stream(preset, model, tok, meta: dict, input_path, output_path, max_seq_length, batch_size: int,
-                    progress: bool, encoding_errors: str, chunk_size: int, amp, max_tokens, varlen: bool) -> int:
-    """`predict_file` once the folder is loaded: the input read, run and written chunk by chunk."""
+    rt = Runtime.for_inference(model.config, device, precision, attention)
+    rt.place(model)
     kind, labels = preset.kind, meta.get("labels")
     path = as_path(input_path)
     max_len = model.config.sequence_length(max_seq_length, preset.max_seq_length)
@@ -215,8 +194,8 @@ def _predict_stream(preset, model, tok, meta: dict, input_path, output_path, max
             for rows in chunks(R.records(path, encoding_errors=encoding_errors), chunk_size):
                 examples = kind.examples_from_json(rows, path, meta.get("columns"))
                 feats = kind.featurize(tok, examples, labels, max_len)
-                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=amp, max_tokens=max_tokens,
-                                       varlen=varlen)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=rt.amp, max_tokens=max_tokens,
+                                       varlen=rt.varlen)
                 preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
                 for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
                     f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")
@@ -252,64 +231,37 @@ def iter_texts(path: Path, text_field: str = "text", encoding_errors: str = "str
 
 def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str | Path, text_field: str = "text",
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
-               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, device=None, amp=None,
-               tokenizer: str | Path | None = None, precision: Optional[str] = None, attention: str = "auto",
+               encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, *, device: Optional[str] = None,
+               precision: str = "auto", attention: str = "auto", tokenizer: str | Path | None = None,
                progress: bool = False) -> np.ndarray:
     """Embed each text of ``input_path`` (text, one a line, or JSONL or a table with the text under ``text_field``;
     compressed or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path``
-    (.npy).
-    ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector). The model
-    runs on ``device`` (default: CPU), under autocast to ``amp`` when given, on the padded layout; with ``precision``
-    the device, precision and ``attention`` are resolved as one `Runtime` (``amp`` is then not used) and the padding
-    is skipped (varlen attention where it runs). ``tokenizer`` replaces the folder's own.
+    (.npy). ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector).
+    ``device``, ``precision`` and ``attention`` as for every command (`Runtime.for_inference`, refused before
+    anything is written); ``tokenizer`` replaces the folder's own.
 
     A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
     chunk by chunk. Returns the written array, memory-mapped (read-only)."""
-    import torch
-
-    from litebert.tasks.features import collate, sorted_batches
     from litebert.heads import AlbertModel
-    from litebert.padding import prepare_batch
+    from litebert.inference import run_batches
 
     path = as_path(input_path)
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
     tok = finetuned.load_tokenizer(model_dir, tokenizer)
-    model = AlbertModel.from_pretrained(model_dir).eval()
-    pack = varlen = False
-    if precision is not None:  # the command's runtime: refused here, before anything is written, if it cannot run
-        rt = _runtime(device, precision, attention, model)
-        device, amp, pack, varlen = rt.dist.device, rt.amp, True, rt.varlen
-    if device is not None:
-        model.to(device)
-    device = next(model.parameters()).device
+    model = AlbertModel.from_pretrained(model_dir)
+    rt = Runtime.for_inference(model.config, device, precision, attention)
+    rt.place(model)
     max_len = model.config.sequence_length(max_seq_length, 512)
     hidden = model.config.hidden_size
 
     def embed(texts: list[str]) -> np.ndarray:
         enc = tok(texts, max_length=max_len, truncation=True)
         feats = [{"input_ids": i, "token_type_ids": t} for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
-        out = np.zeros((len(texts), hidden), dtype=np.float32)
-        with torch.no_grad():
-            for idx in sorted_batches([len(f["input_ids"]) for f in feats], batch_size):
-                cpu = collate([feats[i] for i in idx], tok.pad_token_id)
-                b = {"attention_mask": cpu["attention_mask"].to(device)}  # the mean's weights
-                inputs = prepare_batch(cpu, device, pack=True, varlen=varlen) if pack else \
-                    {k: v.to(device) for k, v in cpu.items()}
-                with finetuned.autocast(device, amp):
-                    res = model(**inputs)
-                bar.update(len(idx))
-                if pooling == "pooled":
-                    v = res.pooler_output.float()
-                elif pooling == "cls":
-                    v = res.last_hidden_state[:, 0].float()
-                else:  # mean over real tokens, in float32: [B, L, H] * [B, L, 1] summed / count
-                    h = res.last_hidden_state.float()
-                    m = b["attention_mask"].unsqueeze(-1).to(h.dtype)
-                    v = (h * m).sum(1) / m.sum(1)
-                out[idx] = v.cpu().numpy()
-        return out
+        outs = run_batches(model, feats, lambda res, batch: {"v": pool(res, batch, pooling)}, runtime=rt,
+                           batch_size=batch_size, pad_id=tok.pad_token_id)
+        return np.stack([o["v"] for o in outs]).astype(np.float32, copy=False)
 
     def save(tmp: Path) -> None:
         written = 0
@@ -322,9 +274,25 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
                 if written > n_texts:
                     break
                 f.write(embed(texts).astype("<f4", copy=False).tobytes())
+                bar.update(len(texts))
         if written != n_texts:  # the file changed between the two passes
             raise DataError(f"{path}: changed while being read ({n_texts} texts, then {written}); run embed again")
 
     with tqdm(total=n_texts, desc="embedding", unit=" texts", disable=not progress, leave=False) as bar:
         atomic_write(output_path, save)
     return np.load(output_path, mmap_mode="r")
+
+
+def pool(res, batch: dict, pooling: str):
+    """One float32 vector per row of an encoder's output [B, H]: the pooler output, the [CLS] vector, or the mean of
+    the last layer over the real tokens (the batch's ``attention_mask``; none: every position is real)."""
+    if pooling == "pooled":
+        return res.pooler_output.float()
+    if pooling == "cls":
+        return res.last_hidden_state[:, 0].float()
+    h = res.last_hidden_state.float()  # [B, L, H]
+    mask = batch.get("attention_mask")
+    if mask is None:
+        return h.mean(1)
+    m = mask.unsqueeze(-1).to(h.dtype)  # [B, L, 1]
+    return (h * m).sum(1) / m.sum(1)
