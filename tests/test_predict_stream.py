@@ -206,3 +206,36 @@ def test_sorted_batches_by_tokens_hand_computed():
     assert sorted_batches([300], 4, max_tokens=100) == [[0]]  # an input longer than the budget runs alone
     # multiple choice: 4 sequences per feature, so 2 features of 10 tokens make 80 padded tokens
     assert sorted_batches([10, 10, 10], 64, max_tokens=100, rows=[4, 4, 4]) == [[0, 1], [2]]
+
+
+def test_embed_of_a_folder_without_pooler_warns_only_when_the_pooler_is_read(tmp_path, recwarn):
+    """A masked-LM folder has no pooler (as HF's AlbertForMaskedLM): mean and cls pooling never read it and load
+    it quietly, with the same vectors as the full encoder's; pooled says the pooler is new."""
+    import warnings
+
+    from litebert.config import AlbertConfig
+    from litebert.heads import AlbertForMaskedLM
+    from litebert.tokenizer import AlbertTokenizer
+
+    folder = tmp_path / "mlm"
+    torch.manual_seed(0)
+    AlbertForMaskedLM(AlbertConfig.from_preset("tiny", vocab_size=30000)).save_pretrained(folder)
+    AlbertTokenizer.from_pretrained(REPO / "data" / "albert-30k").save_pretrained(folder)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts(5)))
+    for pooling in ("mean", "cls"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = P.embed(folder, source, tmp_path / f"{pooling}.npy", pooling=pooling, progress=False)
+        assert got.shape == (5, AlbertConfig.from_preset("tiny").hidden_size)
+    cls_vectors = np.load(tmp_path / "cls.npy")
+    from litebert.heads import AlbertModel
+
+    with pytest.warns(UserWarning, match="pooler"):
+        full = AlbertModel.from_pretrained(folder)
+    tok = AlbertTokenizer.from_pretrained(folder)
+    with torch.inference_mode():
+        ref = full(**tok(texts(5)[0:1], return_tensors="pt")).last_hidden_state[0, 0]
+    np.testing.assert_allclose(cls_vectors[0], ref.numpy(), atol=1e-5)
+    with pytest.warns(UserWarning, match="pooler"):
+        P.embed(folder, source, tmp_path / "pooled.npy", pooling="pooled", progress=False)

@@ -250,7 +250,9 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
     tok = finetuned.load_tokenizer(model_dir, tokenizer)
-    model = AlbertModel.from_pretrained(model_dir)
+    # mean and cls pooling never read the pooler: an encoder without it loads a folder that has none (an MLM-only
+    # model) without warning about weights it would not use
+    model = (AlbertModel if pooling == "pooled" else _encoder_without_pooler()).from_pretrained(model_dir)
     rt = Runtime.for_inference(model.config, device, precision, attention)
     rt.place(model)
     max_len = model.config.sequence_length(max_seq_length, 512)
@@ -281,6 +283,18 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     with tqdm(total=n_texts, desc="embedding", unit=" texts", disable=not progress, leave=False) as bar:
         atomic_write(output_path, save)
     return np.load(output_path, mmap_mode="r")
+
+
+def _encoder_without_pooler():
+    from litebert.heads import AlbertModel
+
+    class EncoderWithoutPooler(AlbertModel):
+        """`AlbertModel` without its pooler (``add_pooling_layer=False``), as HF's MLM head builds it."""
+
+        def __init__(self, config):
+            super().__init__(config, add_pooling_layer=False)
+
+    return EncoderWithoutPooler
 
 
 def pool(res, batch: dict, pooling: str):
