@@ -268,7 +268,8 @@ def test_an_extension_killed_before_its_final_model_is_finished_on_resume(setup,
     assert read_marker(out)["complete"] is True and read_marker(out)["model_step"] == 4
     from litebert.engine.checkpoint import latest_valid
 
-    step, _, state = latest_valid(out / "checkpoints")
+    found = latest_valid(out / "checkpoints")
+    step, state = found.step, found.state
     final = AlbertForPreTraining.from_pretrained(out / "model").state_dict()
     assert step == 4 and all(torch.equal(final[k], v) for k, v in state["model"].items())
 

@@ -24,7 +24,7 @@ def test_paper_recipe_is_the_papers_numbers():
         ("lamb", 0.00176, 4096, 125_000, 3125, 512)
     assert (cfg.max_predictions, cfg.max_ngram, cfg.objective, cfg.weight_decay, cfg.clip_norm) == \
         (20, 3, "sop", 0.01, 1.0)
-    assert cfg.accumulation(world_size=1) == 4096 // 32
+    assert cfg.split(1).accumulation == 4096 // 32
 
 
 def test_layering_recipe_then_file_then_flags(tmp_path):
