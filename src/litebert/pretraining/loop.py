@@ -102,8 +102,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 flags = [stop.signal is not None, time.perf_counter() > deadline]
                 return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
 
-            step = train_step(state, wrapped, lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, counts,
-                                                                   flops_at),
+            step = train_step(state, wrapped,
+                              lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, counts,
+                                                          flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
                               parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
