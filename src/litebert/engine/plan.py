@@ -43,6 +43,7 @@ class Opening:
     trackers: T.Trackers
     finished: bool  # the run in the folder is finished at the steps asked for: nothing to train
     resume: bool  # the caller asked to continue a run
+    inputs: Mapping[str, Any]  # what the command reads, hub ids resolved to their folders
 
     @property
     def done_step(self) -> int:
@@ -51,15 +52,19 @@ class Opening:
 
 
 def open_run(out: str | os.PathLike, layout: folders.Layout, args: Machinery, *, resume: bool, overwrite: bool,
-             inputs: Mapping[str, Any], max_steps: Optional[int], extendable: bool) -> Opening:
+             inputs: Mapping[str, Any], hub_ids: Mapping[str, str], max_steps: Optional[int],
+             extendable: bool) -> Opening:
     """The first decisions of a training run into ``out``: the trackers ``args.report_to`` names (`trackers.resolve`),
-    the folder's plan (`folders.plan`), and whether the run there is finished: a finished run stays so when it is not
-    ``extendable`` (fine-tuning), or when ``max_steps`` is None or the step it reached. Otherwise the trackers are
-    checked (`trackers.check`) and the metrics files of a run to be continued (`metrics_log.check_metrics`). Writes
-    nothing."""
+    the ``inputs`` ({argument: path}) that may be hub ids (``hub_ids``: {argument: "model" or "tokenizer"}) as their
+    folders (`hub.local`: from the cache, or downloaded), the folder's plan (`folders.plan`), and whether the run
+    there is finished: a finished run stays so when it is not ``extendable`` (fine-tuning), or when ``max_steps`` is
+    None or the step it reached. Otherwise the trackers are checked (`trackers.check`) and the metrics files of a run
+    to be continued (`metrics_log.check_metrics`). Writes nothing in ``out``."""
+    from litebert import hub
     from litebert.engine.metrics_log import check_metrics
 
     trackers = T.resolve(args.report_to, type(args).__name__)
+    inputs = {name: hub.local(path, hub_ids[name]) if name in hub_ids else path for name, path in inputs.items()}
     folder = folders.plan(out, layout, resume=resume, overwrite=overwrite, inputs=inputs)
     done = folder.marker.get("step")
     finished = folder.action == "finished" and (not extendable or max_steps in (None, done) or done is None)
@@ -67,7 +72,7 @@ def open_run(out: str | os.PathLike, layout: folders.Layout, args: Machinery, *,
         if folder.action in ("resume", "finished"):
             check_metrics(folder.out)
         T.check(trackers)
-    return Opening(folder, trackers, finished, resume)
+    return Opening(folder, trackers, finished, resume, inputs)
 
 
 @dataclass(frozen=True)

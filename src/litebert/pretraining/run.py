@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
 from litebert.config import AlbertConfig
@@ -78,16 +77,16 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     from litebert.engine.plan import open_run
 
     cfg = train or TrainConfig(max_steps=None)
-    init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     opening = open_run(out, folders.RUN, cfg, resume=resume, overwrite=overwrite, max_steps=cfg.max_steps,
                        extendable=True, inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer,
-                                                "init_from": init_from})
+                                                "init_from": init_from},
+                       hub_ids={"tokenizer": "tokenizer", "init_from": "model"})
     if opening.finished:
         return _finished(opening)
     dist = dist or D.from_environment(device=device)
     try:
-        return _pretrain(opening, cfg, Path(data), eval_data, model, init_from, tokenizer, attention, verify_data,
-                         progress, stop_after, time_limit, dist)
+        return _pretrain(opening, cfg, Path(data), eval_data, model, opening.inputs["init_from"],
+                         opening.inputs["tokenizer"], attention, verify_data, progress, stop_after, time_limit, dist)
     finally:
         D.shutdown(dist)
 

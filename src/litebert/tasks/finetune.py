@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
-from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY
@@ -148,16 +147,17 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     from litebert.tasks.presets import get_preset
 
     preset, cfg = get_preset(task), config or FinetuneConfig()
-    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     opening = open_run(out, folders.FINETUNED, cfg, resume=resume, overwrite=overwrite, max_steps=cfg.max_steps,
-                       extendable=False, inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
+                       extendable=False, inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer},
+                       hub_ids={"model": "model", "tokenizer": "tokenizer"})
     if opening.finished:
         _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
         return FinetuneResult(Path(out), preset.name, "finished", 0, True)
     dist = dist or D.from_environment(device=device)
     try:
-        return _finetune(opening, preset, cfg, model, data, dev, tokenizer, dict(columns or {}), labels,
-                         keep_checkpoints, attention, encoding_errors, progress, log, stop_after, dist)
+        return _finetune(opening, preset, cfg, opening.inputs["model"], data, dev, opening.inputs["tokenizer"],
+                         dict(columns or {}), labels, keep_checkpoints, attention, encoding_errors, progress, log,
+                         stop_after, dist)
     finally:
         D.shutdown(dist)
 
