@@ -260,8 +260,10 @@ def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkey
 
 
 def test_resume_refuses_unreadable_metrics_before_writing(base, tmp_path, capsys, monkeypatch):
-    """A stopped run whose metrics.jsonl has a line that is not a record: --resume names file:line and changes
-    nothing (as pretraining's resume does), instead of failing once the run folder has been reopened."""
+    """A stopped run whose metrics.jsonl has a line that is not a record: --resume names file:line before the run
+    folder is reopened (as pretraining's resume does), not on rank 0 alone once training has begun (where the other
+    processes of a torchrun would wait for it in their first step)."""
+    import litebert.folders as folders
     import litebert.tasks.finetune as F
 
     out = tmp_path / "run"
@@ -272,8 +274,11 @@ def test_resume_refuses_unreadable_metrics_before_writing(base, tmp_path, capsys
     lines = metrics.read_text().splitlines(keepends=True)
     metrics.write_text(lines[0] + "not a record\n" + "".join(lines[1:]))
     before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    begun = []
+    monkeypatch.setattr(folders, "begin", lambda *a, **kw: begun.append(a))
     capsys.readouterr()
     assert main(finetune(base, out, *RESUME_RUN, "--resume")) == 2
+    assert begun == []
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{metrics}:2: not a metrics record" in err, err
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
