@@ -268,7 +268,8 @@ def test_an_extension_killed_before_its_final_model_is_finished_on_resume(setup,
     assert read_marker(out)["complete"] is True and read_marker(out)["model_step"] == 4
     from litebert.engine.checkpoint import latest_valid
 
-    step, _, state = latest_valid(out / "checkpoints")
+    found = latest_valid(out / "checkpoints")
+    step, state = found.step, found.state
     final = AlbertForPreTraining.from_pretrained(out / "model").state_dict()
     assert step == 4 and all(torch.equal(final[k], v) for k, v in state["model"].items())
 
@@ -304,6 +305,8 @@ def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(setup, tmp
     reference = AlbertForPreTraining.from_pretrained(converted)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in reference.state_dict().items())
     assert note is None  # the official pretraining checkpoint has both heads and the pooler
-    # its 40-piece vocabulary is not the store's
+    # its 16 positions are checked first (from its config.json alone), then its 40-piece vocabulary: not the store's
     refused(capsys, pretrain(setup, tmp_path / "run", "--init-from", str(converted)),
+            "--seq-len 64 exceeds the model's max_position_embeddings 16")
+    refused(capsys, pretrain(setup, tmp_path / "run", "--init-from", str(converted), "--seq-len", "16"),
             "has a vocabulary of 40 pieces, --data")

@@ -174,3 +174,22 @@ def test_extractive_qa_with_no_answer():
     assert kind.chosen_on_dev({"f1": 1.0}) == {}
     assert kind.output_rows([pred], [out], None) == [
         {"answer": "Denver Broncos", "answer_start": 0, "no_answer_prob": pytest.approx(0.75)}]
+
+
+def test_the_docs_table_of_tasks_shows_the_presets():
+    """docs/finetune.md's table of tasks shows each preset's hyperparameters: the presets are the one table of them,
+    the docs their rendering (a preset changed without its row fails here)."""
+    def shown(p) -> str:
+        steps = f"{p.train_steps:,}" if p.train_steps else f"{p.epochs:g} epochs"
+        warmup = f"{p.warmup_steps:,}" if p.warmup_steps is not None else f"{p.warmup_proportion:.0%}".replace("%", " %")
+        return f"{p.lr:.0e}".replace("e-0", "e-") + f" / {p.batch_size} / {steps} / {warmup}"
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "finetune.md").read_text()
+    rows = {}
+    for line in docs.split("## Tasks", 1)[1].split("\n\n", 2)[1].splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for name in cells[0].replace("`", "").split(", "):
+            rows[name] = cells[-1]
+    assert set(rows) == set(PRESETS)
+    for name, preset in PRESETS.items():
+        assert rows[name].startswith(shown(preset)), (name, rows[name], shown(preset))

@@ -259,6 +259,31 @@ def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkey
     assert "holds no run yet; starting a new one" in capsys.readouterr().err
 
 
+def test_resume_refuses_unreadable_metrics_before_writing(base, tmp_path, capsys, monkeypatch):
+    """A stopped run whose metrics.jsonl has a line that is not a record: --resume names file:line before the run
+    folder is reopened (as pretraining's resume does), not on rank 0 alone once training has begun (where the other
+    processes of a torchrun would wait for it in their first step)."""
+    import litebert.folders as folders
+    import litebert.tasks.finetune as F
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
+    assert main(finetune(base, out, *RESUME_RUN)) == 130
+    monkeypatch.undo()
+    metrics = out / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text(lines[0] + "not a record\n" + "".join(lines[1:]))
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    begun = []
+    monkeypatch.setattr(folders, "begin", lambda *a, **kw: begun.append(a))
+    capsys.readouterr()
+    assert main(finetune(base, out, *RESUME_RUN, "--resume")) == 2
+    assert begun == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{metrics}:2: not a metrics record" in err, err
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
 def test_sigterm_saves_and_resume_completes(base, tmp_path, capsys):
     """A real SIGTERM: the step finishes, a checkpoint is saved, the process exits with a one-line message;
     --resume ends bit-identical to an uninterrupted run."""

@@ -23,7 +23,8 @@ from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.engine import distributed as D
 from litebert.engine import step as engine
-from litebert.engine.checkpoint import latest_valid
+from litebert.engine.checkpoint import latest_valid, run_identity
+from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.step import MicroBatch, TrainingError
 from litebert.pretraining.loop import train
@@ -118,7 +119,7 @@ def test_pretraining_auto_halves_after_oom_and_equals_the_explicit_run(setup, tm
     assert got.final_eval == ref.final_eval
     for k, v in _model_weights(tmp_path / "ref").items():
         assert torch.equal(_model_weights(tmp_path / "auto")[k], v), k
-    assert latest_valid(tmp_path / "auto" / "checkpoints")[2]["micro_batch"] == 2  # what a resume continues at
+    assert latest_valid(tmp_path / "auto" / "checkpoints").state["micro_batch"] == 2  # what a resume continues at
 
 
 def test_pretraining_auto_resumes_at_the_recorded_micro_batch(setup, tmp_path, monkeypatch, capsys):
@@ -132,8 +133,10 @@ def test_pretraining_auto_resumes_at_the_recorded_micro_batch(setup, tmp_path, m
     m, calls = _model(), []
     m.register_forward_hook(oom_above(3, calls), with_kwargs=True)
     capsys.readouterr()
-    start = latest_valid(tmp_path / "run" / "checkpoints")
-    train(m, tr, ev, _cfg(micro_batch="auto"), tmp_path / "run", start=start, progress=False)
+    c = _cfg(micro_batch="auto")
+    plan = local_plan(c, m.config, identity=run_identity(m, c, tr), max_steps=c.max_steps,
+                      checkpoint=latest_valid(tmp_path / "run" / "checkpoints"))
+    train(m, tr, ev, c, tmp_path / "run", plan=plan, progress=False)
     assert "micro-batch auto: 2 (the resumed run's)" in capsys.readouterr().err
     assert set(calls) == {2}  # no out-of-memory try: the recorded value is used
     assert [r["loss"] for r in read_metrics(tmp_path / "run")] == [r["loss"] for r in read_metrics(tmp_path / "ref")]
@@ -338,4 +341,4 @@ def test_auto_on_a_full_gpu_picks_a_smaller_micro_batch(tmp_path, capsys):
     line = next(l for l in err.splitlines() if l.startswith("micro-batch auto: "))
     size = int(line.split()[2])
     assert size < 64 and 64 % size == 0 and "after out of memory" in line, line
-    assert latest_valid(tmp_path / "run" / "checkpoints")[2]["micro_batch"] == size
+    assert latest_valid(tmp_path / "run" / "checkpoints").state["micro_batch"] == size

@@ -205,7 +205,7 @@ def test_trackers_json_of_the_wrong_shape_is_named_and_a_new_run_starts(tmp_path
     monkeypatch.setitem(sys.modules, "wandb", fake)
     monkeypatch.setattr(trackers, "_installed", lambda name: True)
     (tmp_path / "trackers.json").write_text(json.dumps({"wandb": "old-run"}))
-    opened = trackers.open_trackers("wandb", tmp_path, resume_step=2, config={})
+    opened = trackers.open_trackers(trackers.resolve("wandb"), tmp_path, resume_step=2, config={})
     assert [t.name for t in opened] == ["wandb"] and "id" not in started[0]  # a new run, not a crash
     err = capsys.readouterr().err
     assert f"warning: {tmp_path / 'trackers.json'}: 'wandb' is a JSON string, expected a JSON object" in err, err

@@ -183,6 +183,33 @@ def test_pretrain_resume_before_the_first_checkpoint_starts_again(setup, tmp_pat
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
 
 
+def test_pretrain_resume_before_the_first_checkpoint_says_restart(setup, tmp_path, capsys):
+    """The result names what the run did: a resume that found no checkpoint restarted from step 0."""
+    from litebert import TrainConfig, pretrain as run
+
+    out = tmp_path / "run"
+    train = TrainConfig(max_steps=2, global_batch=4, micro_batch=4, seq_len=64, max_predictions=10, lr=0.005,
+                        save_every=0, seed=3, report_to="none")
+    first = run(setup["store"], out, model="tiny", train=train, progress=False, stop_after=1)
+    assert first.interrupted and first.action == "new"
+    for f in (out / "checkpoints").iterdir():  # killed before its first checkpoint
+        f.unlink()
+    again = run(setup["store"], out, model="tiny", train=train, resume=True, progress=False)
+    assert again.action == "restart" and again.complete and again.step == 2
+
+
+def test_pretrain_checks_the_shape_before_hashing_the_stores(setup, tmp_path, capsys, monkeypatch):
+    """A --seq-len the model cannot take is refused from config files alone, before any store file is hashed."""
+    import litebert.data.store as store
+
+    hashed = []
+    monkeypatch.setattr(store, "sha256_file", lambda path, *a, **kw: hashed.append(path))
+    out = tmp_path / "run"
+    refused(capsys, pretrain(setup, out, "--seq-len", "256"), out,
+            "--seq-len 256 exceeds the model's max_position_embeddings 128")
+    assert hashed == []
+
+
 def test_pretrain_start_removes_leftovers_of_killed_writes(setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     stop_after(monkeypatch, 2)

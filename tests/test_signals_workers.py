@@ -84,7 +84,7 @@ def test_a_stop_signal_to_the_process_group_saves_a_checkpoint_and_exits_as_resu
     assert "internal error" not in err and "Traceback" not in err
     step = read_metrics(out)[-1]["step"]
     assert f"stopped at step {step} (signal {int(sig)}); checkpoint saved" in err
-    assert latest_valid(out / "checkpoints")[0] == step  # the checkpoint at the signal, not the last periodic one
+    assert latest_valid(out / "checkpoints").step == step  # the checkpoint at the signal, not the last periodic one
     assert read_marker(out)["step"] == step and read_marker(out)["complete"] is False
     assert not any(alive(w) for w in workers)  # the training process ended its workers
 
@@ -106,7 +106,7 @@ def test_a_worker_killed_alone_is_named_and_the_run_resumes_from_its_last_checkp
                         r"--micro-batch\. The checkpoints saved so far are kept: continue the run with --resume",
                         last), last
     assert "Traceback" not in err
-    saved = latest_valid(out / "checkpoints")[0]
+    saved = latest_valid(out / "checkpoints").step
     assert saved % 4 == 0  # the last periodic checkpoint: nothing was written at the failure
     resumed = subprocess.run(command(setup, out, "--resume", "--max-steps", str(saved + 2)), capture_output=True,
                              text=True, timeout=40, env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -242,7 +242,7 @@ def test_missing_package_is_refused_before_anything_is_written(base, stores, tmp
     assert not out.exists()
     # auto without TensorBoard: no tracker, and a notice (tested in test_finetune_train)
     monkeypatch.setattr(trackers, "_installed", lambda name: False)
-    assert trackers.resolve("auto") == () and trackers.resolve("none") == ()
+    assert trackers.resolve("auto").names == () and trackers.resolve("none").names == ()
 
 
 def test_a_tracker_that_cannot_start_is_one_line(stores, tmp_path, offline, capsys, monkeypatch):
@@ -262,8 +262,8 @@ def test_a_tracker_that_cannot_start_is_one_line(stores, tmp_path, offline, caps
 def test_auto_with_a_tensorboard_that_does_not_import_is_a_notice(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(trackers, "_installed", lambda name: name == "tensorboard")
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # the package is found; torch's side fails
-    assert trackers.open_trackers("auto", tmp_path, None, {}) == []
+    assert trackers.open_trackers(trackers.resolve("auto"), tmp_path, None, {}) == []
     err = capsys.readouterr().err
     assert err.startswith("notice: TensorBoard cannot be imported (") and "metrics are in" in err
     with pytest.raises(trackers.TrackerError, match="tensorboard: cannot start the run"):  # asked for: refused
-        trackers.open_trackers("tensorboard", tmp_path, None, {})
+        trackers.open_trackers(trackers.resolve("tensorboard"), tmp_path, None, {})

@@ -22,7 +22,8 @@ def test_save_load_round_trip_and_keep_last(tmp_path):
         "step-00000006.pt", "step-00000006.pt.sha256", "step-00000008.pt", "step-00000008.pt.sha256"]
     loaded = C.load_checkpoint(tmp_path / "step-00000008.pt")
     assert loaded["step"] == 8 and loaded["data_step"] == 8 and torch.equal(loaded["model"]["w"], torch.full((50,), 8.0))
-    step, path, st = C.latest_valid(tmp_path)
+    found = C.latest_valid(tmp_path)
+    step, path, st = found.step, found.path, found.state
     assert step == 8 and st["data_step"] == 8
 
 
@@ -43,7 +44,8 @@ def test_corrupt_latest_falls_back_to_previous_with_warning(tmp_path, damage):
         import hashlib
         (tmp_path / "step-00000002.pt.sha256").write_text(hashlib.sha256(b"not a zip file").hexdigest() + "\n")
     with pytest.warns(UserWarning, match=r"skipping checkpoint: .*step-00000002\.pt"):
-        step, _, st = C.latest_valid(tmp_path)
+        found = C.latest_valid(tmp_path)
+        step, st = found.step, found.state
     assert step == 1 and st["data_step"] == 1
     with pytest.raises(CheckpointError, match="step-00000002.pt"):
         C.load_checkpoint(latest)
@@ -74,7 +76,7 @@ def test_no_checkpoints_and_missing_file(tmp_path):
 def test_leftover_temp_files_are_ignored(tmp_path):
     C.save_checkpoint(tmp_path, 3, state(3))
     (tmp_path / "step-00000004.pt.tmp123").write_bytes(b"half")  # a process SIGKILLed while writing
-    assert C.latest_valid(tmp_path)[0] == 3
+    assert C.latest_valid(tmp_path).step == 3
 
 
 def test_disk_full_keeps_previous_checkpoint(tmp_path, monkeypatch):
@@ -93,7 +95,7 @@ def test_disk_full_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temp file, old pair untouched
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to skip
-        assert C.latest_valid(tmp_path)[0] == 1
+        assert C.latest_valid(tmp_path).step == 1
 
 
 def test_check_compatible_names_every_difference(tmp_path):

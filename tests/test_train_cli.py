@@ -24,7 +24,7 @@ def test_paper_recipe_is_the_papers_numbers():
         ("lamb", 0.00176, 4096, 125_000, 3125, 512)
     assert (cfg.max_predictions, cfg.max_ngram, cfg.objective, cfg.weight_decay, cfg.clip_norm) == \
         (20, 3, "sop", 0.01, 1.0)
-    assert cfg.accumulation(world_size=1) == 4096 // 32
+    assert cfg.split(1).accumulation == 4096 // 32
 
 
 def test_layering_recipe_then_file_then_flags(tmp_path):
@@ -34,6 +34,15 @@ def test_layering_recipe_then_file_then_flags(tmp_path):
     assert preset == "albert-base-v2" and cfg.lr == 0.001 and cfg.max_steps == 20 and cfg.global_batch == 4096
     cfg, preset = build_train_config(parse("--config", str(f), "--preset", "tiny"))
     assert preset == "tiny" and cfg.max_steps == 10
+
+
+def test_a_recipe_flag_beside_a_file_that_names_one(tmp_path):
+    """--recipe takes the place of the file's own recipe; the file's settings still go over it."""
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({"recipe": "albert-paper", "preset": "tiny", "lr": 0.001}))
+    cfg, preset = build_train_config(parse("--recipe", "demo", "--config", str(f)))
+    assert (cfg.global_batch, cfg.max_steps, cfg.lr, preset) == (16, 1100, 0.001, "tiny")  # demo's batch and steps
+    assert TrainConfig.from_json(f) == TrainConfig(**{**RECIPES["albert-paper"], "lr": 0.001})
 
 
 def test_bad_config_files(tmp_path):
@@ -65,3 +74,17 @@ def test_cli_prints_errors_without_traceback(tmp_path, capsys):
     assert code == 2 and "litebert pretrain: error:" in err and "nostore" in err and "Traceback" not in err
     code = main(["pretrain", "--recipe", "albert-paper", "--micro-batch", "0", "--data", "x", "--out", "y"])
     assert code == 2 and "--micro-batch 0: must be >= 1" in capsys.readouterr().err  # the flag, not the field
+
+
+def test_the_docs_show_the_recipes():
+    """docs/pretraining.md names every recipe and shows the paper's as RECIPES holds it: RECIPES is the one table of
+    them, the docs its rendering."""
+    from pathlib import Path
+
+    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "pretraining.md").read_text().split())
+    assert "| `--recipe NAME` | named settings: " + ", ".join(f"`{n}`" for n in RECIPES) + " |" in docs
+    r = RECIPES["albert-paper"]
+    assert (f"(`--recipe albert-paper`): {r['optimizer'].upper()}, lr {r['lr']}, global batch {r['global_batch']}, "
+            f"{r['max_steps']:,} steps, {r['warmup_steps']:,} warmup steps, length {r['seq_len']}, "
+            f"{r['max_predictions']} predictions per sequence, {r['max_ngram']}-gram masking, "
+            f"{r['short_seq_prob']:.0%} short sequences, {r['objective'].upper()}") in docs

@@ -10,7 +10,8 @@ from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
 from litebert.data.pretraining import collate_pretraining
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
-from litebert.engine.checkpoint import latest_valid
+from litebert.engine.checkpoint import latest_valid, run_identity
+from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.feed import Feed
 from litebert.pretraining.loop import train
@@ -95,7 +96,10 @@ def test_a_run_with_workers_equals_one_without_and_resumes_exactly(setup, tmp_pa
     first = train(model(), tr, ev, cfg(data_workers=2), out, progress=False, stop_after=6)
     assert first.interrupted and first.step == 6
     m = model()
-    second = train(m, tr, ev, cfg(data_workers=1), out, start=latest_valid(out / "checkpoints"), progress=False)
+    c = cfg(data_workers=1)
+    plan = local_plan(c, m.config, identity=run_identity(m, c, tr), max_steps=c.max_steps,
+                      checkpoint=latest_valid(out / "checkpoints"))
+    second = train(m, tr, ev, c, out, plan=plan, progress=False)
     assert second.step == 10
     a, b = read_metrics(tmp_path / "ref"), read_metrics(out)
     assert [r["step"] for r in b] == list(range(1, 11))

@@ -14,6 +14,7 @@ from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.optim import lr_at
 from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
+from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.step import Runtime, TrainingError
 from litebert.pretraining.loop import train
@@ -42,11 +43,12 @@ def model(seed=0, **overrides):
 
 
 def resumed(m, data, c, out):
-    """Where a resumed run starts (as its plan chooses it): the newest checkpoint that verifies, checked to belong to
-    this run."""
+    """A resumed run's plan (as `pretrain` makes it): the newest checkpoint that verifies, checked to belong to this
+    run."""
     found = latest_valid(out / "checkpoints")
-    check_compatible(found[2], run_identity(m, c, data), found[1])
-    return found
+    identity = run_identity(m, c, data)
+    check_compatible(found.state, identity, found.path)
+    return local_plan(c, m.config, identity=identity, max_steps=c.max_steps, checkpoint=found)
 
 
 class SignalAt:
@@ -77,7 +79,7 @@ def test_sigterm_checkpoint_then_resume_is_exact(setup, tmp_path):
     assert [s for s, _ in list_checkpoints(out / "checkpoints")] == [4, 7]  # keep_last=2
     # resume in a fresh model with different initial weights: everything must come from the checkpoint
     m = model(seed=99)
-    second = train(m, tr, ev, cfg(), out, start=resumed(m, tr, cfg(), out), progress=False)
+    second = train(m, tr, ev, cfg(), out, plan=resumed(m, tr, cfg(), out), progress=False)
     assert second.step == 12 and not second.interrupted
     a, b = read_metrics(tmp_path / "ref"), read_metrics(out)
     assert [r["step"] for r in b] == list(range(1, 13))
@@ -182,9 +184,10 @@ def test_resume_with_different_config_or_data_is_refused(setup, tmp_path):
 
 
 def test_global_batch_must_split_evenly():
-    with pytest.raises(ConfigError, match="global batch 10 is not a multiple of micro batch 4"):
-        cfg(global_batch=10).accumulation(1)
-    assert cfg(global_batch=4096, micro_batch=32).accumulation(8) == 16  # the paper's batch on 8 devices
+    with pytest.raises(ConfigError, match=r"TrainConfig.global_batch = 10 is not a multiple of TrainConfig.micro_batch "
+                                          r"= 4 x 1 process\(es\) = 4"):
+        cfg(global_batch=10).split(1)
+    assert cfg(global_batch=4096, micro_batch=32).split(8).accumulation == 16  # the paper's batch on 8 devices
 
 
 def test_gradient_checkpointing_and_adamw_paths(setup, tmp_path):

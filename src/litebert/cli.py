@@ -88,9 +88,18 @@ class Parser(argparse.ArgumentParser):
 
 def field_docs(cls: type) -> dict[str, str]:
     """The help text of each field of a dataclass, from the ``Attributes:`` section of its docstring (``name: text``,
-    continued on deeper-indented lines)."""
+    continued on deeper-indented lines); a field it does not describe, from its base classes' (`engine.args.Machinery`
+    describes the settings pretraining and fine-tuning share)."""
     docs: dict[str, str] = {}
-    lines = (cls.__doc__ or "").splitlines()
+    for base in reversed(cls.__mro__):
+        docs.update(_own_field_docs(base))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The ``Attributes:`` section of ``cls``'s own docstring."""
+    docs: dict[str, str] = {}
+    lines = (cls.__dict__.get("__doc__") or "").splitlines()
     inside, current, indent = False, None, 0
     for line in lines:
         stripped = line.strip()

@@ -23,7 +23,9 @@ import json
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -124,10 +126,32 @@ def _verified(path: Path, map_location) -> dict | str:
     return state
 
 
-def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | None:
-    """(step, path, state) of the newest checkpoint that verifies, warning about every newer one that does not;
-    None when ``folder`` holds no checkpoint. When it holds checkpoints and none verifies, ``CheckpointError`` names
-    each and what is wrong with it: the run has a history that starting again from step 0 would overwrite."""
+@dataclass(frozen=True)
+class Checkpoint:
+    """A training checkpoint that verifies: its step, its file and what it holds (``state``, as `save_checkpoint`
+    wrote it)."""
+
+    step: int
+    path: Path
+    state: dict
+
+    @property
+    def micro_batch(self) -> Optional[int]:
+        """The micro-batch the run stepped with when it was written (what a resumed ``auto`` run continues at)."""
+        value = self.state.get("micro_batch")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def max_steps(self) -> Optional[int]:
+        """The ``max_steps`` it was written under (older checkpoints kept it with the trajectory settings)."""
+        value = self.state.get("max_steps", self.state.get("train", {}).get("max_steps"))
+        return int(value) if isinstance(value, int) else None
+
+
+def latest_valid(folder: Path, map_location="cpu") -> Checkpoint | None:
+    """The newest checkpoint that verifies, warning about every newer one that does not; None when ``folder`` holds
+    no checkpoint. When it holds checkpoints and none verifies, ``CheckpointError`` names each and what is wrong with
+    it: the run has a history that starting again from step 0 would overwrite."""
     skipped = []
     for step, path in reversed(list_checkpoints(folder)):
         state = _verified(path, map_location)
@@ -136,7 +160,7 @@ def latest_valid(folder: Path, map_location="cpu") -> tuple[int, Path, dict] | N
             continue
         for problem in skipped:
             warnings.warn(f"skipping checkpoint: {Path(folder) / problem}; trying the previous one", stacklevel=2)
-        return step, path, state
+        return Checkpoint(step, path, state)
     if skipped:
         raise CheckpointError(f"none of the checkpoints in {literal(folder)} verifies ({literal('; '.join(skipped))}): "
                               "there is nothing to continue the run from; put back a good checkpoint, or start the run "

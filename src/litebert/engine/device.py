@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from litebert.engine.args import PRECISIONS
 from litebert.errors import ConfigError
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def resolve_device(name: str | None) -> torch.device:

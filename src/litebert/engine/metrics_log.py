@@ -24,7 +24,7 @@ from pathlib import Path
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
-from litebert.engine.trackers import environment, open_trackers, scalars
+from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
@@ -118,12 +118,13 @@ def _truncate_csv(path: Path, after_step: int) -> None:
 class MetricsWriter:
     """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``)."""
 
-    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None, report_to: str = "auto",
-                 columns: dict[str, list[str] | None] | None = None, config: dict | None = None):
+    def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None,
+                 trackers: Trackers = Trackers(), columns: dict[str, list[str] | None] | None = None,
+                 config: dict | None = None):
         """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
-        record (or the header of its existing file). Default: the pretraining columns. ``report_to``: the trackers
-        that also receive the records (`litebert.engine.trackers`); ``config``: the run's settings, sent once to a
-        new tracker run."""
+        record (or the header of its existing file). Default: the pretraining columns. ``trackers``: the trackers
+        that also receive the records, as the run's plan resolved them (`litebert.engine.trackers`; default none);
+        ``config``: the run's settings, sent once to a new tracker run."""
         self.enabled = enabled
         self.folder = Path(folder)
         self.trackers: list = []
@@ -144,7 +145,7 @@ class MetricsWriter:
         # the trackers' libraries write nothing outside the run folder while they run (`trackers.environment`)
         self._environment.enter_context(environment(self.folder))
         try:
-            self.trackers = open_trackers(report_to, self.folder, resume_step, config)
+            self.trackers = open_trackers(trackers, self.folder, resume_step, config)
         except BaseException:
             self._environment.close()
             raise

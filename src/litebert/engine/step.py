@@ -1,6 +1,7 @@
 """The training engine shared by pretraining, fine-tuning and the speedup experiment: where a run executes
-(`Runtime`, from `litebert.engine.runtime`), what its checkpoints restore (`TrainState`), where it starts (`RunPlan`) and one optimizer step
-(`train_step`).
+(`Runtime`, from `litebert.engine.runtime`), the micro-batch it steps with (`MicroBatch`), what its checkpoints
+restore (`TrainState`) and one optimizer step (`train_step`). Where a run starts, and with what, is its plan
+(`litebert.engine.plan`).
 
 One step consumes one batch, cut into micro-batches (accumulation, and processes under torchrun). Each micro-batch's
 loss is weighted by its share of the batch; forward and backward run under autocast, gradients are synchronised once
@@ -25,10 +26,9 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, LitebertError
-from litebert.folders import FolderPlan
+from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.engine import distributed as D
-from litebert.engine.checkpoint import check_compatible, checkpoint_path, latest_valid, load_checkpoint, save_checkpoint
+from litebert.engine.checkpoint import save_checkpoint
 from litebert.engine.runtime import Runtime, check_compilable  # noqa: F401  (the training code imports them here)
 
 
@@ -101,81 +101,6 @@ def _largest_divisor(n: int, at_most: int) -> Optional[int]:
     return next((d for d in range(min(n, at_most), 0, -1) if n % d == 0), None)
 
 
-# ---------------------------------------------------------------------------------------------------- the plan
-@dataclass(frozen=True)
-class RunPlan:
-    """Where a training run starts, decided before anything is written: the folder's plan, the checkpoint to
-    restore (``(step, path, state)``; None: step 0) and the ``max_steps`` the run trains to."""
-
-    folder: FolderPlan
-    checkpoint: Optional[tuple]
-    max_steps: int
-
-    @property
-    def start_step(self) -> int:
-        return self.checkpoint[0] if self.checkpoint else 0
-
-    @property
-    def finished(self) -> bool:
-        """Nothing to train: the run in the folder is finished at this ``max_steps``."""
-        return self.folder.action == "finished" and self.checkpoint is None
-
-
-def plan_run(folder: FolderPlan, identity: Callable[[int], dict], max_steps: Optional[int], dist: D.Distributed,
-             *, default_max_steps: int, done_step: Optional[int] = None) -> RunPlan:
-    """The training side of a run's plan. ``identity(max_steps)``: what this run's checkpoints record (model config,
-    trajectory settings, data); ``max_steps``: the steps the caller asks for (None: a new run's ``default_max_steps``,
-    a resumed run's own). ``done_step``: for a finished folder, the step it finished at (the marker's).
-
-    A resumed run continues from its newest checkpoint that verifies and matches ``identity`` (`CheckpointError`
-    otherwise, on every rank); a finished run given more steps is reopened from its last checkpoint; a finished run
-    at its own ``max_steps`` is left as it is. Rank 0 decides; every rank gets its decision."""
-    if folder.action not in ("resume", "finished"):
-        return RunPlan(folder, None, max_steps or default_max_steps)
-    if folder.action == "finished" and (max_steps is None or max_steps == done_step or done_step is None):
-        return RunPlan(folder, None, done_step or max_steps or default_max_steps)
-    if folder.action == "finished" and max_steps < done_step:
-        raise CheckpointError("{max_steps} is below the step the finished run in {out} has reached (" + f"{done_step}); "
-                              "give {max_steps:flag} " + f"{done_step + 1} or more to extend it", max_steps=max_steps,
-                              out=folder.out)
-    found = _choose_checkpoint(folder.out / "checkpoints", identity, max_steps, dist)
-    if folder.action == "finished" and found is None:
-        raise CheckpointError("{max_steps}: the finished run in {out} has no checkpoint left to continue from; start "
-                              "a new run from its model with {init_from}", max_steps=max_steps, out=folder.out,
-                              init_from=folder.out / "model")
-    steps = max_steps if max_steps is not None else (_saved_max_steps(found[2]) if found else None)
-    return RunPlan(folder, found, D.broadcast_int(steps or default_max_steps, dist))
-
-
-def _choose_checkpoint(ckpt_dir: Path, identity: Callable[[int], dict], max_steps: Optional[int],
-                       dist: D.Distributed) -> Optional[tuple]:
-    """Rank 0 picks the newest checkpoint that verifies and checks it belongs to this run; the other ranks load it. A
-    refusal on rank 0 is raised on every rank, as is a folder of checkpoints none of which verifies (`latest_valid`).
-    None: no checkpoint yet (the run then starts again)."""
-    found, error = None, None
-    if dist.is_main:
-        try:
-            found = latest_valid(ckpt_dir)
-            if found is not None:
-                steps = max_steps if max_steps is not None else _saved_max_steps(found[2])
-                check_compatible(found[2], identity(steps), found[1])
-        except LitebertError as e:
-            error = e
-    if D.broadcast_int(1 if error is not None else 0, dist):
-        raise error if error is not None else CheckpointError("the resume was refused on rank 0 (see its message)")
-    step = D.broadcast_int(found[0] if found is not None else -1, dist)  # every rank continues from rank 0's choice
-    if step >= 0 and not dist.is_main:
-        path = checkpoint_path(ckpt_dir, step)
-        found = (step, path, load_checkpoint(path))
-    return found
-
-
-def _saved_max_steps(state: dict) -> Optional[int]:
-    """The ``max_steps`` a checkpoint was written under (older checkpoints kept it with the trajectory settings)."""
-    value = state.get("max_steps", state.get("train", {}).get("max_steps"))
-    return int(value) if isinstance(value, int) else None
-
-
 # ---------------------------------------------------------------------------------------------------- the state
 @dataclass
 class TrainState:
@@ -192,7 +117,8 @@ class TrainState:
     counters: dict = field(default_factory=dict)
 
     def restore(self, saved: dict, dist: D.Distributed, seed: int) -> None:
-        """Continue from a checkpoint (chosen and verified by `plan_run`)."""
+        """Continue from a checkpoint's ``saved`` state (chosen and verified by the run's plan,
+        `litebert.engine.plan`)."""
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scaler.load_state_dict(saved["scaler"])
@@ -225,14 +151,14 @@ class TrainState:
 def setup(model: nn.Module, runtime: Runtime, micro: MicroBatch,
           optimizer: Callable[[nn.Module], torch.optim.Optimizer], counters: dict, *, gradient_checkpointing: bool,
           compile: bool, find_unused_parameters: bool) -> tuple[TrainState, nn.Module]:
-    """The model on its device (checkpointed, compiled as asked), its ``optimizer(model)`` and loss scaler in a train
-    state with the loop's ``counters`` and the micro-batch; and the model as the processes run it (DDP when there
-    are several, unless auto micro-batching averages the gradients itself: `train_step`)."""
+    """The model on its device (checkpointed, compiled as asked: the run's plan has checked the compiler), its
+    ``optimizer(model)`` and loss scaler in a train state with the loop's ``counters`` and the micro-batch; and the
+    model as the processes run it (DDP when there are several, unless auto micro-batching averages the gradients
+    itself: `train_step`)."""
     model.to(runtime.dist.device)
     if gradient_checkpointing:
         model.set_gradient_checkpointing(True)
     if compile:
-        check_compilable(runtime.dist.device)
         model.compile()  # in place: parameter names, state_dict and checkpoints stay those of the plain model
     built = optimizer(model)
     scaler = torch.amp.GradScaler(runtime.dist.device.type, enabled=runtime.amp is torch.float16)

@@ -3,8 +3,9 @@
 ``report_to`` (a field of `TrainConfig` and `FinetuneConfig`, ``--report-to`` on the command line) is a comma list
 of tracker names (``tensorboard``, ``wandb``, ``mlflow``), or ``none``, or ``auto`` (the default: TensorBoard when
 the ``tensorboard`` package is installed, else none, with a one-line notice). `resolve` decides which trackers a run
-uses and refuses a named tracker whose package is missing, with the pip command; `pretrain` and `finetune` call it
-before they write anything. Each tracker's package is imported only when the run asks for it.
+uses (a `Trackers`) and refuses a named tracker whose package is missing, with the pip command; the run's plan
+(`litebert.engine.plan`) calls it once, before anything is written, and carries the decision to the metrics writer.
+Each tracker's package is imported only when the run asks for it.
 
 On rank 0 the `MetricsWriter` opens the trackers (`open_trackers`) and hands each every record it appends to
 ``metrics.jsonl``: the numbers of a ``train`` record as ``train/loss``, ``train/lr``, ..., of an ``eval`` record as
@@ -17,7 +18,7 @@ writes the run to disk only), ``WANDB_PROJECT`` (here default ``litebert``), ``W
 reads ``MLFLOW_TRACKING_URI`` and ``MLFLOW_EXPERIMENT_NAME`` (here default ``litebert``), the run being named after
 the run folder.
 
-Before the run folder is written, `check` (called by `pretrain` and `finetune` beside the plan of the folder) tries
+Before the run folder is written, `check` (called by the run's plan beside the plan of the folder) tries
 what can be tried without writing: each named tracker's import, MLflow's tracking URI (MLflow 3's default store needs
 SQLAlchemy, which mlflow-skinny lacks) and its server (one request, no retries, a short timeout), W&B's login and the
 reachability of its server when online. A command refused for its tracker leaves ``out`` as it was.
@@ -44,6 +45,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
@@ -93,34 +95,41 @@ def _install(name: str) -> str:
     return install_hint("trackers", name)
 
 
-def resolve(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Trackers:
+    """The trackers a run reports to, decided once where it starts (`resolve`). ``auto``: chosen by ``auto``
+    (TensorBoard when its package is installed), so a TensorBoard that does not import is a notice, not a refusal."""
+
+    names: tuple[str, ...] = ()
+    auto: bool = False
+
+
+def resolve(report_to: str, owner: Optional[str] = None) -> Trackers:
     """The trackers a run with ``report_to`` uses (``auto``: TensorBoard if installed); a `ConfigError` naming the
     pip command when a named tracker's package is not installed. Imports nothing."""
     names = parse(report_to, owner)
     if names == ("none",):
-        return ()
+        return Trackers()
     if names == ("auto",):
-        return ("tensorboard",) if _installed("tensorboard") else ()
+        return Trackers(("tensorboard",) if _installed("tensorboard") else (), auto=True)
     for name in names:
         if not _installed(name):
             raise ConfigError("{report_to}: " + literal(f"the {name} package is not installed; {_install(name)}"),
                               report_to=Field(owner, report_to) if owner else report_to)
-    return names
+    return Trackers(names)
 
 
-def check(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
-    """`resolve`, then what can be tried of each named tracker without writing anything (its import, MLflow's
-    tracking URI and server, W&B's login and server): a `TrackerError` before the run folder is written rather than
-    once it is. Call it on every process (each would be refused alike). Returns the trackers' names."""
-    names = resolve(report_to, owner)
-    if parse(report_to) == ("auto",):
-        return names  # TensorBoard that does not import is a notice when the run opens it, not a refusal
+def check(trackers: Trackers) -> None:
+    """What can be tried of each named tracker without writing anything (its import, MLflow's tracking URI and
+    server, W&B's login and server): a `TrackerError` before the run folder is written rather than once it is. Call
+    it on every process (each would be refused alike)."""
+    if trackers.auto:
+        return  # TensorBoard that does not import is a notice when the run opens it, not a refusal
     with environment(None):
-        for name in names:
+        for name in trackers.names:
             kind = KINDS[name]
             with _starting(name, kind.HINT):
                 kind.check()
-    return names
 
 
 @contextlib.contextmanager
@@ -170,18 +179,18 @@ def _reach(url: str, timeout: float = REACH_TIMEOUT) -> None:
         raise ConnectionError(f"cannot reach {u.scheme}://{u.netloc} ({e.strerror or type(e).__name__})") from None
 
 
-def open_trackers(report_to: str, folder: Path, resume_step: Optional[int], config: Optional[dict]) -> list:
-    """The trackers of the run in ``folder``, started (rank 0 only): continuing the runs recorded in
+def open_trackers(trackers: Trackers, folder: Path, resume_step: Optional[int], config: Optional[dict]) -> list:
+    """The ``trackers`` of the run in ``folder``, started (rank 0 only): continuing the runs recorded in
     ``trackers.json`` when ``resume_step`` is given, else new runs given ``config``. `TrackerError` when one cannot
     start (those started are closed again)."""
-    names, auto = resolve(report_to), parse(report_to) == ("auto",)
+    names = trackers.names
     missing = "is not installed (pip install tensorboard)"
-    if auto and names:
+    if trackers.auto and names:
         try:  # the package is there, but torch's side of it may not import (a protobuf at odds with it, say)
             import torch.utils.tensorboard  # noqa: F401
         except Exception as e:
             names, missing = (), f"cannot be imported ({type(e).__name__}: {first_line(e, 200)})"
-    if auto and not names:
+    if trackers.auto and not names:
         print(f"notice: TensorBoard {missing}; metrics are in {folder / 'metrics.jsonl'} and CSV", file=sys.stderr,
               flush=True)
     state = _read_state(folder) if resume_step is not None else {}

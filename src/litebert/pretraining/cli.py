@@ -27,7 +27,7 @@ from litebert.cli import add_config_arguments, given, ranged
 from litebert.config import SHARING
 from litebert.errors import ConfigError
 from litebert.padding import ATTENTION
-from litebert.pretraining.config import RECIPES, TrainConfig, recipe
+from litebert.pretraining.config import RECIPES, TrainConfig
 
 # The shape flags: AlbertConfig fields (dest) under the names the paper's ablations use (flag)
 SHAPE = {"sharing": "--sharing", "embedding_size": "--embedding-size", "hidden_size": "--hidden-size",
@@ -89,18 +89,11 @@ def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
 
 
 def build_train_config(args: argparse.Namespace) -> tuple[TrainConfig, str | None]:
-    """recipe < config file < command-line flags; and the preset (--preset, else the file's). A resume that gives no
-    max_steps (flag or file) keeps the run's own (TrainConfig.max_steps None)."""
-    from_file = TrainConfig.from_json(args.config) if args.config else {}
-    name = args.recipe or from_file.pop("recipe", None)
-    settings = recipe(name) if name else {}
-    preset = from_file.pop("preset", None)
-    settings.update(from_file)
-    flags = given(args, TrainConfig.__dataclass_fields__)
-    settings.update(flags)
-    if args.resume and "max_steps" not in flags and "max_steps" not in from_file:
-        settings["max_steps"] = None
-    return TrainConfig.from_dict(settings, source=str(args.config) if args.config else None), args.preset or preset
+    """recipe < config file < command-line flags (`TrainConfig.layered`); and the preset (--preset, else the
+    file's). A resume that gives no max_steps (flag or file) keeps the run's own (TrainConfig.max_steps None)."""
+    cfg, preset = TrainConfig.layered(args.recipe, args.config, given(args, TrainConfig.__dataclass_fields__),
+                                      run_steps=args.resume)
+    return cfg, args.preset or preset
 
 
 def model_spec(args: argparse.Namespace, preset: str | None):

@@ -11,16 +11,28 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, Range, check_fields
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, PROBABILITY, Range
+from litebert.engine.args import Machinery
 from litebert.errors import ConfigError
 from litebert.files import read_json
 
 
-@dataclass
-class TrainConfig:
-    """Pretraining hyper-parameters.
+_RANGES = {
+    **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "seq_len", "max_predictions", "max_ngram",
+                                     "eval_examples", "plateau_check_steps")},
+    **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "keep_last", "weight_decay", "data_workers")},
+    "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
+    "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
+}
+_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"), "on_plateau": ("warn", "stop", "off")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(Machinery):
+    """Pretraining hyper-parameters; the settings of how the run executes (precision, compile, trackers...) are the
+    ones fine-tuning shares (`litebert.engine.args.Machinery`).
 
     Attributes:
         max_steps: optimizer steps in the whole run (the schedule decays to 0 there); None: 1000 for a new run, the
@@ -34,8 +46,6 @@ class TrainConfig:
         poly_power: power of the polynomial decay (official: 1.0)
         optimizer: lamb | adamw
         weight_decay: decoupled weight decay (official: 0.01)
-        bias_correction: Adam bias correction in LAMB/AdamW (the official optimizers have none; without it the
-            first hundreds of steps of LayerNorm and bias parameters are up to ~3x larger)
         clip_norm: global gradient-norm clipping (official: 1.0)
         seq_len: maximum sequence length (paper: 512)
         objective: sop (ALBERT) | nsp (BERT) | none (MLM only)
@@ -44,11 +54,7 @@ class TrainConfig:
         max_ngram: longest masked n-gram (paper: 3)
         short_seq_prob: fraction of shorter sequences (0.1)
         seed: seed of data order, masking and initialisation
-        precision: auto | fp32 | bf16 | fp16 (auto: fp32 on CPU, bf16/fp16 autocast on GPU)
         skip_padding: run the dense layers on the real tokens only (off: the padding is computed too, as HF does)
-        gradient_checkpointing: recompute activations in the backward pass (less memory, ~30% more compute)
-        compile: torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster steps where it
-            fuses the elementwise work (measured in docs/BENCHMARKS.md)
         data_workers: processes that build the next batches while the model trains (0: the training process builds
             each one when it is needed); the batches are the same either way
         eval_every: evaluate every N steps (0: at start and end only)
@@ -56,25 +62,25 @@ class TrainConfig:
         save_every: checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
         keep_last: checkpoints to keep (0: all)
         log_every: write train metrics every N steps
-        max_bad_steps: stop after this many non-finite steps in a row
         peak_tflops: peak TFLOP/s of one device, for the MFU estimate (guessed for known GPUs)
-        report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
-            auto (TensorBoard if installed)
         on_plateau: what the plateau guard does when the run sits on the unigram plateau after the warmup: warn
             (one line), stop (one line, then a checkpoint and a resumable stop) or off
         plateau_check_steps: the guard checks at warmup + this many steps, then every this many steps
     """
 
+    # pretraining's defaults of shared settings
+    micro_batch: int | Literal["auto"] = 32  # sequences per forward/backward on one process (auto: `engine.MicroBatch`)
+    seed: int = 12345
+    log_every: int = 1
+    save_every: int = 1000
     # optimisation (official optimization.create_optimizer)
     max_steps: Optional[int] = 1000
     global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
-    micro_batch: int | Literal["auto"] = 32  # sequences per forward/backward on one process (auto: `engine.MicroBatch`)
     lr: float | Literal["auto"] = 0.00176  # auto: resolved by the sqrt rule when the config is built
     warmup_steps: int = 0
     poly_power: float = 1.0
     optimizer: str = "lamb"          # lamb | adamw
     weight_decay: float = 0.01
-    bias_correction: bool = False    # the official LAMB/AdamW have none
     clip_norm: float = 1.0
     # data (official create_pretraining_data flags)
     seq_len: int = 128
@@ -83,32 +89,26 @@ class TrainConfig:
     max_predictions: int = 20
     max_ngram: int = 3
     short_seq_prob: float = 0.1
-    seed: int = 12345
-    # machinery
-    precision: str = "auto"          # auto (fp32 on CPU, bf16 or fp16 on GPU) | fp32 | bf16 | fp16
+    # machinery of pretraining alone
     skip_padding: bool = True        # dense layers on the real tokens only (False: the padding computed, as HF)
-    gradient_checkpointing: bool = False
-    compile: bool = False            # torch.compile the model (inductor; needs a C++ compiler on CPU)
     data_workers: int = 0            # batch-building processes ahead of the model (0: built in this process)
     eval_every: int = 0              # 0: evaluate only at the start and the end
     eval_examples: int = 1024
-    save_every: int = 1000
     keep_last: int = 3
-    log_every: int = 1
-    max_bad_steps: int = 10          # stop after this many non-finite steps in a row
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
-    report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.engine.trackers`); not trajectory
     on_plateau: str = "warn"         # the plateau guard (`litebert.pretraining.plateau`): warn | stop | off
     plateau_check_steps: int = 300
 
+    BATCH: ClassVar[str] = "global_batch"
+    RANGES: ClassVar[dict[str, Range]] = _RANGES
+    CHOICES: ClassVar[dict[str, tuple]] = _CHOICES
+
     def __post_init__(self) -> None:
         from litebert.pretraining.plateau import sqrt_rule_lr
-        from litebert.engine.trackers import parse
 
-        check_fields(self, _RANGES, _CHOICES)
-        parse(self.report_to, type(self).__name__)
+        super().__post_init__()
         if self.lr == "auto":  # decided here, once: the config (and train_config.json) holds the number
-            self.lr = sqrt_rule_lr(self.global_batch, self.optimizer)
+            object.__setattr__(self, "lr", sqrt_rule_lr(self.global_batch, self.optimizer))
 
     def describe_lr(self) -> str:
         """The peak rate, and whether it is the sqrt rule's for this batch."""
@@ -119,26 +119,6 @@ class TrainConfig:
         how = ("the sqrt rule for this batch" if abs(ratio - 1) < 1e-6 else
                f"{ratio:.2g}x the sqrt rule's {rule:.3g} for this batch")
         return f"lr {self.lr:.3g} ({how})"
-
-    def per_process(self, world_size: int) -> int:
-        """Sequences per optimizer step on each process; the global batch must split evenly over the processes."""
-        if self.global_batch % world_size:
-            raise ConfigError("global batch {global_batch:value} is not a multiple of " + f"{world_size} processes; "
-                              "change {global_batch:flag}", global_batch=self.global_batch)
-        return self.global_batch // world_size
-
-    def accumulation(self, world_size: int) -> int:
-        """Micro-batches per optimizer step on each process (auto: 1 until a step decides); the global batch must
-        split evenly."""
-        if self.micro_batch == "auto":
-            self.per_process(world_size)
-            return 1
-        per_step = self.micro_batch * world_size
-        if self.global_batch % per_step:
-            raise ConfigError("global batch {global_batch:value} is not a multiple of micro batch {micro_batch:value} "
-                              f"x {world_size} process(es) = {per_step}; change " + "{global_batch:flag} or "
-                              "{micro_batch:flag}", global_batch=self.global_batch, micro_batch=self.micro_batch)
-        return self.global_batch // per_step
 
     # Fields that shape the training trajectory: resuming with any of them changed is refused. ``max_steps`` is not
     # one of them: a resume may move the end of the run (the schedule is then the one for the new ``max_steps``, see
@@ -170,28 +150,38 @@ class TrainConfig:
             raise ConfigError(f"{source}: {e}") from None
 
     @classmethod
-    def from_json(cls, path: str | Path) -> dict[str, Any]:
-        """The fields of a JSON config file (validated by name; values are validated when the config is built)."""
-        path = Path(path)
-        data = read_json(path, ConfigError)
-        known = {f.name for f in fields(cls)} | {"preset", "recipe"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return data
+    def from_json(cls, path: str | Path) -> "TrainConfig":
+        """The config a JSON settings file describes: its recipe's settings (``"recipe"``), then its own."""
+        return cls.layered(file=path)[0]
+
+    @classmethod
+    def layered(cls, recipe_name: Optional[str] = None, file: str | Path | None = None,
+                changes: Optional[dict[str, Any]] = None, *,
+                run_steps: bool = False) -> tuple["TrainConfig", Optional[str]]:
+        """The settings of a run in layers, each over the one before: the recipe (``recipe_name``, else the one the
+        file names), the JSON ``file`` (keys: the field names, plus ``recipe`` and ``preset``), ``changes`` (the
+        command line's flags); and the model preset the file names (None without one). ``run_steps``: the run is
+        resumed, so ``max_steps`` is None (the run's own) unless the file or ``changes`` give one: a recipe's does
+        not move the end of a run."""
+        settings = _settings_file(Path(file)) if file is not None else {}
+        name = recipe_name or settings.pop("recipe", None)
+        settings.pop("recipe", None)
+        preset = settings.pop("preset", None)
+        given = {**settings, **(changes or {})}
+        layers = {**(recipe(name) if name else {}), **given}
+        if run_steps and "max_steps" not in given:
+            layers["max_steps"] = None
+        return cls.from_dict(layers, source=str(file) if file is not None else None), preset
 
 
-_RANGES = {
-    **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "micro_batch", "seq_len", "max_predictions",
-                                     "max_ngram", "log_every", "max_bad_steps", "eval_examples",
-                                     "plateau_check_steps")},
-    **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "save_every", "keep_last",
-                                     "weight_decay", "seed", "data_workers")},
-    "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
-    "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
-}
-_CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"),
-            "precision": ("auto", "fp32", "bf16", "fp16"), "on_plateau": ("warn", "stop", "off")}
+def _settings_file(path: Path) -> dict[str, Any]:
+    """The settings of a JSON file, their names checked (values are checked when the config is built)."""
+    data = read_json(path, ConfigError)
+    known = {f.name for f in fields(TrainConfig)} | {"preset", "recipe"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return data
 
 
 # The paper's recipe (Lan et al. 2020, Section 4.1: "batch size of 4096 ... LAMB optimizer with learning rate 0.00176

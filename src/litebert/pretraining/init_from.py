@@ -81,6 +81,23 @@ def model_folder(path: Path) -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class InitConfig:
+    """The config of the model folder ``init_from`` names, read before its weights are (`read_init_config`)."""
+
+    folder: Path
+    config: AlbertConfig
+
+
+def read_init_config(path: Path) -> InitConfig:
+    """The folder ``path`` names (``init_from``; or a pretraining run folder's model) and its config.json alone: what
+    the run's shape is checked against before any weights or data are read and hashed."""
+    from litebert.io.hf_folder import load_config
+
+    folder = model_folder(path)
+    return InitConfig(folder, load_config(folder))
+
+
 def read_init_model(path: Path) -> InitModel:
     """Config, weights, hash and tokenizer of the model folder ``path`` (``init_from``; or of a pretraining run
     folder's model)."""
@@ -121,7 +138,7 @@ def _vocabulary(folder: Path) -> tuple[object | None, list[str] | None]:
     return tok, tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
 
 
-def check_model_agrees(init: InitModel, given: AlbertConfig | None, spec=None) -> None:
+def check_model_agrees(init: InitConfig | InitModel, given: AlbertConfig | None, spec=None) -> None:
     """A model given next to ``init_from`` (``spec``: as the caller named it, a preset or a config file) must
     describe the same encoder (the vocabulary size is the store's to decide, and is checked against it separately)."""
     if given is None:

@@ -10,7 +10,8 @@ interrupted — which is what makes resume exact and 2 processes equal to 1.
 Per step (`litebert.engine.step.train_step`): forward/backward every micro-batch, clip the global gradient norm
 (official ``clip_by_global_norm``), the optimizer step at the official schedule's learning rate (a non-finite step
 is skipped: the engine's policy). Then metrics, evaluation and checkpoints at their intervals, and on SIGTERM/SIGINT a
-checkpoint and a clean exit. Where the run starts (a checkpoint, or step 0) is the caller's plan; the loop obeys it.
+checkpoint and a clean exit. Where the run starts (a checkpoint, or step 0) and what it runs with (runtime, batch
+split, micro-batch, trackers) is the caller's plan (`litebert.engine.plan`); the loop obeys it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from litebert.padding import prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.checkpoint import run_identity
 from litebert.pretraining.config import TrainConfig
+from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
 from litebert.pretraining.feed import Feed
 from litebert.engine.metrics_log import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
@@ -56,31 +58,29 @@ class LoopResult:
 
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
-          runtime: Optional[Runtime] = None, start: Optional[tuple] = None, init: Optional[dict] = None,
-          progress: bool = True, stop_after: Optional[int] = None, time_limit: Optional[float] = None,
-          collate: Callable = collate_pretraining, run_config: Optional[dict] = None) -> LoopResult:
+          plan: Optional[RunPlan] = None, init: Optional[dict] = None, progress: bool = True,
+          stop_after: Optional[int] = None, time_limit: Optional[float] = None, collate: Callable = collate_pretraining,
+          run_config: Optional[dict] = None) -> LoopResult:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) to ``cfg.max_steps``, writing metrics, checkpoints and the
     final model (HF folder format, ``out_dir/model``) under ``out_dir``.
 
     ``train_data``/``eval_data``: ``example(epoch, index) -> dict of arrays`` and ``num_examples`` or ``len()``.
-    ``runtime``: processes, device, precision and attention (default: this process, ``cfg.precision``, auto).
-    ``start``: the checkpoint ``(step, path, state)`` to continue from (the run's plan, `engine.plan_run`); None:
-    step 0. ``init``: where the starting weights came from (``{"path", "sha256"}``), recorded in the checkpoints.
-    ``stop_after``: leave (with a checkpoint) after this many steps in this call, as on SIGTERM. ``time_limit``:
-    seconds; past it, end as if ``max_steps`` were reached (the schedule is not rescaled). ``run_config``: the
-    settings sent once to a new tracker run (``cfg.report_to``; default: ``cfg`` and the model config)."""
-    rt = runtime or Runtime.resolve(D.Distributed(), cfg.precision, "auto", model.config, training=True)
-    d, out = rt.dist, Path(out_dir)
-    cfg.accumulation(d.world_size)  # the global batch splits evenly
-    micro = MicroBatch.resolve(cfg.micro_batch, cfg.per_process(d.world_size), d,
-                               saved=start[2].get("micro_batch") if start is not None else None)
+    ``plan``: where the run starts and what it runs with (`litebert.engine.plan`: the runtime, the batch split and
+    micro-batch, the checkpoint to continue from, the trackers, what checkpoints record); default: a new run on
+    this process (`plan.local_plan`; ``init``, where the starting weights came from, ``{"path", "sha256"}``, is then
+    recorded in the checkpoints). ``stop_after``: leave (with a checkpoint) after this many steps in this call, as
+    on SIGTERM. ``time_limit``: seconds; past it, end as if ``max_steps`` were reached (the schedule is not
+    rescaled). ``run_config``: the settings sent once to a new tracker run (default: ``cfg`` and the model config)."""
+    plan = plan or local_plan(cfg, model.config, identity=run_identity(model, cfg, train_data, init),
+                              max_steps=cfg.max_steps)
+    rt, micro, out = plan.runtime, plan.micro, Path(out_dir)
+    d = rt.dist
     state, wrapped = _setup(model, cfg, rt, micro)
-    identity = run_identity(model, cfg, train_data, init)
     torch.manual_seed(cfg.seed + d.rank)  # dropout masks differ per process, as on TPU cores
-    if start is not None:
-        state.restore(start[2], d, cfg.seed)
-    log = MetricsWriter(out, enabled=d.is_main, resume_step=state.step if start else None,
-                        columns=metric_columns(cfg.objective), report_to=cfg.report_to,
+    if plan.checkpoint is not None:
+        state.restore(plan.checkpoint.state, d, cfg.seed)
+    log = MetricsWriter(out, enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
+                        columns=metric_columns(cfg.objective),
                         config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
     stop, deadline = StopSignals(), time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
     bar = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", disable=not progress or not d.is_main,
@@ -90,7 +90,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
     guard = _guard(cfg, train_data, eval_data, collate, rt)
-    feed = _feed(train_data, collate, cfg, d)
+    feed = _feed(train_data, collate, cfg, plan.split.per_process, d)
     try:
         if state.step == 0 and eval_data is not None:
             log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size), **_h1(guard)})
@@ -102,7 +102,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 flags = [stop.signal is not None, time.perf_counter() > deadline]
                 return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
 
-            step = train_step(state, wrapped, lambda size: _micro_batches(feed, cfg, state, rt, size, counts, flops_at),
+            step = train_step(state, wrapped,
+                              lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, counts,
+                                                          flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
                               parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
@@ -129,11 +131,11 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             if guard is not None and _watch(guard, record, model, cfg, rt, log, state.step, result):
                 result.interrupted = result.stopped_on_plateau = True
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
-                _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=result.interrupted)
+                _checkpoint(state, out, plan.identity, rt, cfg.keep_last, fatal=result.interrupted)
             if result.interrupted or result.time_limited:
                 break
         if not result.interrupted:  # the end (or the time limit): a last checkpoint, evaluation and the model
-            _checkpoint(state, out, identity, rt, cfg.keep_last, fatal=True)
+            _checkpoint(state, out, plan.identity, rt, cfg.keep_last, fatal=True)
             result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size, guard)
     finally:
         feed.close()
@@ -240,15 +242,15 @@ def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
                  find_unused_parameters=cfg.objective == "none")
 
 
-def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime, micro: int, extra: torch.Tensor,
-                   flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
-    """This process's micro-batches of ``micro`` sequences of the step (see the module docstring), on the device,
-    each weighted by its share of the global batch; counts their real tokens and model FLOPs into ``extra`` (from 0:
-    a step run again at a smaller micro-batch counts once)."""
+def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime, size: int, per_process: int,
+                   extra: torch.Tensor, flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
+    """This process's micro-batches of ``size`` sequences of the step (``per_process`` in all, see the module
+    docstring), on the device, each weighted by its share of the global batch; counts their real tokens and model
+    FLOPs into ``extra`` (from 0: a step run again at a smaller micro-batch counts once)."""
     pack = cfg.skip_padding and not state.model.LOSS_READS_PADDING and not cfg.compile  # compiled: padded layout
-    accum = cfg.per_process(rt.dist.world_size) // micro
+    accum = per_process // size
     extra.zero_()
-    for batch in feed.step(state.counters["data_step"], micro):
+    for batch in feed.step(state.counters["data_step"], size):
         lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
         extra[0] += sum(lengths)
         extra[1] += sum(flops_at(int(k)) for k in lengths)
@@ -257,11 +259,9 @@ def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime,
         yield prepare_batch(batch, rt.dist.device, pack=pack, varlen=rt.varlen), 1 / (accum * rt.dist.world_size)
 
 
-def _feed(data, collate: Callable, cfg: TrainConfig, dist) -> Feed:
-    """The run's batches on the host: process ``r`` takes the ``r``-th contiguous slice of each global batch, in
-    micro-batches of the size the step asks for."""
-    per = cfg.per_process(dist.world_size)
-
+def _feed(data, collate: Callable, cfg: TrainConfig, per: int, dist) -> Feed:
+    """The run's batches on the host: process ``r`` takes the ``r``-th contiguous slice (``per`` examples) of each
+    global batch, in micro-batches of the size the step asks for."""
     def starts(step: int, size: int) -> list[int]:
         accum = per // size
         first = step * cfg.global_batch + dist.rank * accum * size  # run-wide number of the slice's first example

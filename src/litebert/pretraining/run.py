@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
 from litebert.card import CardInfo
@@ -26,7 +25,6 @@ from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
 from litebert.files import write_json
 from litebert.pretraining.config import TrainConfig
-from litebert.engine import trackers
 
 DEFAULT_MAX_STEPS = 1000
 ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
@@ -34,7 +32,8 @@ ModelSpec = Union[AlbertConfig, str, os.PathLike, None]
 
 @dataclass
 class PretrainResult:
-    """What a `pretrain` call did. ``action``: the plan (new, resume, reopen, overwrite, finished: nothing to do)."""
+    """What a `pretrain` call did. ``action``: the plan (new, overwrite, resume, restart: a resume that found no
+    checkpoint, from step 0; reopen: a finished run extended; finished: nothing to do)."""
 
     out: Path
     model_dir: Path
@@ -81,28 +80,22 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.push import Publishing
     from litebert.engine import distributed as D
+    from litebert.engine.plan import open_run
 
     cfg = train or TrainConfig(max_steps=None)
-    out = Path(out)
-    trackers.resolve(cfg.report_to, "TrainConfig")  # a tracker's missing package: refused before anything is written
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
-    init_from, tokenizer = hub.local(init_from, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
-    plan = folders.plan(out, folders.RUN, resume=resume, overwrite=overwrite,
-                        inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer, "init_from": init_from})
-    if plan.action == "finished" and cfg.max_steps in (None, plan.marker.get("step")):
-        return _publish(_finished(plan), publish)
-    if plan.action == "resume":
-        from litebert.engine.metrics_log import check_metrics
-
-        check_metrics(out)
-    trackers.check(cfg.report_to, "TrainConfig")  # their login, URI and server, before the run folder is written
+    opening = open_run(out, folders.RUN, cfg, resume=resume, overwrite=overwrite, max_steps=cfg.max_steps,
+                       extendable=True, inputs={"data": data, "eval_data": eval_data, "tokenizer": tokenizer,
+                                                "init_from": init_from},
+                       hub_ids={"tokenizer": "tokenizer", "init_from": "model"})
+    if opening.finished:
+        return _publish(_finished(opening), publish)
     dist = dist or D.from_environment(device=device)
     try:
-        if resume and plan.action == "new" and dist.is_main:
-            _say(f"{out} holds no run yet; starting a new one")
-        result = _pretrain(plan, cfg, Path(data), eval_data, model, init_from, tokenizer, attention, verify_data,
-                           progress, stop_after, time_limit, publish, dist)
+        result = _pretrain(opening, cfg, Path(data), eval_data, model, opening.inputs["init_from"],
+                           opening.inputs["tokenizer"], attention, verify_data, progress, stop_after, time_limit,
+                           publish, dist)
     finally:
         D.shutdown(dist)
     return _publish(result, publish) if dist.is_main else result  # once the process group is gone: no peer waits
@@ -120,62 +113,57 @@ def _publish(result: PretrainResult, publish) -> PretrainResult:
     return result
 
 
-def _finished(plan: folders.FolderPlan) -> PretrainResult:
-    step = plan.marker.get("step", 0)
-    print(f"{plan.out}: the run is finished (step {step}); nothing to do. Its model is in {plan.out / 'model'}",
-          file=sys.stderr)
-    return PretrainResult(plan.out, plan.out / "model", "finished", step, step, True)
+def _finished(opening) -> PretrainResult:
+    out, step = opening.folder.out, opening.done_step
+    print(f"{out}: the run is finished (step {step}); nothing to do. Its model is in {out / 'model'}", file=sys.stderr)
+    return PretrainResult(out, out / "model", "finished", step, step, True)
 
 
-def _pretrain(plan, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
+def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
               attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish,
               dist) -> PretrainResult:
-    """`pretrain` once the folder is planned and the process group joined: every other check, then the run."""
+    """`pretrain` once the folder is planned and the process group joined: every other check, cheapest first (the
+    model's shape and the machinery, from config files alone; then the stores and the weights, hashed), then the
+    run."""
     import torch
 
     from litebert.heads import AlbertForPreTraining
     from litebert.params import available_memory, check_memory
     from litebert.engine import distributed as D
     from litebert.engine.checkpoint import run_identity
-    from litebert.engine.step import Runtime, check_compilable, plan_run
-    from litebert.pretraining.init_from import check_vocabulary, load_init_weights, read_init_model
+    from litebert.engine.plan import machine, plan_run
+    from litebert.pretraining.init_from import (check_vocabulary, load_init_weights, read_init_config,
+                                                read_init_model)
     from litebert.pretraining.loop import train as train_loop
 
+    shape, config_file = model_config(model_spec, read_init_config(init_from) if init_from is not None else None,
+                                      None, cfg.seq_len)
+    machinery = machine(cfg, dist, attention, shape)
     train_data, eval_set = _datasets(data, eval_data, cfg, verify_data)
     init = read_init_model(init_from) if init_from is not None else None
     init_tokenizer = check_vocabulary(init, train_data.store) if init is not None else None
-    config, config_file = model_config(model_spec, init, train_data.facts.vocab_size, cfg.seq_len)
+    config = dataclasses.replace(shape, vocab_size=train_data.facts.vocab_size)  # the store's tokenizer decides it
     saved_tokenizer = (_tokenizer(tokenizer, train_data.store) if init is None or tokenizer is not None
                        else init_tokenizer)
-    runtime = Runtime.resolve(dist, cfg.precision, attention, config, training=True)
-    smallest = cfg.micro_batch if isinstance(cfg.micro_batch, int) else 1  # auto goes down to 1
+    smallest = 1 if machinery.split.micro_batch == "auto" else machinery.split.micro_batch  # auto goes down to 1
     # before it is allocated
     check_memory(config, smallest, cfg.seq_len, available_memory(dist.device), source=config_file)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = AlbertForPreTraining(config)
     note = load_init_weights(model, init) if init is not None else None
     identity = init.identity() if init is not None else None
-    run = plan_run(plan, lambda steps: run_identity(model, dataclasses.replace(cfg, max_steps=steps), train_data,
-                                                    identity),
-                   cfg.max_steps, dist, default_max_steps=DEFAULT_MAX_STEPS, done_step=plan.marker.get("step"))
-    if run.finished:
-        return _finished(plan)
-    if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
-        run = dataclasses.replace(run, folder=dataclasses.replace(plan, action="restart"))
-        if dist.is_main:
-            _say(f"{plan.out} holds no checkpoint yet; starting from step 0 (its metrics are rewritten)")
+    run = plan_run(opening, machinery, lambda steps: run_identity(model, dataclasses.replace(cfg, max_steps=steps),
+                                                                  train_data, identity),
+                   max_steps=cfg.max_steps, default_max_steps=DEFAULT_MAX_STEPS)
+    for line in run.notices if dist.is_main else ():
+        _say(line)
     cfg = dataclasses.replace(cfg, max_steps=run.max_steps)
-    cfg.accumulation(dist.world_size)  # refused here, before anything is written
-    if cfg.compile:
-        check_compilable(dist.device)  # likewise (the loop's setup checks it again)
-    action = "reopen" if plan.action == "finished" else plan.action
-    record = _run_record(cfg, config, runtime, data, eval_data, identity)
-    writer = _begin(run, action, cfg, runtime, record, model, train_data, note)
+    record = _run_record(cfg, config, run.runtime, data, eval_data, identity)
+    writer = _begin(run, cfg, record, model, train_data, note)
     try:
-        result = train_loop(model, train_data, eval_set, cfg, plan.out, runtime=runtime, start=run.checkpoint,
-                            run_config=record, init=identity, progress=progress, stop_after=stop_after,
-                            time_limit=time_limit)
-        done = PretrainResult(plan.out, plan.out / "model", action, result.step, cfg.max_steps,
+        result = train_loop(model, train_data, eval_set, cfg, run.folder.out, plan=run, run_config=record,
+                            progress=progress, stop_after=stop_after, time_limit=time_limit)
+        done = PretrainResult(run.folder.out, run.folder.out / "model", run.action, result.step, cfg.max_steps,
                               not result.interrupted and result.step >= cfg.max_steps, result.interrupted,
                               result.signal, result.time_limited, result.skipped_steps, result.tokens_seen,
                               result.elapsed_s, result.final_eval, model.num_parameters(), result.plateau,
@@ -207,10 +195,11 @@ def _datasets(data: Path, eval_data, cfg: TrainConfig, verify: bool):
     return train_data, held
 
 
-def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> tuple[AlbertConfig, str | None]:
+def model_config(spec: ModelSpec, init, vocab_size: Optional[int], seq_len: int) -> tuple[AlbertConfig, str | None]:
     """The config to train and the file it was read from (None for a preset or a config given in Python): ``spec``
-    (a config, a preset name or a config.json), or with ``init`` the model's own (``spec`` must then agree); its
-    vocabulary is the store's, and it must take ``seq_len`` positions."""
+    (a config, a preset name or a config.json), or with ``init`` (`InitConfig` or `InitModel`) the model's own
+    (``spec`` must then agree); its vocabulary is ``vocab_size`` (the store's; None: the config's own), and it must
+    take ``seq_len`` positions."""
     from litebert.io.hf_folder import CONFIG_NAME
     from litebert.pretraining.init_from import check_model_agrees
 
@@ -229,7 +218,7 @@ def model_config(spec: ModelSpec, init, vocab_size: int, seq_len: int) -> tuple[
                           "{init_from:flag} (a model folder)", model=None, init_from=None)
     else:
         config = given
-    if config.vocab_size != vocab_size:  # the store's tokenizer decides the vocabulary
+    if vocab_size is not None and config.vocab_size != vocab_size:  # the store's tokenizer decides the vocabulary
         config = dataclasses.replace(config, vocab_size=vocab_size)
     config.sequence_length(seq_len, seq_len)
     return config, source
@@ -247,11 +236,10 @@ def _tokenizer(path, store):
     return tok
 
 
-def _begin(run, action: str, cfg: TrainConfig, runtime, record: dict, model, train_data,
-           note) -> Optional[folders.Writer]:
+def _begin(run, cfg: TrainConfig, record: dict, model, train_data, note) -> Optional[folders.Writer]:
     """Rank 0 starts writing the run folder (every check has passed): its marker and train_config.json (``record``,
     `_run_record`)."""
-    if not runtime.dist.is_main:
+    if not run.runtime.dist.is_main:
         return None
     marker = run.folder.marker
     model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
@@ -259,17 +247,14 @@ def _begin(run, action: str, cfg: TrainConfig, runtime, record: dict, model, tra
                            **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
     write_json(run.folder.out / "train_config.json", record)
     say = _say
-    if note and action not in ("resume", "reopen"):
+    if note and run.action not in ("resume", "reopen"):
         say(note)
-    if action == "reopen":
+    if run.action == "reopen":
         say(f"{run.folder.out}: extending the finished run from step {run.start_step} to {cfg.max_steps} (the "
             f"learning rate follows the schedule for max_steps {cfg.max_steps})")
-    world = runtime.dist.world_size
-    split = (f"{cfg.micro_batch} x {cfg.accumulation(world)} x {world} process(es)" if cfg.micro_batch != "auto" else
-             f"micro-batch auto x accumulation x {world} process(es)")
     say(f"pretraining: {model.num_parameters():,} parameters, {train_data.num_examples:,} examples/epoch, global "
-        f"batch {cfg.global_batch} = {split}, {cfg.describe_lr()}, warmup {cfg.warmup_steps}; {runtime.attention} "
-        f"attention, {runtime.describe()['precision']} on {runtime.dist.device}")
+        f"batch {cfg.global_batch} = {run.split.describe()}, {cfg.describe_lr()}, warmup {cfg.warmup_steps}; "
+        f"{run.runtime.attention} attention, {run.runtime.describe()['precision']} on {run.runtime.dist.device}")
     return writer
 
 

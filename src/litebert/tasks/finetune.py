@@ -18,22 +18,23 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
-from litebert import hub
 from litebert import folders
 from litebert.arguments import checked
 from litebert.card import CardInfo
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY, check_fields
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY
+from litebert.engine.args import Machinery
 from litebert.errors import ConfigError, DataError, literal
 from litebert.files import write_json
 
 Log = Optional[Callable[[str], None]]
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """Fine-tuning hyper-parameters; None: the task preset's.
+@dataclass(frozen=True, kw_only=True)
+class FinetuneConfig(Machinery):
+    """Fine-tuning hyper-parameters; None: the task preset's. The settings of how the run executes (precision,
+    compile, trackers...) are the ones pretraining shares (`litebert.engine.args.Machinery`).
 
     Attributes:
         lr: peak learning rate
@@ -53,18 +54,7 @@ class FinetuneConfig:
         max_train_examples: use only the first N training examples
         max_eval_examples: use only the first N dev examples
         pad_to_max: pad every batch to seq_len (no dynamic padding, no length grouping)
-        precision: auto | fp32 | bf16 | fp16 (fp16 with loss scaling; GPU only); auto: fp32 on CPU, bf16 on GPUs
-            that have it, else fp16
-        log_every: a train record in metrics.jsonl every N steps
         save_every: also write a resumable checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
-        max_bad_steps: stop after this many non-finite steps in a row
-        gradient_checkpointing: recompute activations in the backward pass (less memory, ~30% more compute)
-        compile: torch.compile the model (inductor): compiles for ~10-60 s at the start, then faster steps where it
-            fuses the elementwise work; batches keep their padding
-        bias_correction: Adam bias correction in AdamW (the official fine-tuning optimizer has none; without it the
-            first hundreds of steps are up to ~3x larger than the rate says)
-        report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
-            auto (TensorBoard if installed)
         lora: train LoRA adapters (peft) and the task head instead of every weight; the folder gets the merged
             model and, in adapter/, the adapter under HF's names (docs/finetune.md)
         lora_r: LoRA rank (default 8)
@@ -76,38 +66,31 @@ class FinetuneConfig:
 
     lr: Optional[float] = None
     batch_size: Optional[int] = None
-    micro_batch: Optional[int | Literal["auto"]] = None
     max_steps: Optional[int] = None
     epochs: Optional[float] = None
     warmup_steps: Optional[int] = None
     warmup_proportion: Optional[float] = None
     eval_every: Optional[int] = None
     patience: Optional[int] = None
-    seed: int = 0
     dropout: Optional[float] = None
     seq_len: Optional[int] = None
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None
     pad_to_max: bool = False
-    precision: str = "auto"
-    log_every: int = 10
-    save_every: int = 0
-    max_bad_steps: int = 10
-    gradient_checkpointing: bool = False
-    compile: bool = False
-    bias_correction: bool = False
-    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.engine.trackers`)
     lora: bool = False
     lora_r: Optional[int] = None
     lora_alpha: Optional[float] = None
     lora_dropout: Optional[float] = None
     lora_targets: Optional[str] = None
 
-    def __post_init__(self) -> None:
-        from litebert.engine.trackers import parse
+    RANGES: ClassVar[dict] = {
+        "lr": POSITIVE, "batch_size": AT_LEAST_1, "max_steps": AT_LEAST_1, "epochs": POSITIVE,
+        "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "eval_every": AT_LEAST_1, "patience": AT_LEAST_1,
+        "dropout": PROBABILITY, "seq_len": AT_LEAST_1, "max_train_examples": AT_LEAST_1,
+        "max_eval_examples": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "lora_dropout": PROBABILITY}
 
-        check_fields(self, _RANGES, {"precision": ("auto", "fp32", "bf16", "fp16")})
-        parse(self.report_to, type(self).__name__)
+    def __post_init__(self) -> None:
+        super().__post_init__()
         lora_given = [n for n in ("lora_r", "lora_alpha", "lora_dropout", "lora_targets") if getattr(self, n) is not None]
         if lora_given and not self.lora:
             raise ConfigError("{" + lora_given[0] + "} sets LoRA, which is off: add {lora:flag}",
@@ -139,19 +122,8 @@ class FinetuneConfig:
             warmup = preset.warmup_steps
         return TrainArgs(lr=self.lr if self.lr is not None else preset.lr, batch_size=batch, train_steps=steps,
                          warmup_steps=min(warmup, steps), eval_every=self.eval_every or preset.eval_every,
-                         patience=self.patience, seed=self.seed, group_by_length=not self.pad_to_max,
-                         pad_to=max_len if self.pad_to_max else None, progress=progress, micro_batch=self.micro_batch,
-                         precision=self.precision, log_every=self.log_every, save_every=self.save_every,
-                         max_bad_steps=self.max_bad_steps, gradient_checkpointing=self.gradient_checkpointing,
-                         compile=self.compile, bias_correction=self.bias_correction, report_to=self.report_to)
-
-
-_RANGES = {"lr": POSITIVE, "batch_size": AT_LEAST_1, "micro_batch": AT_LEAST_1, "max_steps": AT_LEAST_1,
-           "epochs": POSITIVE, "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "eval_every": AT_LEAST_1,
-           "patience": AT_LEAST_1, "seed": AT_LEAST_0, "dropout": PROBABILITY, "seq_len": AT_LEAST_1,
-           "max_train_examples": AT_LEAST_1, "max_eval_examples": AT_LEAST_1, "log_every": AT_LEAST_1,
-           "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE,
-           "lora_dropout": PROBABILITY}
+                         patience=self.patience, group_by_length=not self.pad_to_max,
+                         pad_to=max_len if self.pad_to_max else None, progress=progress, **self.machinery())
 
 
 @dataclass
@@ -196,29 +168,25 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     created private unless ``hub_private`` is False.
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.push import Publishing
-    from litebert.tasks.presets import get_preset
     from litebert.engine import distributed as D
+    from litebert.engine.plan import open_run
+    from litebert.tasks.presets import get_preset
 
-    from litebert.engine import trackers
-
-    preset, cfg, out = get_preset(task), config or FinetuneConfig(), Path(out)
-    trackers.resolve(cfg.report_to, "FinetuneConfig")  # a tracker's missing package: refused before any write
+    preset, cfg = get_preset(task), config or FinetuneConfig()
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
-    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
-    plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite,
-                        inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer})
-    if plan.action == "finished":
+    opening = open_run(out, folders.FINETUNED, cfg, resume=resume, overwrite=overwrite, max_steps=cfg.max_steps,
+                       extendable=False, inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer},
+                       hub_ids={"model": "model", "tokenizer": "tokenizer"})
+    if opening.finished:
         _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
         publish.not_pushed(f"the run was finished already; upload it with `litebert push {out} {push_to_hub}`")
-        return FinetuneResult(out, preset.name, "finished", 0, True)
-    trackers.check(cfg.report_to, "FinetuneConfig")  # their login, URI and server, before out is written
+        return FinetuneResult(Path(out), preset.name, "finished", 0, True)
     dist = dist or D.from_environment(device=device)
-    if resume and plan.action == "new" and dist.is_main:
-        _notice(log, f"{out} holds no run yet; starting a new one")
     try:
-        result = _finetune(plan, preset, cfg, model, data, dev, tokenizer, dict(columns or {}), labels,
-                           keep_checkpoints, attention, encoding_errors, progress, log, stop_after, publish, dist)
+        result = _finetune(opening, preset, cfg, opening.inputs["model"], data, dev, opening.inputs["tokenizer"],
+                           dict(columns or {}), labels, keep_checkpoints, attention, encoding_errors, progress, log,
+                           stop_after, publish, dist)
     finally:
         D.shutdown(dist)
     if dist.is_main:  # once the process group is gone: no peer waits for the upload
@@ -292,30 +260,26 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     return _Task(tok, model, train_path, dev_path, labels, train_ex, dev_ex, max_len, feats, dev_feats)
 
 
-def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
+def _finetune(opening, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
               keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
               publish, dist) -> FinetuneResult:
     """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
     from litebert.tasks import finetuned
     from litebert.tasks.trainer import run_identity, train
     from litebert.engine import distributed as D
-    from litebert.engine.step import Runtime, check_compilable, plan_run
+    from litebert.engine.plan import machine, plan_run
 
     t = _read_task(preset, cfg, model_dir, data, dev, tokenizer, columns, labels, encoding_errors)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, progress)
-    micro, accum = targs.accumulation(dist.world_size)  # refused here, before anything is written
-    split = f"{micro} x {accum}" if targs.micro_batch != "auto" else "micro-batch auto x accumulation"
-    runtime = Runtime.resolve(dist, targs.precision, attention, t.model.config, training=True)
-    if targs.compile:  # refused here, before anything is written (the loop's setup checks it again)
-        check_compilable(dist.device)
+    machinery = machine(targs, dist, attention, t.model.config)
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
                             {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len,
                              **({"lora": _lora(cfg)} if cfg.lora else {})})
-    run = plan_run(plan, lambda _: identity, targs.train_steps, dist, default_max_steps=targs.train_steps)
-    if plan.action == "resume" and run.checkpoint is None:  # killed before its first checkpoint: start again
-        plan = dataclasses.replace(plan, action="restart")
-        if dist.is_main:
-            _notice(log, f"{plan.out} holds no checkpoint yet; starting from step 0")
+    run = plan_run(opening, machinery, lambda _: identity, max_steps=targs.train_steps,
+                   default_max_steps=targs.train_steps)
+    for line in run.notices if dist.is_main else ():
+        _notice(log, line)
+    plan, runtime = run.folder, run.runtime
     meta = _meta(preset, t, targs, columns, model_dir)
     if cfg.lora:
         meta["lora"] = _lora(cfg)
@@ -332,16 +296,15 @@ def _finetune(plan, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer
     try:
         if dist.is_main:
             precision = f" in {runtime.amp}".replace("torch.", "") if runtime.amp else ""
-            _say(log, f"{preset.name}: {t.describe()}; {targs.train_steps} steps of {targs.batch_size} = {split} x "
-                      f"{dist.world_size} process(es), lr {targs.lr:g}, warmup {targs.warmup_steps}; on "
+            _say(log, f"{preset.name}: {t.describe()}; {targs.train_steps} steps of {targs.batch_size} = "
+                      f"{run.split.describe()}, lr {targs.lr:g}, warmup {targs.warmup_steps}; on "
                       f"{dist.device}{precision} ({runtime.attention} attention); hyperparameters: "
                       f"{preset.source}" + (f"; resuming at step {run.start_step}" if run.checkpoint else ""))
         D.barrier(dist)
         loop = train(t.model, t.feats, targs, evaluate if t.dev_ex else None, preset.metric, save, t.tok.pad_token_id,
                      log=(log or (lambda _: None)) if dist.is_main else (lambda _: None), out_dir=plan.out,
-                     runtime=runtime, identity=identity, start=run.checkpoint, stop_after=stop_after,
-                     keep_checkpoints=keep_checkpoints, run_config=meta)
-        result = FinetuneResult(plan.out, preset.name, plan.action, loop.steps, not loop.interrupted, loop.best_step,
+                     plan=run, stop_after=stop_after, keep_checkpoints=keep_checkpoints, run_config=meta)
+        result = FinetuneResult(plan.out, preset.name, run.action, loop.steps, not loop.interrupted, loop.best_step,
                                 loop.best_metrics, preset.metric, loop.stopped_early, loop.interrupted, loop.signal)
         if writer is not None and not loop.interrupted:
             _complete(writer, preset, meta, result, keep_checkpoints, bool(t.dev_ex), log, publish)

@@ -26,18 +26,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import ClassVar, Optional
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE, check_fields
-from litebert.errors import CheckpointError, ConfigError, DataError
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE
+from litebert.engine.args import Machinery
+from litebert.errors import CheckpointError, DataError
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.engine import distributed as D
+from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
 from litebert.engine.metrics_log import MetricsWriter
 from litebert.engine.signals import StopSignals
@@ -46,8 +48,11 @@ TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples"
                  "loss_scale"]  # loss_scale: fp16 only
 
 
-@dataclass
-class TrainArgs:
+@dataclass(frozen=True, kw_only=True)
+class TrainArgs(Machinery):
+    """The fine-tuning loop's settings: a `FinetuneConfig` resolved against its task preset
+    (`FinetuneConfig.train_args`); the settings of how the run executes are the shared `Machinery`."""
+
     lr: float
     batch_size: int  # examples per optimizer step, over all processes (the presets' hyperparameter)
     train_steps: int
@@ -56,55 +61,21 @@ class TrainArgs:
     max_grad_norm: float = 1.0
     eval_every: int = 100
     patience: int | None = None  # stop after this many evaluations without improvement (None: never)
-    seed: int = 0
     group_by_length: bool = True
     pad_to: int | None = None  # fixed pad-to-max-length batches (the common HF recipe) instead of dynamic padding
     skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
     eval_batch_size: int = 64
     progress: bool = True
-    micro_batch: int | Literal["auto"] | None = None  # examples per forward/backward on one process (None:
-    # batch_size / processes; auto: `litebert.engine.step.MicroBatch`)
-    precision: str = "auto"  # autocast: auto | fp32 | bf16 | fp16 (`litebert.engine.device.autocast_dtype`)
-    log_every: int = 10  # a train record in metrics.jsonl every N steps
-    save_every: int = 0  # a checkpoint every N steps (0: only at evaluations and on SIGTERM/SIGINT)
-    max_bad_steps: int = 10  # stop after this many non-finite steps in a row (`litebert.engine.step`)
-    gradient_checkpointing: bool = False  # recompute activations in the backward pass
-    compile: bool = False  # torch.compile the model in place (batches keep their padding)
-    bias_correction: bool = False  # Adam bias correction (the official AdamW has none)
-    report_to: str = "auto"  # trackers beside metrics.jsonl (`litebert.engine.trackers`)
+
+    RANGES: ClassVar[dict] = {
+        "lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1, "warmup_steps": AT_LEAST_0,
+        "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE, "eval_every": AT_LEAST_1, "patience": AT_LEAST_1,
+        "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1}
 
     # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
     # changes only the order of floating-point sums).
     TRAJECTORY = ("lr", "batch_size", "train_steps", "warmup_steps", "weight_decay", "max_grad_norm", "eval_every",
                   "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision", "bias_correction")
-
-    def __post_init__(self) -> None:
-        check_fields(self, {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1,
-                            "warmup_steps": AT_LEAST_0, "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE,
-                            "eval_every": AT_LEAST_1, "patience": AT_LEAST_1, "seed": AT_LEAST_0,
-                            "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1, "micro_batch": AT_LEAST_1,
-                            "log_every": AT_LEAST_1, "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1})
-
-    def accumulation(self, world_size: int) -> tuple[int, int]:
-        """(micro batch, micro-batches per process per step); the batch must split evenly. auto: (the per-process
-        batch, 1) until a step decides (`MicroBatch`)."""
-        if self.micro_batch == "auto":
-            return self.per_process(world_size), 1
-        micro = self.micro_batch or max(1, self.batch_size // world_size)
-        per_step = micro * world_size
-        if self.batch_size % per_step:
-            raise ConfigError("{batch_size} is not a multiple of {micro_batch} x " + f"{world_size} process(es) = "
-                              f"{per_step}; change " + "{batch_size:flag} or {micro_batch:flag}",
-                              batch_size=self.batch_size, micro_batch=micro)
-        return micro, self.batch_size // per_step
-
-
-    def per_process(self, world_size: int) -> int:
-        """Examples per step on each process (micro_batch auto starts there); the batch must split over them."""
-        if self.batch_size % world_size:
-            raise ConfigError("{batch_size} is not a multiple of " + f"{world_size} processes; change "
-                              "{batch_size:flag}", batch_size=self.batch_size)
-        return self.batch_size // world_size
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
@@ -147,32 +118,29 @@ class LoopResult:
 def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
           evaluate: Callable[[torch.nn.Module], dict] | None = None, metric: str | None = None,
           save: Callable[[torch.nn.Module, int, dict], None] | None = None, pad_id: int = 0,
-          log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, runtime: Optional[Runtime] = None,
-          identity: dict | None = None, start: tuple | None = None, stop_after: int | None = None,
-          keep_checkpoints: bool = False, run_config: dict | None = None) -> LoopResult:
+          log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, plan: Optional[RunPlan] = None,
+          stop_after: int | None = None, keep_checkpoints: bool = False, run_config: dict | None = None) -> LoopResult:
     """Train for ``args.train_steps`` updates; every ``eval_every`` steps (and at the end) call ``evaluate(model)``
     (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves, ``save(model, step, metrics)``.
     Without ``evaluate`` the final model is saved.
 
     ``out_dir``: the run folder for ``metrics.jsonl``/CSV and ``checkpoints/`` (None: neither). Checkpoints are
     written after every evaluation, every ``save_every`` steps and on SIGTERM/SIGINT (which then end the call after
-    the current step); with ``keep_checkpoints`` also at the end. ``runtime``: processes, device, precision and
-    attention (default: this process, ``args.precision``). ``start``: the checkpoint ``(step, path, state)`` to
-    continue from (the run's plan). ``identity``: what checkpoints record (`run_identity`). ``stop_after``: leave
+    the current step); with ``keep_checkpoints`` also at the end. ``plan``: where the run starts and what it runs
+    with (`litebert.engine.plan`: the runtime, the batch split and micro-batch, the checkpoint to continue from, the
+    trackers, what checkpoints record); default: a new run on this process (`plan.local_plan`). ``stop_after``: leave
     (with a checkpoint) after this many steps in this call, as on SIGTERM. ``run_config``: the settings sent once to
-    a new tracker run (``args.report_to``; default: ``args``)."""
+    a new tracker run (default: ``args``)."""
     if not features:
         raise DataError("no training examples: nothing to fine-tune on")
-    rt = runtime or Runtime.resolve(D.Distributed(), args.precision, "auto", model.config, training=True)
+    plan = plan or local_plan(args, model.config, identity={}, max_steps=args.train_steps)
+    rt, micro = plan.runtime, plan.micro
     d = rt.dist
-    given = args.micro_batch if args.micro_batch == "auto" else args.accumulation(d.world_size)[0]
-    micro = MicroBatch.resolve(given, args.per_process(d.world_size), d,
-                               saved=start[2].get("micro_batch") if start is not None else None)
     state, wrapped, ckpt_dir = _setup(model, args, rt, out_dir, micro)
     torch.manual_seed(args.seed + d.rank)  # dropout masks (differ per process, as pretraining's)
-    if start is not None:
-        state.restore(start[2], d, args.seed)
-    writer = _metrics(out_dir, d, state.step if start else None, args, run_config)
+    if plan.checkpoint is not None:
+        state.restore(plan.checkpoint.state, d, args.seed)
+    writer = _metrics(out_dir, d, plan, args, run_config)
     # compiled: the padded layout (a packed batch's varying shapes would recompile)
     batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING and not args.compile)
     stop, first_step, loss_ema = StopSignals(), state.step, None
@@ -210,7 +178,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 break
             stopping = stop_requested(step.totals[1], state.step - first_step, stop_after)
             if stopping or evaluated or due(args.save_every, state.step, args.train_steps + 1):
-                _checkpoint(state, ckpt_dir, identity, d, fatal=stopping)
+                _checkpoint(state, ckpt_dir, plan.identity, d, fatal=stopping)
             result.interrupted = stopping and state.step < args.train_steps
             if result.interrupted:
                 break
@@ -218,7 +186,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
         if not result.interrupted:
             _end(state, evaluate, save, run_eval, result.stopped_early, d)
             if keep_checkpoints:
-                _checkpoint(state, ckpt_dir, identity, d, fatal=True)
+                _checkpoint(state, ckpt_dir, plan.identity, d, fatal=True)
     finally:
         bar.close()
         if writer is not None:
@@ -234,14 +202,13 @@ def _ema(average: Optional[float], value: float) -> float:
     return value if average is None else 0.98 * average + 0.02 * value
 
 
-def _metrics(out_dir, d: D.Distributed, resume_step: Optional[int], args: TrainArgs,
+def _metrics(out_dir, d: D.Distributed, plan: RunPlan, args: TrainArgs,
              run_config: dict | None) -> Optional[MetricsWriter]:
     """The run's metrics files and trackers (None without a run folder)."""
     if out_dir is None:
         return None
-    return MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=resume_step,
-                         columns={"train": TRAIN_COLUMNS, "eval": None}, report_to=args.report_to,
-                         config=run_config or dataclasses.asdict(args))
+    return MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
+                         columns={"train": TRAIN_COLUMNS, "eval": None}, config=run_config or dataclasses.asdict(args))
 
 
 def _log_step(writer: Optional[MetricsWriter], state: TrainState, step, args: TrainArgs, dt: float) -> None:
@@ -344,14 +311,13 @@ def _evaluate_and_keep(state: TrainState, evaluate, metric, save, args: TrainArg
     return bool(D.broadcast_int(int(stop_now), d))
 
 
-def _checkpoint(state: TrainState, folder: Optional[Path], identity: Optional[dict], d: D.Distributed,
-                fatal: bool) -> None:
+def _checkpoint(state: TrainState, folder: Optional[Path], identity: dict, d: D.Distributed, fatal: bool) -> None:
     """A checkpoint of the current step (none without a run folder); a failed one (a full disk) is a warning unless
     the run is leaving."""
     if folder is None:
         return
     try:
-        state.save(folder, identity or {}, d, keep_last=2)
+        state.save(folder, identity, d, keep_last=2)
     except CheckpointError as e:
         if fatal:
             raise
