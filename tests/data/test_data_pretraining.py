@@ -300,7 +300,7 @@ def test_bad_configurations(corpus, tmp_path):
 def test_real_vocabulary_whole_word_spans(tmp_path, albert_vocab):
     from litebert.tokenizer import AlbertTokenizer
 
-    corpus = Path(__file__).resolve().parents[1] / "data" / "corpus" / "moby_dick.txt.xz"
+    corpus = Path(__file__).resolve().parents[2] / "data" / "corpus" / "moby_dick.txt.xz"
     tok = AlbertTokenizer.from_pretrained(albert_vocab)
     store = prepare_store([corpus], tok, tmp_path / "s", progress=False)
     ds = PretrainingDataset(TokenStore(tmp_path / "s"), max_seq_length=128, seed=0, tokenizer=tok)

@@ -246,7 +246,7 @@ def test_every_trainable_parameter_of_every_task_head_gets_a_gradient(base, task
 
 def _kind_data(task: str, folder: Path) -> list[str]:
     """--data (and --dev) arguments of a small training set for ``task``."""
-    repo = Path(__file__).resolve().parent.parent / "data" / "finetune"
+    repo = Path(__file__).resolve().parents[2] / "data" / "finetune"
     if task in ("squad1", "squad2"):
         return ["--data", str(repo / "squad"), "--max-eval-examples", "8", "--seq-len", "64"]
     if task == "mc":

@@ -15,7 +15,7 @@ import pytest
 
 from litebert.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--hidden-size", "32", "--num-layers", "2", "--embedding-size", "16", "--seq-len", "64", "--batch", "8",
         "--eval-examples", "24", "--sentiment-steps", "2", "--mc-steps", "2", "--finetune-batch", "8",
         "--max-train-examples", "16", "--max-eval-examples", "30"]

@@ -11,7 +11,7 @@ import lzma
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "corpus" / "moby_dick.txt.xz"
 PYTHON = sys.executable
 

@@ -27,7 +27,7 @@ zstandard = pytest.importorskip("zstandard")
 datasets = pytest.importorskip("datasets")
 datasets.disable_progress_bars()
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "data" / "albert-30k"
 STORE_FILES = ("shard-00000.tokens", "shard-00000.sentences", "shard-00000.documents")
 

@@ -11,7 +11,7 @@ import pytest
 from litebert.errors import CheckpointError, CheckpointNotFoundError, LitebertError
 from litebert.io.tf_checkpoint import TFCheckpoint, crc32c, resolve_prefix, unmask_crc
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tf"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 ALL = ["pretrain", "hub", "classifier", "partitioned", "dtypes"]
 
 

@@ -21,7 +21,7 @@ from litebert.io.convert_tf import convert_tf_checkpoint
 from litebert.io.tf_checkpoint import TFCheckpoint, _read_table
 from litebert.protobuf import bytes_field, encode_varint, varint_field
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tf"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 PREFIX = "model.ckpt-best"
 
 

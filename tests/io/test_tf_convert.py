@@ -14,7 +14,7 @@ from litebert.cli import main
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, TokenizerError
 from litebert.io.convert_tf import convert_tf_checkpoint, map_variable, official_config
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tf"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 TOL = 1e-5
 
 

@@ -26,7 +26,7 @@ from litebert.engine.metrics_log import read_metrics
 from litebert.pretraining.plateau import (PlateauGuard, Probe, Unigram, advice, probe, sqrt_rule_lr, unigram_of_counts,
                                     unigram_of_store)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

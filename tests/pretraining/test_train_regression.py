@@ -2,8 +2,8 @@
 
 A change anywhere on the training path (model, masking, SOP pairs, LAMB, schedule, clipping, accumulation) moves
 these numbers; the test fails and someone has to look. If the change is intended, regenerate the stored curve with
-    .venv/bin/python tests/test_train_regression.py --regenerate
-and say why in the commit. The corpus, tokenizer settings and seeds are fixed (tests/test_train_fixtures.py).
+    .venv/bin/python tests/pretraining/test_train_regression.py --regenerate
+and say why in the commit. The corpus, tokenizer settings and seeds are fixed (tests/helpers/tiny_setup.py).
 """
 
 import json
@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "loss_curve_tiny.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "loss_curve_tiny.json"
 SETTINGS = dict(max_steps=50, global_batch=16, micro_batch=8, lr=0.01, warmup_steps=5, seq_len=64, max_predictions=10,
                 eval_every=25, eval_examples=64, save_every=0, seed=11)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "bench_model.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_model.py"
 spec = importlib.util.spec_from_file_location("bench_model", SCRIPT)
 bench_model = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench_model)

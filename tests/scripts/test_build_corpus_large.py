@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("build_corpus_large", REPO / "scripts" / "build_corpus_large.py")
 bcl = importlib.util.module_from_spec(spec)
 sys.modules["build_corpus_large"] = bcl  # its dataclasses look their module up there

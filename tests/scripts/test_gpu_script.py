@@ -19,7 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from litebert.config import AlbertConfig
 from litebert.heads import AlbertForPreTraining
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "gpu_mfu.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_mfu.py"
 spec = importlib.util.spec_from_file_location("gpu_mfu", SCRIPT)
 gpu_mfu = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_mfu)
@@ -147,7 +147,7 @@ def test_exits_clearly_without_gpu():
 
 def test_profile_script_smoke_on_cpu():
     """bench/gpu_profile.py's step and report run on the CPU: every group's time adds up to the total."""
-    script = Path(__file__).resolve().parent.parent / "bench" / "gpu_profile.py"
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_profile.py"
     done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--preset", "tiny", "--batch", "2",
                            "--seq-len", "32", "--predictions", "4", "--steps", "1", "--top", "3"],
                           capture_output=True, text=True, timeout=300)
@@ -161,7 +161,7 @@ def test_profile_script_smoke_on_cpu():
 
 # ---------------------------------------------------------------------------------------------------- gpu_run.sh
 
-RUN = Path(__file__).resolve().parent.parent / "scripts" / "gpu_run.sh"
+RUN = Path(__file__).resolve().parents[2] / "scripts" / "gpu_run.sh"
 
 
 def gpu_run(tmp_path, *args, **env):

@@ -12,7 +12,7 @@ and nothing is written where it must not be.
      limit).
 
 The inputs (a tokenizer, token stores, a tiny pretraining run, a fine-tuned tiny model, data files) are built once
-and shared with tests/test_refusals_leave_out_unchanged.py through `built_inputs`.
+and shared with tests/system/test_refusals_leave_out_unchanged.py through `built_inputs`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import pytest
 
 from litebert.cli import COMMANDS, Parser, main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TF_PRETRAIN = REPO / "tests" / "fixtures" / "tf" / "pretrain"
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend

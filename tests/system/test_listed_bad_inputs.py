@@ -31,7 +31,7 @@ from test_bad_input_battery import _pretrain, base_command, cli, one_line_error,
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def nothing_in(folder: Path, *keep: str) -> None:

@@ -17,7 +17,7 @@ from litebert.cli import main
 from litebert.folders import OWNER_FILE, read_marker
 from litebert.engine.metrics_log import read_metrics
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tf"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend

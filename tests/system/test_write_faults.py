@@ -23,7 +23,7 @@ from litebert.files import atomic_write
 from litebert.folders import read_marker
 from litebert.engine.metrics_log import read_metrics
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend

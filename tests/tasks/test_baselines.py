@@ -67,7 +67,7 @@ def test_sentiment_bag_of_words_matches_scikit_learn_pipeline(grid):
 
     from litebert.tasks.readers import read_glue
 
-    data = Path(__file__).resolve().parent.parent / "data" / "finetune" / "sentiment"
+    data = Path(__file__).resolve().parents[2] / "data" / "finetune" / "sentiment"
     splits = {s: read_glue("sst-2", data / f"{s}.tsv.gz") for s in ("train", "dev", "test")}
     texts = {s: [e.text_a for e in v] for s, v in splits.items()}
     labels = {s: [e.label for e in v] for s, v in splits.items()}

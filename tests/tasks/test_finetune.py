@@ -19,7 +19,7 @@ from litebert.tasks import squad as S
 from litebert.tasks.squad import ANSWERABILITY_FILE, SquadV2Model
 from litebert.tasks.metrics import normalize_answer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "finetune"
 
 

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from litebert.cli import main
 from litebert.folders import read_marker
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
 

@@ -20,7 +20,7 @@ from litebert.tasks.readers import TextExample, TokenExample
 
 transformers = pytest.importorskip("transformers")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SPIECE = REPO / "data" / "albert-30k" / "spiece.model"
 TOL = 1e-5
 TINY = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

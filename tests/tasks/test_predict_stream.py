@@ -17,7 +17,7 @@ from litebert.errors import DataError
 from litebert.tasks import predict as P
 from litebert.tasks import finetuned
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "finetune"
 WORDS = "the movie was great awful and a plot with actors in story film it wonderful boring".split()
 

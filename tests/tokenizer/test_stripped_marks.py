@@ -15,7 +15,7 @@ from litebert.data.store import prepare_store
 from litebert.tokenizer import train_tokenizer
 from litebert.tokenizer.normalize import StrippedMarksCheck, stripped_script
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ALBERT_30K = REPO / "data" / "albert-30k"  # keep_accents false, as the official English vocabulary
 
 HINDI = ["नमस्ते दुनिया!", "भारत के प्रधानमंत्री ने आज दिल्ली में भाषण दिया।", "उन्होंने ज़िंदगी के बारे में बात की।",

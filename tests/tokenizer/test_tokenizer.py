@@ -17,7 +17,7 @@ import pytest
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, preprocess_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "corpus"
 
 # A varied set: accents, digits with commas, CJK, emoji, control characters, whitespace runs, empty strings,

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_tokenizer import VARIED, corpus_lines  # noqa: E402
 from test_tokenizer_api import WRITTEN, with_specials  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # accents, CJK, full-width forms, odd whitespace, compatibility characters, digits with commas
 ODD = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３，４５６", "ｶﾀｶﾅ ﾃｽﾄ", "naïve Ångström façade Ærø ŒUVRE", "北京大学 東京 서울",
        "a\u2009b\u202fc\u205fd\u00a0e", "x\r\n\r\ny\t\tz\u000bw\u000cv", "\u2028line\u2029para", "1,000, 2,5, 10,",

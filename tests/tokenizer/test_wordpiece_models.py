@@ -264,7 +264,7 @@ def test_convert_tf_with_a_chinese_vocabulary_file(tmp_path):
     from litebert.errors import TokenizerError
     from litebert.io.convert_tf import convert_tf_checkpoint
 
-    fixture = Path(__file__).parent / "fixtures" / "tf" / "pretrain"
+    fixture = Path(__file__).parents[1] / "fixtures" / "tf" / "pretrain"
     vocab_size = json.loads((fixture / "albert_config.json").read_text())["vocab_size"]
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CJK[:vocab_size - 5])
     (tmp_path / "vocab_chinese.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
