@@ -8,15 +8,16 @@ The reference is always a run given that micro-batch from the start: the same lo
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from test_finetune_train import ENV, PYTHON, _records, base, finetune, weights  # noqa: F401 (base: a fixture)
-from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
+from helpers import ENV, PYTHON
+from helpers.separable_task import finetune, weights
+from helpers.separable_task import records as _records
+from helpers.tiny_setup import datasets, tiny_model_config
 
 from litebert.cli import main
 from litebert.errors import ConfigError
@@ -87,11 +88,6 @@ def test_auto_is_validated_like_every_field(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------------------------- pretraining
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
 def _cfg(**kw):
     base = dict(max_steps=6, global_batch=8, micro_batch=8, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
                 eval_every=0, eval_examples=16, save_every=3, keep_last=0, seed=3)
@@ -103,8 +99,8 @@ def _model():
     return AlbertForPreTraining(tiny_model_config(hidden_dropout_prob=0.1))  # dropout: the retry must restore the RNG
 
 
-def test_pretraining_auto_halves_after_oom_and_equals_the_explicit_run(setup, tmp_path, monkeypatch, capsys):
-    tr, ev = datasets(setup)
+def test_pretraining_auto_halves_after_oom_and_equals_the_explicit_run(tiny_setup, tmp_path, monkeypatch, capsys):
+    tr, ev = datasets(tiny_setup)
     ref = train(_model(), tr, ev, _cfg(micro_batch=2), tmp_path / "ref", progress=False)
     monkeypatch.setattr(engine, "PROBED", ("cuda", "cpu"))
     m, calls = _model(), []
@@ -121,8 +117,8 @@ def test_pretraining_auto_halves_after_oom_and_equals_the_explicit_run(setup, tm
     assert latest_valid(tmp_path / "auto" / "checkpoints")[2]["micro_batch"] == 2  # what a resume continues at
 
 
-def test_pretraining_auto_resumes_at_the_recorded_micro_batch(setup, tmp_path, monkeypatch, capsys):
-    tr, ev = datasets(setup)
+def test_pretraining_auto_resumes_at_the_recorded_micro_batch(tiny_setup, tmp_path, monkeypatch, capsys):
+    tr, ev = datasets(tiny_setup)
     train(_model(), tr, ev, _cfg(micro_batch=2), tmp_path / "ref", progress=False)
     monkeypatch.setattr(engine, "PROBED", ("cuda", "cpu"))
     m, calls = _model(), []
@@ -139,8 +135,8 @@ def test_pretraining_auto_resumes_at_the_recorded_micro_batch(setup, tmp_path, m
     assert [r["loss"] for r in read_metrics(tmp_path / "run")] == [r["loss"] for r in read_metrics(tmp_path / "ref")]
 
 
-def test_out_of_memory_even_at_1_is_a_one_line_error(setup, tmp_path, monkeypatch):
-    tr, _ = datasets(setup)
+def test_out_of_memory_even_at_1_is_a_one_line_error(tiny_setup, tmp_path, monkeypatch):
+    tr, _ = datasets(tiny_setup)
     monkeypatch.setattr(engine, "PROBED", ("cuda", "cpu"))
     m = _model()
     m.register_forward_hook(oom_above(0, []), with_kwargs=True)
@@ -156,11 +152,11 @@ def _model_weights(run):
 
 
 # ----------------------------------------------------------------------------------------------- fine-tuning
-def test_finetune_auto_halves_after_oom_and_equals_the_explicit_run(base, tmp_path, monkeypatch, capsys):
+def test_finetune_auto_halves_after_oom_and_equals_the_explicit_run(separable_task, tmp_path, monkeypatch, capsys):
     from litebert.heads import AlbertForSequenceClassification
 
     common = ("--max-steps", "4", "--batch-size", "16", "--seed", "3", "--eval-every", "2", "--log-every", "1")
-    assert main(finetune(base, tmp_path / "ref", *common, "--micro-batch", "4")) == 0
+    assert main(finetune(separable_task, tmp_path / "ref", *common, "--micro-batch", "4")) == 0
     monkeypatch.setattr(engine, "PROBED", ("cuda", "cpu"))
     calls, forward = [], AlbertForSequenceClassification.forward
     hook = oom_above(5, calls)
@@ -172,7 +168,7 @@ def test_finetune_auto_halves_after_oom_and_equals_the_explicit_run(base, tmp_pa
 
     monkeypatch.setattr(AlbertForSequenceClassification, "forward", failing)
     capsys.readouterr()
-    assert main(finetune(base, tmp_path / "auto", *common, "--micro-batch", "auto")) == 0
+    assert main(finetune(separable_task, tmp_path / "auto", *common, "--micro-batch", "auto")) == 0
     out = capsys.readouterr().out
     assert "4 steps of 16 = micro-batch auto x accumulation x 1 process(es)" in out
     assert out.count("micro-batch auto: 4 (2 halvings after out of memory)") == 1
@@ -183,11 +179,11 @@ def test_finetune_auto_halves_after_oom_and_equals_the_explicit_run(base, tmp_pa
         r["loss"] for r in _records(tmp_path / "ref", "train")]
 
 
-def test_finetune_gradient_checkpointing_gives_the_same_training(base, tmp_path):
+def test_finetune_gradient_checkpointing_gives_the_same_training(separable_task, tmp_path):
     common = ("--max-steps", "4", "--batch-size", "8", "--seed", "3", "--eval-every", "2", "--log-every", "1",
               "--dropout", "0.1")  # dropout: the recomputed forward must draw the same masks
-    assert main(finetune(base, tmp_path / "plain", *common)) == 0
-    assert main(finetune(base, tmp_path / "ckpt", *common, "--gradient-checkpointing")) == 0
+    assert main(finetune(separable_task, tmp_path / "plain", *common)) == 0
+    assert main(finetune(separable_task, tmp_path / "ckpt", *common, "--gradient-checkpointing")) == 0
     a, b = weights(tmp_path / "plain"), weights(tmp_path / "ckpt")
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-6, msg=k)
@@ -196,11 +192,11 @@ def test_finetune_gradient_checkpointing_gives_the_same_training(base, tmp_path)
 
 
 @pytest.mark.slow
-def test_finetune_compile_gives_the_eager_losses(base, tmp_path):
+def test_finetune_compile_gives_the_eager_losses(separable_task, tmp_path):
     common = ("--max-steps", "3", "--batch-size", "8", "--seed", "3", "--log-every", "1", "--dropout", "0",
               "--pad-to-max", "--seq-len", "32")  # one shape: one compilation
-    assert main(finetune(base, tmp_path / "eager", *common, dev=False)) == 0
-    assert main(finetune(base, tmp_path / "compiled", *common, "--compile", dev=False)) == 0
+    assert main(finetune(separable_task, tmp_path / "eager", *common, dev=False)) == 0
+    assert main(finetune(separable_task, tmp_path / "compiled", *common, "--compile", dev=False)) == 0
     assert [r["loss"] for r in _records(tmp_path / "compiled", "train")] == pytest.approx(
         [r["loss"] for r in _records(tmp_path / "eager", "train")], rel=1e-4)
     a, b = weights(tmp_path / "eager"), weights(tmp_path / "compiled")
@@ -215,14 +211,14 @@ KINDS = {"classify": ["neg", "pos"], "regress": None, "conll": ["O", "B-PER", "I
 
 
 @pytest.mark.parametrize("task", KINDS)
-def test_every_trainable_parameter_of_every_task_head_gets_a_gradient(base, task):
+def test_every_trainable_parameter_of_every_task_head_gets_a_gradient(separable_task, task):
     """What lets fine-tuning wrap DDP with find_unused_parameters=False: one training step's backward reaches every
     trainable parameter, with padding skipped or not (a parameter without a gradient would hang DDP's reducer)."""
     from litebert.padding import prepare_batch
     from litebert.tasks.presets import get_preset
 
     torch.manual_seed(0)
-    m = get_preset(task).kind.new_model(base[0], KINDS[task]).train()
+    m = get_preset(task).kind.new_model(separable_task[0], KINDS[task]).train()
     b, length = 4, 12
     ids = torch.randint(5, m.config.vocab_size, (b, length))
     mask = torch.ones(b, length, dtype=torch.long)
@@ -266,11 +262,12 @@ def _kind_data(task: str, folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("task", ["regress", "conll", "mc", "squad1", "squad2"])
-def test_two_process_finetuning_of_every_kind_has_no_unused_parameter_search(base, tmp_path, task):
+def test_two_process_finetuning_of_every_kind_has_no_unused_parameter_search(separable_task, tmp_path, task):
     """torchrun --nproc_per_node 2 (gloo): every kind trains with find_unused_parameters=False, and no rank prints
     DDP's warning about it (the classification kind: test_finetune_train.py::test_two_processes_equal_one)."""
-    args = ["finetune", task, "--model", str(base[0]), *_kind_data(task, tmp_path), "--out", str(tmp_path / "o"),
-            "--max-steps", "2", "--batch-size", "8", "--max-train-examples", "16", "--threads", "1", "--no-progress"]
+    args = ["finetune", task, "--model", str(separable_task[0]), *_kind_data(task, tmp_path),
+            "--out", str(tmp_path / "o"), "--max-steps", "2", "--batch-size", "8", "--max-train-examples", "16",
+            "--threads", "1", "--no-progress"]
     two = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                           "-m", "litebert.cli", *args], env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
@@ -278,7 +275,7 @@ def test_two_process_finetuning_of_every_kind_has_no_unused_parameter_search(bas
     assert "find_unused_parameters" not in two.stderr
 
 
-def test_two_process_auto_agrees_after_one_rank_runs_out_of_memory(base, tmp_path):
+def test_two_process_auto_agrees_after_one_rank_runs_out_of_memory(separable_task, tmp_path):
     """Rank 1 alone runs out of memory above 2 rows: both ranks halve together (no rank waits in a collective the
     other never reaches), settle on 2, and the run equals one process given micro-batch 2 x 2 accumulation."""
     launcher = tmp_path / "launch.py"
@@ -303,11 +300,11 @@ def test_two_process_auto_agrees_after_one_rank_runs_out_of_memory(base, tmp_pat
     """))
     common = ["--max-steps", "3", "--batch-size", "8", "--dropout", "0", "--eval-every", "3", "--log-every", "1"]
     two = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(launcher), *finetune(base, tmp_path / "two", *common, "--micro-batch", "auto")],
+                          str(launcher), *finetune(separable_task, tmp_path / "two", *common, "--micro-batch", "auto")],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "micro-batch auto: 2 (1 halving after out of memory)" in two.stdout
-    assert main(finetune(base, tmp_path / "one", *common, "--micro-batch", "2")) == 0
+    assert main(finetune(separable_task, tmp_path / "one", *common, "--micro-batch", "2")) == 0
     a, b = weights(tmp_path / "one"), weights(tmp_path / "two")
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-5, msg=k)
@@ -316,11 +313,10 @@ def test_two_process_auto_agrees_after_one_rank_runs_out_of_memory(base, tmp_pat
 
 
 @pytest.mark.gpu
-def test_auto_on_a_full_gpu_picks_a_smaller_micro_batch(tmp_path, capsys):
+def test_auto_on_a_full_gpu_picks_a_smaller_micro_batch(tiny_setup, tmp_path, capsys):
     """A real out of memory: most of the GPU is taken by a tensor, so the per-process batch (64 x 512 of a
     6-layer 768-wide model in fp32) cannot fit; auto halves until a step fits and the run completes."""
-    setup = build_tiny_setup(tmp_path / "data")
-    tr, _ = datasets(setup, seq_len=512)
+    tr, _ = datasets(tiny_setup, seq_len=512)
     torch.manual_seed(0)
     config = tiny_model_config(max_position_embeddings=512).with_shape(hidden_size=768, num_hidden_layers=6)
     model = AlbertForPreTraining(config)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_finetune_train import base, finetune  # noqa: F401  (the fine-tuning fixture: tiny model, separable data)
-from test_train_fixtures import build_tiny_setup
+from helpers.separable_task import finetune
 
 from litebert.cli import main
 from litebert.errors import ConfigError
@@ -22,13 +21,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 wandb = pytest.importorskip("wandb")
 mlflow = pytest.importorskip("mlflow")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TIMING = ("tokens_per_s", "elapsed_s", "tflops", "examples_per_s")  # differ between a run and its replay
-
-
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture
@@ -136,14 +130,14 @@ def assert_same(got: dict, want: dict, skip=()):
 
 
 # ---------------------------------------------------------------------------------------------------- pretraining
-def test_pretraining_reports_to_wandb_and_mlflow(stores, tmp_path, offline, monkeypatch):
+def test_pretraining_reports_to_wandb_and_mlflow(tiny_setup, tmp_path, offline, monkeypatch):
     from litebert import pretrain
 
     monkeypatch.setenv("WANDB_PROJECT", "albert-tests")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "albert-experiment")
     out = tmp_path / "run-a"
-    pretrain(stores["store"], out, model="tiny", train=tiny(report_to="wandb,mlflow"),
-             eval_data=stores["eval_store"], progress=False)
+    pretrain(tiny_setup["store"], out, model="tiny", train=tiny(report_to="wandb,mlflow"),
+             eval_data=tiny_setup["eval_store"], progress=False)
     records = jsonl(out)
     want = expected(records)
     assert {r["step"] for r in records if r["split"] == "eval"} == {0, 2, 4} and "train/mlm_loss" in want
@@ -163,7 +157,7 @@ def test_pretraining_reports_to_wandb_and_mlflow(stores, tmp_path, offline, monk
     assert run.data.params["model.hidden_size"] == str(settings["model"]["hidden_size"])
 
 
-def test_resume_continues_the_same_tracker_runs(stores, tmp_path, offline):
+def test_resume_continues_the_same_tracker_runs(tiny_setup, tmp_path, offline):
     """A run stopped at step 3 whose step-3 checkpoint is lost resumes from step 2: metrics.jsonl is rewritten from
     there, MLflow keeps the run and logs each step once (step 3 was logged by the first call), W&B continues the
     run id in a second offline folder."""
@@ -171,14 +165,14 @@ def test_resume_continues_the_same_tracker_runs(stores, tmp_path, offline):
 
     out = tmp_path / "run-b"
     cfg = tiny(max_steps=6, report_to="wandb,mlflow")
-    first = pretrain(stores["store"], out, model="tiny", train=cfg, eval_data=stores["eval_store"], progress=False,
-                     stop_after=3)
+    first = pretrain(tiny_setup["store"], out, model="tiny", train=cfg, eval_data=tiny_setup["eval_store"],
+                     progress=False, stop_after=3)
     assert first.interrupted and first.step == 3
     ids = json.loads((out / "trackers.json").read_text())
     for p in (out / "checkpoints").glob("step-00000003.pt*"):
         p.unlink()
-    done = pretrain(stores["store"], out, model="tiny", train=cfg, eval_data=stores["eval_store"], progress=False,
-                    resume=True)
+    done = pretrain(tiny_setup["store"], out, model="tiny", train=cfg, eval_data=tiny_setup["eval_store"],
+                    progress=False, resume=True)
     assert done.complete and json.loads((out / "trackers.json").read_text()) == ids
     records = jsonl(out)
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4, 5, 6]
@@ -191,10 +185,10 @@ def test_resume_continues_the_same_tracker_runs(stores, tmp_path, offline):
 
 
 # ---------------------------------------------------------------------------------------------------- fine-tuning
-def test_finetuning_reports_to_both_and_overwrite_clears_them(base, tmp_path, offline, capsys):  # noqa: F811
+def test_finetuning_reports_to_both_and_overwrite_clears_them(separable_task, tmp_path, offline, capsys):
     out = tmp_path / "ft"
-    assert main(finetune(base, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "3", "--log-every",
-                         "2", "--report-to", "wandb,mlflow")) == 0
+    assert main(finetune(separable_task, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "3",
+                         "--log-every", "2", "--report-to", "wandb,mlflow")) == 0
     records = jsonl(out)
     want = expected(records)
     assert "eval/accuracy" in want and sorted(want["eval/accuracy"]) == [3, 6]
@@ -207,7 +201,7 @@ def test_finetuning_reports_to_both_and_overwrite_clears_them(base, tmp_path, of
     assert run.data.params["train.lr"] == json.dumps(meta["train"]["lr"]) == "0.002"
     assert run.data.params["train.report_to"] == "wandb,mlflow"
     # the W&B and MLflow files belong to the run: --overwrite replaces them with the rest
-    assert main(finetune(base, out, "--max-steps", "2", "--batch-size", "8", "--overwrite", "--report-to",
+    assert main(finetune(separable_task, out, "--max-steps", "2", "--batch-size", "8", "--overwrite", "--report-to",
                          "none")) == 0
     assert not (out / "wandb").exists() and not (out / "trackers.json").exists()
     assert "TensorBoard is not installed" not in capsys.readouterr().err  # none: no notice
@@ -228,16 +222,16 @@ def test_unknown_tracker_is_a_one_line_config_error(capsys, tmp_path):
                                         "'tensorbord'; give none, auto, or a comma list of tensorboard, wandb, mlflow"]
 
 
-def test_missing_package_is_refused_before_anything_is_written(base, stores, tmp_path, capsys,  # noqa: F811
+def test_missing_package_is_refused_before_anything_is_written(separable_task, tiny_setup, tmp_path, capsys,
                                                                monkeypatch):
     monkeypatch.setattr(trackers, "_installed", lambda name: name != "wandb")
     out = tmp_path / "r"
-    assert main(["pretrain", "--preset", "tiny", "--data", str(stores["store"]), "--out", str(out), "--report-to",
+    assert main(["pretrain", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--out", str(out), "--report-to",
                  "mlflow,wandb", "--max-steps", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["litebert pretrain: error: --report-to mlflow,wandb: the wandb package is not installed; pip install "
                    f"'wandb>=0.17', or the trackers extra from the checkout: pip install -e '{REPO}[trackers]'"]
-    assert main(finetune(base, out, "--max-steps", "2", "--report-to", "wandb")) == 2
+    assert main(finetune(separable_task, out, "--max-steps", "2", "--report-to", "wandb")) == 2
     assert "--report-to wandb: the wandb package is not installed" in capsys.readouterr().err
     assert not out.exists()
     # auto without TensorBoard: no tracker, and a notice (tested in test_finetune_train)
@@ -245,10 +239,10 @@ def test_missing_package_is_refused_before_anything_is_written(base, stores, tmp
     assert trackers.resolve("auto") == () and trackers.resolve("none") == ()
 
 
-def test_a_tracker_that_cannot_start_is_one_line(stores, tmp_path, offline, capsys, monkeypatch):
+def test_a_tracker_that_cannot_start_is_one_line(tiny_setup, tmp_path, offline, capsys, monkeypatch):
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")  # MLflow 3 refuses its file store without it
     out = tmp_path / "r"
-    assert main(["pretrain", "--preset", "tiny", "--data", str(stores["store"]), "--out", str(out), "--report-to",
+    assert main(["pretrain", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--out", str(out), "--report-to",
                  "mlflow", "--max-steps", "2", "--global-batch", "8", "--micro-batch", "4", "--seq-len", "64",
                  "--no-progress"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_train_fixtures import PYTHON, build_tiny_setup
+from helpers import PYTHON
 
 from litebert.config import AlbertConfig
 from litebert.engine.metrics_log import read_metrics
@@ -24,8 +24,8 @@ def command(paths, model_config, out):
             "--eval-examples", "16", "--save-every", "0", "--threads", "1", "--no-progress"]
 
 
-def test_two_processes_equal_one(tmp_path):
-    paths = build_tiny_setup(tmp_path / "setup")
+def test_two_processes_equal_one(tiny_setup, tmp_path):
+    paths = tiny_setup
     cfg_file = tmp_path / "model.json"
     dataclasses.replace(AlbertConfig.from_preset("tiny"), classifier_dropout_prob=0.0).to_json(cfg_file)
     one = subprocess.Popen([PYTHON, "-m", "litebert.cli", *command(paths, cfg_file, tmp_path / "one")],
@@ -70,10 +70,10 @@ def _initial(cfg_file, paths):
         return load_file(f"{d}/model.safetensors")
 
 
-def test_two_processes_resume_as_one(tmp_path):
+def test_two_processes_resume_as_one(tiny_setup, tmp_path):
     """A two-process run continued with --resume restores the checkpoint on every rank: it ends where one process
     continued the same way ends (every rank steps from the checkpoint's step, with its optimizer state)."""
-    paths = build_tiny_setup(tmp_path / "setup")
+    paths = tiny_setup
     cfg_file = tmp_path / "model.json"
     dataclasses.replace(AlbertConfig.from_preset("tiny"), classifier_dropout_prob=0.0).to_json(cfg_file)
 

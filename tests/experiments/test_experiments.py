@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.tiny_setup import tiny_model_config
+
 from litebert.cli import main
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.errors import CheckpointError, ConfigError
@@ -20,13 +22,11 @@ from litebert.experiments.intrinsic import (accuracy, intrinsic_accuracy, load_f
 from litebert.experiments.transitions import layer_transitions
 from litebert.heads import AlbertForMaskedLM, AlbertForPreTraining
 
-from test_train_fixtures import build_tiny_setup, tiny_model_config
-
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tiny_setup, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("exp")
-    paths = build_tiny_setup(tmp / "setup")
+    paths = tiny_setup
     torch.manual_seed(0)
     model = AlbertForPreTraining(tiny_model_config(vocab_size=1000))
     model.save_pretrained(tmp / "model")

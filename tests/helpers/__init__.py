@@ -1,10 +1,18 @@
-"""Test helpers shared by several test modules."""
+"""Plain helpers shared by several test modules (fixtures live in the conftest.py files; the submodules hold the
+builders those fixtures call and the helpers of one family of tests)."""
 
+import contextlib
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]  # the repository root
+PYTHON = sys.executable
+# for child processes: this checkout's litebert, whether or not it is installed
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 class IntTokenizer:
@@ -107,6 +115,25 @@ def snapshot(root: Path) -> dict:
                    else ("folder", None))
         out[str(p.relative_to(root))] = (*content, st.st_mtime_ns, st.st_mode)
     return out
+
+
+def contents(root: Path) -> dict:
+    """Every path at and under ``root`` with its bytes (None for folders, ("link", target) for links); {} if absent.
+    Equal contents: nothing was written or removed (``snapshot`` also compares modification times)."""
+    if not root.exists() and not root.is_symlink():
+        return {}
+    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() and not root.is_symlink() else [root]
+    return {str(p.relative_to(root)): (("link", os.readlink(p)) if p.is_symlink() else
+                                       p.read_bytes() if p.is_file() else None) for p in paths}
+
+
+@contextlib.contextmanager
+def unchanged(folder: Path):
+    """Checks on exit that nothing at or under ``folder`` was written, removed or touched (``snapshot``): the shared
+    fixtures' guard that the tests only read them."""
+    before = snapshot(folder)
+    yield
+    assert snapshot(folder) == before, f"a test wrote into the shared fixture folder {folder}"
 
 
 def store_documents(store) -> list:

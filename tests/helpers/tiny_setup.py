@@ -1,4 +1,5 @@
-"""Shared setup for the training tests (imported by test_train_*.py; holds no tests itself).
+"""The tiny pretraining setup of the training tests (the session fixture ``tiny_setup`` of tests/conftest.py builds
+it once with the default documents; tests that need other documents or their own folder call ``build_tiny_setup``).
 
 A fixed small English corpus (the first chapters of the bundled Moby-Dick), a 1000-piece SentencePiece vocabulary
 trained on it with fixed settings (one thread: deterministic), a token store, and the `tiny` model preset.
@@ -8,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import lzma
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 CORPUS = REPO / "data" / "corpus" / "moby_dick.txt.xz"
-PYTHON = sys.executable
 
 
 def corpus_documents() -> list[str]:

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
 from litebert.errors import CheckpointError
@@ -23,24 +22,19 @@ transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
-
-
 def hf_config(vocab_size=1000):
     return transformers.AlbertConfig(vocab_size=vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def hf_folder(folder, setup, cls="AlbertForPreTraining", seed=0, vocab_size=1000, tokenizer=True):
+def hf_folder(folder, tiny_setup, cls="AlbertForPreTraining", seed=0, vocab_size=1000, tokenizer=True):
     """A tiny ALBERT saved by transformers' own save_pretrained, with the store's tokenizer saved by transformers."""
     torch.manual_seed(seed)
     model = getattr(transformers, cls)(hf_config(vocab_size))
     model.save_pretrained(folder)
     if tokenizer:
-        transformers.AlbertTokenizer(vocab_file=str(setup["tokenizer"])).save_pretrained(folder)
+        transformers.AlbertTokenizer(vocab_file=str(tiny_setup["tokenizer"])).save_pretrained(folder)
     return model
 
 
@@ -48,8 +42,8 @@ ARGS = ["--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-p
         "--warmup-steps", "1", "--seed", "3", "--no-progress"]
 
 
-def pretrain(setup, out, *extra):
-    return ["pretrain", "--data", str(setup["store"]), "--out", str(out), *ARGS, *extra]
+def pretrain(tiny_setup, out, *extra):
+    return ["pretrain", "--data", str(tiny_setup["store"]), "--out", str(out), *ARGS, *extra]
 
 
 def refused(capsys, argv, match):
@@ -66,19 +60,19 @@ def stop_after(monkeypatch, n):
     monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 
 
-def test_init_from_hf_folder_continues_from_its_weights(setup, tmp_path, capsys):
+def test_init_from_hf_folder_continues_from_its_weights(tiny_setup, tmp_path, capsys):
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 
     init = tmp_path / "hf"
-    hf = hf_folder(init, setup)
+    hf = hf_folder(init, tiny_setup)
     out = tmp_path / "run"
-    assert main(pretrain(setup, out, "--init-from", str(init), "--eval-data", str(setup["eval_store"]),
+    assert main(pretrain(tiny_setup, out, "--init-from", str(init), "--eval-data", str(tiny_setup["eval_store"]),
                          "--max-steps", "3")) == 0
     assert "parameters" in capsys.readouterr().err  # no "initialised from --seed" note: the folder has every head
 
     # The batch of step 1, built as the loop builds it (examples 0..3 of the run, the CLI's data settings), and the
     # loss transformers computes for the folder's weights on it.
-    ds = PretrainingDataset(setup["store"], max_seq_length=64, max_predictions_per_seq=10, seed=3)
+    ds = PretrainingDataset(tiny_setup["store"], max_seq_length=64, max_predictions_per_seq=10, seed=3)
     batch = collate_pretraining([ds.example(c // ds.num_examples, c % ds.num_examples) for c in range(4)])
     labels = torch.full_like(batch["input_ids"], -100)
     for b in range(labels.shape[0]):
@@ -99,13 +93,13 @@ def test_init_from_hf_folder_continues_from_its_weights(setup, tmp_path, capsys)
     assert abs(first["mlm_loss"] - ref_mlm.item()) < 1e-5
     # a random start (same seed, no --init-from) has another first loss: the check above can fail
     scratch = tmp_path / "scratch"
-    assert main(pretrain(setup, scratch, "--preset", "tiny", "--max-steps", "1")) == 0
+    assert main(pretrain(tiny_setup, scratch, "--preset", "tiny", "--max-steps", "1")) == 0
     assert abs(read_metrics(scratch)[0]["loss"] - ref.loss.item()) > 1e-3
 
     # the final model moved away from the init, the tokenizer came along, the init is recorded
     start, end = load_weights(init), load_weights(out / "model")
     assert max((start[k] - end[k]).abs().max().item() for k in start if k in end) > 1e-4
-    assert (out / "model" / "spiece.model").read_bytes() == setup["tokenizer"].read_bytes()
+    assert (out / "model" / "spiece.model").read_bytes() == tiny_setup["tokenizer"].read_bytes()
     recorded = json.loads((out / "train_config.json").read_text())["init_from"]
     assert recorded["path"] == str(init.resolve()) and len(recorded["sha256"]) == 64
     assert [r["step"] for r in read_metrics(out, "eval")] == [0, 3]
@@ -113,39 +107,40 @@ def test_init_from_hf_folder_continues_from_its_weights(setup, tmp_path, capsys)
 
 @pytest.mark.parametrize("cls, parts", [("AlbertForMaskedLM", "SOP head / pooler"),
                                         ("AlbertModel", "MLM head / SOP head")])
-def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(setup, tmp_path, capsys, monkeypatch,
+def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(tiny_setup, tmp_path, capsys, monkeypatch,
                                                                              cls, parts):
     init = tmp_path / "init"
-    hf_folder(init, setup, cls)
+    hf_folder(init, tiny_setup, cls)
     out = tmp_path / "run"
     stop_after(monkeypatch, 1)
-    assert main(pretrain(setup, out, "--init-from", str(init), "--max-steps", "2")) == 130
+    assert main(pretrain(tiny_setup, out, "--init-from", str(init), "--max-steps", "2")) == 130
     notes = [line for line in capsys.readouterr().err.splitlines() if "initialised from the seed" in line]
     assert len(notes) == 1 and f"no {parts} in it ({cls})" in notes[0], notes
     monkeypatch.undo()
     # resuming needs the same initial weights: other weights, or none, are refused
     other = tmp_path / "other"
-    hf_folder(other, setup, cls, seed=1)
-    refused(capsys, pretrain(setup, out, "--init-from", str(other), "--max-steps", "2", "--resume"),
+    hf_folder(other, tiny_setup, cls, seed=1)
+    refused(capsys, pretrain(tiny_setup, out, "--init-from", str(other), "--max-steps", "2", "--resume"),
             "initial weights: checkpoint")
-    refused(capsys, pretrain(setup, out, "--preset", "tiny", "--max-steps", "2", "--resume"), "now none (random weights)")
+    refused(capsys, pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "2", "--resume"),
+            "now none (random weights)")
     # the same weights in a moved folder are the same start
     moved = tmp_path / "moved"
     init.rename(moved)
-    assert main(pretrain(setup, out, "--init-from", str(moved), "--max-steps", "2", "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--init-from", str(moved), "--max-steps", "2", "--resume")) == 0
     assert [r["step"] for r in read_metrics(out)] == [1, 2] and read_marker(out)["complete"] is True
 
 
-def test_init_from_refuses_another_vocabulary_or_model_shape(setup, tmp_path, capsys):
+def test_init_from_refuses_another_vocabulary_or_model_shape(tiny_setup, tmp_path, capsys):
     import sentencepiece as spm
 
-    from test_train_fixtures import corpus_documents
+    from helpers.tiny_setup import corpus_documents
 
     out = tmp_path / "run"
     # another vocabulary size (no tokenizer in the folder: the embeddings decide)
     small = tmp_path / "small"
-    hf_folder(small, setup, vocab_size=900, tokenizer=False)
-    refused(capsys, pretrain(setup, out, "--init-from", str(small)), "has a vocabulary of 900 pieces")
+    hf_folder(small, tiny_setup, vocab_size=900, tokenizer=False)
+    refused(capsys, pretrain(tiny_setup, out, "--init-from", str(small)), "has a vocabulary of 900 pieces")
     # the same size, other pieces: a SentencePiece model trained on other text
     text = tmp_path / "other.txt"
     text.write_text("\n\n".join(corpus_documents()[60:100]).lower() + "\n")
@@ -154,47 +149,48 @@ def test_init_from_refuses_another_vocabulary_or_model_shape(setup, tmp_path, ca
         unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], num_threads=1,
         shuffle_input_sentence=False, character_coverage=1.0, minloglevel=2)
     foreign = tmp_path / "foreign"
-    hf_folder(foreign, setup, tokenizer=False)
+    hf_folder(foreign, tiny_setup, tokenizer=False)
     transformers.AlbertTokenizer(vocab_file=str(tmp_path / "other.model")).save_pretrained(foreign)
-    err = refused(capsys, pretrain(setup, out, "--init-from", str(foreign)), "its tokenizer differs from the one")
+    err = refused(capsys, pretrain(tiny_setup, out, "--init-from", str(foreign)), "its tokenizer differs from the one")
     assert "token ids would mean different things" in err
     # the folder's pieces in a tokenizer.json only (as transformers 5.x saves a tokenizer) are compared too
     (foreign / "spiece.model").unlink()
     transformers.AlbertTokenizerFast(vocab_file=str(tmp_path / "other.model")).save_pretrained(foreign)
     (foreign / "spiece.model").unlink(missing_ok=True)
-    refused(capsys, pretrain(setup, out, "--init-from", str(foreign)), "its tokenizer differs from the one")
+    refused(capsys, pretrain(tiny_setup, out, "--init-from", str(foreign)), "its tokenizer differs from the one")
     # --preset / --model-config naming another shape: one line naming the field
     good = tmp_path / "good"
-    hf_folder(good, setup)
-    refused(capsys, pretrain(setup, out, "--init-from", str(good), "--preset", "tiny"),
+    hf_folder(good, tiny_setup)
+    refused(capsys, pretrain(tiny_setup, out, "--init-from", str(good), "--preset", "tiny"),
             "--preset tiny contradicts --init-from")
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({**json.loads((good / "config.json").read_text()), "intermediate_size": 128}))
-    err = refused(capsys, pretrain(setup, out, "--init-from", str(good), "--model-config", str(cfg)),
+    err = refused(capsys, pretrain(tiny_setup, out, "--init-from", str(good), "--model-config", str(cfg)),
                   "intermediate_size is 128 there, 64 in the model")
     # a folder that is not a model, and a run folder without a final model
-    refused(capsys, pretrain(setup, out, "--init-from", str(tmp_path / "nowhere")), "no such model folder")
+    refused(capsys, pretrain(tiny_setup, out, "--init-from", str(tmp_path / "nowhere")), "no such model folder")
     assert not out.exists()
     # a tokenizer.json-only folder with the store's pieces is accepted; the store's spiece.model goes with the model
     fast = tmp_path / "fast"
-    hf_folder(fast, setup, tokenizer=False)
-    transformers.AlbertTokenizerFast(vocab_file=str(setup["tokenizer"])).save_pretrained(fast)
+    hf_folder(fast, tiny_setup, tokenizer=False)
+    transformers.AlbertTokenizerFast(vocab_file=str(tiny_setup["tokenizer"])).save_pretrained(fast)
     (fast / "spiece.model").unlink(missing_ok=True)
     assert (fast / "tokenizer.json").is_file()
-    assert main(pretrain(setup, tmp_path / "fast-run", "--init-from", str(fast), "--max-steps", "1")) == 0
-    assert (tmp_path / "fast-run" / "model" / "spiece.model").read_bytes() == setup["tokenizer"].read_bytes()
+    assert main(pretrain(tiny_setup, tmp_path / "fast-run", "--init-from", str(fast), "--max-steps", "1")) == 0
+    assert (tmp_path / "fast-run" / "model" / "spiece.model").read_bytes() == tiny_setup["tokenizer"].read_bytes()
     # the same config is accepted: --preset/--model-config may repeat the model's own
     cfg.write_text((good / "config.json").read_text())
-    assert main(pretrain(setup, out, "--init-from", str(good), "--model-config", str(cfg), "--max-steps", "1")) == 0
+    assert main(pretrain(tiny_setup, out, "--init-from", str(good), "--model-config", str(cfg),
+                         "--max-steps", "1")) == 0
 
 
-def test_init_from_a_litebert_run_and_its_model_folder(setup, tmp_path, capsys):
+def test_init_from_a_litebert_run_and_its_model_folder(tiny_setup, tmp_path, capsys):
     """A pretraining run's model/ (or the run folder itself) starts the next run with the same weights."""
     first = tmp_path / "first"
-    assert main(pretrain(setup, first, "--preset", "tiny", "--max-steps", "2")) == 0
+    assert main(pretrain(tiny_setup, first, "--preset", "tiny", "--max-steps", "2")) == 0
     a, b = tmp_path / "a", tmp_path / "b"
-    assert main(pretrain(setup, a, "--init-from", str(first / "model"), "--max-steps", "1")) == 0
-    assert main(pretrain(setup, b, "--init-from", str(first), "--max-steps", "1")) == 0
+    assert main(pretrain(tiny_setup, a, "--init-from", str(first / "model"), "--max-steps", "1")) == 0
+    assert main(pretrain(tiny_setup, b, "--init-from", str(first), "--max-steps", "1")) == 0
     capsys.readouterr()
     ra, rb = read_metrics(a)[0], read_metrics(b)[0]
     assert ra["loss"] == rb["loss"]
@@ -205,9 +201,9 @@ def test_init_from_a_litebert_run_and_its_model_folder(setup, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------------ --max-steps
-def test_resume_with_larger_max_steps_extends_the_schedule(setup, tmp_path, capsys, monkeypatch):
+def test_resume_with_larger_max_steps_extends_the_schedule(tiny_setup, tmp_path, capsys, monkeypatch):
     out, n = tmp_path / "run", 3
-    run = functools.partial(pretrain, setup, out, "--preset", "tiny", "--eval-data", str(setup["eval_store"]))
+    run = functools.partial(pretrain, tiny_setup, out, "--preset", "tiny", "--eval-data", str(tiny_setup["eval_store"]))
     assert main(run("--max-steps", str(n))) == 0
     assert read_marker(out)["complete"] is True
     first_model = load_weights(out / "model")
@@ -233,23 +229,23 @@ def test_resume_with_larger_max_steps_extends_the_schedule(setup, tmp_path, caps
     refused(capsys, run("--resume", "--max-steps", str(3 * n), "--lr", "0.001"), "lr: checkpoint 0.005, now 0.001")
 
 
-def test_resume_without_max_steps_keeps_the_runs_own(setup, tmp_path, capsys, monkeypatch):
+def test_resume_without_max_steps_keeps_the_runs_own(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     stop_after(monkeypatch, 2)
-    assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "4")) == 130
+    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "4")) == 130
     monkeypatch.undo()
-    refused(capsys, pretrain(setup, out, "--preset", "tiny", "--max-steps", "1", "--resume"),
+    refused(capsys, pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "1", "--resume"),
             "--max-steps 1 is below the step the run has reached (2)")
-    assert main(pretrain(setup, out, "--preset", "tiny", "--resume")) == 0  # not TrainConfig's default 1000
+    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--resume")) == 0  # not TrainConfig's default 1000
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["step"] == 4
 
 
-def test_an_extension_killed_before_its_final_model_is_finished_on_resume(setup, tmp_path, capsys, monkeypatch):
+def test_an_extension_killed_before_its_final_model_is_finished_on_resume(tiny_setup, tmp_path, capsys, monkeypatch):
     """The old final model/ must not pass for the end of the extended run."""
     from litebert.heads import AlbertForPreTraining
 
     out = tmp_path / "run"
-    assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "2")) == 0
+    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "2")) == 0
     marker = read_marker(out)
     assert marker["model_step"] == 2
     del marker["model_step"]  # as a finished run of an earlier version left it: its model is at its final step
@@ -261,10 +257,10 @@ def test_an_extension_killed_before_its_final_model_is_finished_on_resume(setup,
 
     monkeypatch.setattr(AlbertForPreTraining, "save_pretrained", killed)
     # killed after the step-4 checkpoint, before the final model
-    assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "4", "--resume")) != 0
+    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "4", "--resume")) != 0
     monkeypatch.setattr(AlbertForPreTraining, "save_pretrained", save)
     assert read_marker(out)["complete"] is False and read_marker(out)["model_step"] == 2
-    assert main(pretrain(setup, out, "--preset", "tiny", "--max-steps", "4", "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "4", "--resume")) == 0
     assert read_marker(out)["complete"] is True and read_marker(out)["model_step"] == 4
     from litebert.engine.checkpoint import latest_valid
 
@@ -287,8 +283,8 @@ def test_check_compatible_max_steps_and_init():
     check_compatible(old, saved, "ckpt")
 
 
-def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(setup, tmp_path, capsys):
-    from test_train_fixtures import REPO
+def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(tiny_setup, tmp_path, capsys):
+    from helpers import REPO
 
     from litebert.heads import AlbertForPreTraining
     from litebert.pretraining.init_from import load_init_weights, read_init_model
@@ -305,5 +301,5 @@ def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(setup, tmp
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in reference.state_dict().items())
     assert note is None  # the official pretraining checkpoint has both heads and the pooler
     # its 40-piece vocabulary is not the store's
-    refused(capsys, pretrain(setup, tmp_path / "run", "--init-from", str(converted)),
+    refused(capsys, pretrain(tiny_setup, tmp_path / "run", "--init-from", str(converted)),
             "has a vocabulary of 40 pieces, --data")

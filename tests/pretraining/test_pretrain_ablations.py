@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
 from litebert.config import AlbertConfig
@@ -18,21 +17,16 @@ ARGS = ["--preset", "tiny", "--global-batch", "4", "--micro-batch", "4", "--seq-
         "--no-progress"]
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
-def run(setup, out, *extra):
-    return main(["pretrain", "--data", str(setup["store"]), "--eval-data", str(setup["eval_store"]),
+def run(tiny_setup, out, *extra):
+    return main(["pretrain", "--data", str(tiny_setup["store"]), "--eval-data", str(tiny_setup["eval_store"]),
                  "--out", str(out), *ARGS, *extra])
 
 
-def test_shape_flags_override_the_preset(setup, tmp_path):
-    assert run(setup, tmp_path / "r", "--sharing", "none", "--embedding-size", "8", "--hidden-size", "128",
+def test_shape_flags_override_the_preset(tiny_setup, tmp_path):
+    assert run(tiny_setup, tmp_path / "r", "--sharing", "none", "--embedding-size", "8", "--hidden-size", "128",
                "--num-layers", "3") == 0
     cfg = AlbertConfig.from_json(tmp_path / "r" / "model" / "config.json")
     assert (cfg.sharing, cfg.embedding_size, cfg.hidden_size, cfg.num_hidden_layers) == ("none", 8, 128, 3)
@@ -45,9 +39,9 @@ def test_shape_flags_override_the_preset(setup, tmp_path):
 
 
 @pytest.mark.parametrize("objective", ["nsp", "none"])
-def test_metrics_are_named_after_the_objective(setup, tmp_path, objective):
+def test_metrics_are_named_after_the_objective(tiny_setup, tmp_path, objective):
     out = tmp_path / objective
-    assert run(setup, out, "--objective", objective, "--log-every", "1") == 0
+    assert run(tiny_setup, out, "--objective", objective, "--log-every", "1") == 0
     train, evals = read_metrics(out, "train"), read_metrics(out, "eval")
     header = next(csv.reader(open(out / "eval.csv")))
     if objective == "nsp":
@@ -60,9 +54,9 @@ def test_metrics_are_named_after_the_objective(setup, tmp_path, objective):
     assert json.loads((out / "train_config.json").read_text())["objective"] == objective
 
 
-def test_shape_flags_against_init_from(setup, tmp_path, capsys):
-    assert run(setup, tmp_path / "base") == 0
-    argv = ["pretrain", "--data", str(setup["store"]), "--out", str(tmp_path / "c"), "--init-from",
+def test_shape_flags_against_init_from(tiny_setup, tmp_path, capsys):
+    assert run(tiny_setup, tmp_path / "base") == 0
+    argv = ["pretrain", "--data", str(tiny_setup["store"]), "--out", str(tmp_path / "c"), "--init-from",
             str(tmp_path / "base" / "model"), *ARGS[2:]]
     assert main(argv + ["--hidden-size", "64"]) == 2
     assert "keeps the model's shape" in capsys.readouterr().err

@@ -11,18 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_train_fixtures import PYTHON, build_tiny_setup
+from helpers import PYTHON
 
 from litebert.folders import read_marker
 from litebert.engine.checkpoint import latest_valid, list_checkpoints
 from litebert.engine.metrics_log import read_metrics
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the workers through /proc")
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def command(paths, out, *extra):
@@ -72,9 +67,9 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_to_the_process_group_saves_a_checkpoint_and_exits_as_resumable(setup, tmp_path, sig):
+def test_a_stop_signal_to_the_process_group_saves_a_checkpoint_and_exits_as_resumable(tiny_setup, tmp_path, sig):
     out = tmp_path / "run"
-    run = start(command(setup, out))
+    run = start(command(tiny_setup, out))
     wait_for_training(run, out)
     workers = children(run.pid)
     assert len(workers) == 2
@@ -89,9 +84,9 @@ def test_a_stop_signal_to_the_process_group_saves_a_checkpoint_and_exits_as_resu
     assert not any(alive(w) for w in workers)  # the training process ended its workers
 
 
-def test_a_worker_killed_alone_is_named_and_the_run_resumes_from_its_last_checkpoint(setup, tmp_path):
+def test_a_worker_killed_alone_is_named_and_the_run_resumes_from_its_last_checkpoint(tiny_setup, tmp_path):
     out = tmp_path / "run"
-    run = start(command(setup, out))
+    run = start(command(tiny_setup, out))
     wait_for_training(run, out)
     while not list_checkpoints(out / "checkpoints") and run.poll() is None:
         time.sleep(0.05)
@@ -108,7 +103,7 @@ def test_a_worker_killed_alone_is_named_and_the_run_resumes_from_its_last_checkp
     assert "Traceback" not in err
     saved = latest_valid(out / "checkpoints")[0]
     assert saved % 4 == 0  # the last periodic checkpoint: nothing was written at the failure
-    resumed = subprocess.run(command(setup, out, "--resume", "--max-steps", str(saved + 2)), capture_output=True,
+    resumed = subprocess.run(command(tiny_setup, out, "--resume", "--max-steps", str(saved + 2)), capture_output=True,
                              text=True, timeout=40, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert resumed.returncode == 0, resumed.stderr
     assert [r["step"] for r in read_metrics(out)] == list(range(1, saved + 3))

@@ -5,7 +5,7 @@ micro-batch."""
 import numpy as np
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
+from helpers.tiny_setup import datasets, tiny_model_config
 
 from litebert.data.pretraining import collate_pretraining
 from litebert.errors import ConfigError
@@ -18,11 +18,6 @@ from litebert.engine.metrics_log import read_metrics
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def cfg(**kw):
@@ -54,8 +49,8 @@ def same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_workers_build_the_numbered_examples_across_epochs_and_sizes(setup):
-    tr, _ = datasets(setup)
+def test_workers_build_the_numbered_examples_across_epochs_and_sizes(tiny_setup):
+    tr, _ = datasets(tiny_setup)
     n = tr.num_examples
     s0 = n // 16 - 2  # steps s0 .. s0 + 3 cross the end of the first epoch
     assert n % 16  # and one micro-batch holds examples of both epochs
@@ -79,8 +74,8 @@ def test_workers_build_the_numbered_examples_across_epochs_and_sizes(setup):
         assert same(next(iter(feed.step(3, 4))), by_hand(tr, n, 48, 4))
 
 
-def test_second_process_takes_its_slice(setup):
-    tr, _ = datasets(setup)
+def test_second_process_takes_its_slice(tiny_setup):
+    tr, _ = datasets(tiny_setup)
     n = tr.num_examples
     with Feed(tr, n, collate_pretraining, starts_for(16, rank=1, world=2), workers=1) as feed:
         got = list(feed.step(3, 4))
@@ -88,8 +83,8 @@ def test_second_process_takes_its_slice(setup):
     assert same(got[0], by_hand(tr, n, 48 + 8, 4)) and same(got[1], by_hand(tr, n, 48 + 12, 4))
 
 
-def test_a_run_with_workers_equals_one_without_and_resumes_exactly(setup, tmp_path):
-    tr, ev = datasets(setup)
+def test_a_run_with_workers_equals_one_without_and_resumes_exactly(tiny_setup, tmp_path):
+    tr, ev = datasets(tiny_setup)
     ref = train(model(), tr, ev, cfg(), tmp_path / "ref", progress=False)
     out = tmp_path / "workers"
     first = train(model(), tr, ev, cfg(data_workers=2), out, progress=False, stop_after=6)
@@ -103,9 +98,9 @@ def test_a_run_with_workers_equals_one_without_and_resumes_exactly(setup, tmp_pa
     assert np.isclose(second.final_eval["mlm_loss"], ref.final_eval["mlm_loss"], rtol=0, atol=0)
 
 
-def test_with_dropout_a_run_with_workers_equals_one_without(setup, tmp_path):
+def test_with_dropout_a_run_with_workers_equals_one_without(tiny_setup, tmp_path):
     # dropout draws from the global generator: the loader must not (its workers' seed comes from its own)
-    tr, ev = datasets(setup)
+    tr, ev = datasets(tiny_setup)
     dropout = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     runs = {w: train(model(**dropout), tr, None, cfg(max_steps=4, data_workers=w), tmp_path / str(w), progress=False)
             for w in (0, 2)}

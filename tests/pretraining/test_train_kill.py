@@ -1,12 +1,9 @@
 """SIGKILL a `litebert pretrain` run mid-way, `--resume` it: the losses equal those of a run never interrupted."""
 
-import json
-import signal
 import subprocess
-import time
 
-import pytest
-from test_train_fixtures import PYTHON, build_tiny_setup
+from helpers.killed_runs import kill_at_step, last_step
+from helpers import PYTHON
 from safetensors.torch import load_file
 
 from litebert.engine.metrics_log import read_metrics
@@ -20,26 +17,8 @@ def command(paths, out, *extra):
             "--seed", "5", "--threads", "1", "--no-progress", *extra]
 
 
-def last_step(out):
-    try:
-        lines = (out / "metrics.jsonl").read_text().splitlines()
-        return max((json.loads(x)["step"] for x in lines[:-1] if '"train"' in x), default=0)  # last line may be partial
-    except FileNotFoundError:
-        return 0
-
-
-def kill_at_step(cmd: list[str], out, step: int, timeout: float = 120) -> None:
-    """Start the pretraining command ``cmd`` and SIGKILL it once its metrics in ``out`` reach ``step``."""
-    victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while last_step(out) < step and victim.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    victim.send_signal(signal.SIGKILL)
-    assert victim.wait() == -signal.SIGKILL, "the run finished before it could be killed"
-
-
-def test_sigkill_then_resume_gives_identical_losses(tmp_path):
-    paths = build_tiny_setup(tmp_path / "setup")
+def test_sigkill_then_resume_gives_identical_losses(tiny_setup, tmp_path):
+    paths = tiny_setup
     ref_out, out = tmp_path / "ref", tmp_path / "killed"
     ref = subprocess.Popen(command(paths, ref_out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     kill_at_step(command(paths, out), out, 14)

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup, datasets, tiny_model_config
+from helpers.tiny_setup import datasets, tiny_model_config
 
 from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
@@ -21,8 +21,8 @@ from litebert.engine.metrics_log import read_metrics
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    paths = build_tiny_setup(tmp_path_factory.mktemp("tiny"))
+def setup(tiny_setup):
+    paths = tiny_setup
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield paths

@@ -259,17 +259,10 @@ def test_guard_stays_quiet_for_the_demo_model_at_lamb_0_005(demo_stores, tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------------- the gate
-@pytest.fixture(scope="module")
-def tiny_stores(tmp_path_factory):
-    from test_train_fixtures import build_tiny_setup
-
-    return build_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_stores, tmp_path, capsys):
+def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_setup, tmp_path, capsys):
     out = tmp_path / "gate"
-    argv = ["gate", "--preset", "tiny", "--data", str(tiny_stores["store"]), "--eval-data",
-            str(tiny_stores["eval_store"]), "--out", str(out), "--lr", "0.001", "--warmup-steps", "2",
+    argv = ["gate", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--eval-data",
+            str(tiny_setup["eval_store"]), "--out", str(out), "--lr", "0.001", "--warmup-steps", "2",
             "--max-steps", "40", "--global-batch", "64", "--seq-len", "64", "--max-predictions", "10",
             "--after-warmup", "3", "--proxy-seq-len", "64", "--margin", "2", "--no-progress"]
     code = main(argv)

@@ -11,8 +11,8 @@ and nothing is written where it must not be.
   i. model shapes too large to build, refused before any memory is spent (in a child process with an address-space
      limit).
 
-The inputs (a tokenizer, token stores, a tiny pretraining run, a fine-tuned tiny model, data files) are built once
-and shared with tests/system/test_refusals_leave_out_unchanged.py through `built_inputs`.
+The inputs (a tokenizer, token stores, a tiny pretraining run, a fine-tuned tiny model, data files) are the session
+fixture `inp` (tests/system/conftest.py), shared with the other bad-input tests of tests/system/.
 """
 
 from __future__ import annotations
@@ -32,112 +32,12 @@ import typing
 from pathlib import Path
 
 import pytest
+from helpers import REPO, contents
+from helpers.battery import base_command, cli, one_line_error, pretrain_argv
 
-from litebert.cli import COMMANDS, Parser, main
-
-REPO = Path(__file__).resolve().parents[2]
-TF_PRETRAIN = REPO / "tests" / "fixtures" / "tf" / "pretrain"
+from litebert.cli import COMMANDS, Parser
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
-
-
-# ---------------------------------------------------------------------------------------------------- helpers
-def cli(capsys, argv) -> tuple[int, str]:
-    """Run ``litebert ARGV`` in this process: (exit status, stderr)."""
-    capsys.readouterr()
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse's own errors
-        code = e.code
-    return code, capsys.readouterr().err
-
-
-def ok(argv) -> bool:
-    """``litebert ARGV`` succeeds."""
-    return main([str(a) for a in argv]) == 0
-
-
-def one_line_error(code: int, err: str, command: str) -> str:
-    """Exit 2 and exactly one stderr line ``litebert COMMAND: error: ...``, without a traceback; returns the line."""
-    lines = err.strip().splitlines()
-    assert "Traceback" not in err and "internal error" not in err, err
-    assert code == 2, f"exit status {code}, stderr: {err}"
-    assert len(lines) == 1, f"{len(lines)} stderr lines: {err}"
-    assert lines[0].startswith(f"litebert {command}: error: "), err
-    return lines[0]
-
-
-def snapshot(root: Path) -> dict:
-    """Every path under ``root`` (and ``root``) with its bytes (None for folders, the target for links)."""
-    if not root.exists() and not root.is_symlink():
-        return {}
-    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() and not root.is_symlink() else [root]
-    return {str(p.relative_to(root)): (("link", os.readlink(p)) if p.is_symlink() else
-                                       p.read_bytes() if p.is_file() else None) for p in paths}
-
-
-# ---------------------------------------------------------------------------------------------------- inputs
-_BUILT: dict = {}
-WORDS = "the a film movie plot great awful good bad actors story was is and of it".split()
-
-
-def _texts(n: int, offset: int = 0) -> list[str]:
-    return [" ".join(WORDS[((i + offset) * 7 + j) % len(WORDS)] for j in range(8)) for i in range(n)]
-
-
-def built_inputs(tmp_path_factory) -> dict:
-    """The inputs of every command, built once per test session (both battery files share them; tests never change
-    them: each case checks they are byte for byte as they were)."""
-    if _BUILT:
-        return _BUILT
-    import torch
-
-    from litebert.config import AlbertConfig
-    from test_train_fixtures import build_tiny_setup
-
-    root = tmp_path_factory.mktemp("battery_inputs")
-    setup = build_tiny_setup(root / "setup", train_docs=slice(2, 20), eval_docs=slice(120, 123))
-    tok = setup["tokenizer"].parent
-    run = root / "run"
-    assert ok(["pretrain", "--preset", "tiny", "--data", setup["store"], "--out", run, "--max-steps", "2",
-                 "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
-                 "--warmup-steps", "1", "--save-every", "2", "--eval-every", "0", "--seed", "3",
-                 "--no-progress"])
-    cls = root / "cls"
-    cls.mkdir()
-    for split, n, offset in (("train", 16, 0), ("dev", 8, 50)):
-        (cls / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": ["neg", "pos"][i % 2]}) + "\n"
-                                                    for i, t in enumerate(_texts(n, offset))))
-    ft = root / "ft"
-    assert ok(["finetune", "classify", "--model", run / "model", "--data", cls, "--out", ft, "--max-steps", "2",
-                 "--eval-every", "2", "--batch-size", "4", "--seq-len", "32", "--no-progress"])
-    predict_in = root / "predict.jsonl"
-    predict_in.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(3, 90)))
-    embed_in = root / "embed.txt"
-    embed_in.write_text("\n".join(_texts(3, 70)) + "\n")
-    tok_corpus = root / "tok_corpus" / "c.txt"
-    tok_corpus.parent.mkdir()
-    tok_corpus.write_text("".join(f"line {i} of some text here and there\n" for i in range(200)))
-    model_config = root / "tiny_config.json"
-    AlbertConfig.from_preset("tiny").to_json(model_config)
-    torch.manual_seed(0)
-    _BUILT.update(root=root, store=setup["store"], eval_store=setup["eval_store"], tok=tok,
-                  corpus=root / "setup" / "train.txt", run=run, model=run / "model", cls=cls, dev=cls / "dev.jsonl",
-                  ft=ft, predict_in=predict_in, embed_in=embed_in, tok_corpus=tok_corpus, model_config=model_config)
-    return _BUILT
-
-
-@pytest.fixture(scope="module")
-def inp(tmp_path_factory) -> dict:
-    return built_inputs(tmp_path_factory)
-
-
-@pytest.fixture
-def unchanged_inputs(inp):
-    """The shared inputs are byte for byte as they were after the test."""
-    before = snapshot(inp["root"])
-    yield
-    assert snapshot(inp["root"]) == before, "a refused command changed one of its inputs"
 
 
 @pytest.fixture
@@ -173,8 +73,6 @@ ZERO_OK = {
 LIST_OPTIONS = {("experiment", "--processes")}
 # Bugs in litebert (found by this battery): {(command, option, value): what happens}
 KNOWN_BUGS: dict = {}
-# experiment: the options only `experiment speedup` reads
-SPEEDUP_ONLY = {"--micro-batch", "--untimed-steps", "--processes"}
 
 
 def _numeric_hint(hint) -> bool:
@@ -244,70 +142,6 @@ def numeric_cases() -> list:
 NUMERIC_CASES = numeric_cases()
 
 
-def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list[Path]]:
-    """A valid invocation of ``path`` (the option under test aside) and the output paths it would write."""
-    if path == "tokenizer train":
-        out = tmp / "tok"
-        return ["tokenizer", "train", "--input", inp["tok_corpus"], "--out", out, "--vocab-size", "40", "--threads",
-                "1", "--quiet"], [out]
-    if path == "data prepare":
-        out = tmp / "store"
-        return ["data", "prepare", "--input", inp["corpus"], "--tokenizer", inp["tok"], "--out", out,
-                "--no-progress"], [out]
-    if path == "data inspect":
-        return ["data", "inspect", inp["store"], "--sample", "2"], []
-    if path == "pretrain":
-        out = tmp / "run"
-        return ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "1",
-                "--global-batch", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5",
-                "--no-progress"], [out]
-    if path == "gate":
-        out = tmp / "gate"
-        return ["gate", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "4",
-                "--warmup-steps", "1", "--after-warmup", "1", "--global-batch", "2", "--seq-len", "32",
-                "--max-predictions", "5", "--proxy-seq-len", "32", "--no-progress"], [out]
-    if path == "finetune":
-        out = tmp / "ft"
-        return ["finetune", "classify", "--model", inp["model"], "--data", inp["cls"], "--out", out, "--max-steps",
-                "1", "--batch-size", "4", "--no-progress"], [out]
-    if path == "evaluate":
-        out = tmp / "rows.jsonl"
-        return ["evaluate", "--model", inp["ft"], "--data", inp["dev"], "--output", out, "--no-progress"], [out]
-    if path == "predict":
-        out = tmp / "pred.jsonl"
-        return ["predict", "--model", inp["ft"], "--input", inp["predict_in"], "--output", out,
-                "--no-progress"], [out]
-    if path == "embed":
-        out = tmp / "emb.npy"
-        return ["embed", "--model", inp["model"], "--input", inp["embed_in"], "--output", out, "--no-progress"], [out]
-    if path == "fill-mask":
-        out = tmp / "filled.jsonl"
-        return ["fill-mask", "--model", inp["model"], "--text", "the [MASK] was long", "--top-k", "2"], [out]
-    if path == "export onnx":
-        out = tmp / "m.onnx"
-        return ["export", "onnx", "--model", inp["model"], "--out", out, "--no-verify"], [out]
-    if path == "evaluate-pretraining":
-        out = tmp / "intrinsic.json"
-        return ["evaluate-pretraining", inp["model"], "--data", inp["eval_store"], "--examples", "4", "--batch-size",
-                "2", "--output", out, "--no-progress"], [out]
-    if path == "analyze transitions":
-        out = tmp / "t.png"
-        return ["analyze", "transitions", inp["model"], "--data", inp["eval_store"], "--examples", "4",
-                "--batch-size", "2", "--out", out, "--no-progress"], [out, out.with_suffix(".csv")]
-    if path == "experiment" and flag in SPEEDUP_ONLY:
-        out = tmp / "speedup"
-        return ["experiment", "speedup", "--out", out, "--steps", "1", "--presets", "tiny", "--reference", "tiny",
-                "--micro-batch", "1", "--seq-len", "16", "--untimed-steps", "1", "--processes", "1"], [out]
-    if path == "experiment":
-        out = tmp / "experiment"
-        return ["experiment", "sentence-objective", "--out", out, "--corpus", inp["corpus"], "--tokenizer",
-                inp["tok"], "--steps", "1", "--hidden-size", "32", "--num-layers", "1", "--embedding-size", "16",
-                "--seq-len", "32", "--batch", "2", "--eval-examples", "4", "--sentiment-steps", "1", "--mc-steps",
-                "1", "--finetune-batch", "2", "--max-train-examples", "4", "--max-eval-examples", "4",
-                "--heldout-every", "4"], [out]
-    raise KeyError(path)
-
-
 # Options that exclude one of the base command's: {option under test: base option dropped}
 EXCLUDES = {"--minutes": "--steps"}
 
@@ -368,10 +202,10 @@ def aliasing_cases(inp: dict, tmp: Path) -> dict:
                                   "--overwrite", "--no-progress"],
         "predict-output-inside-model": ["predict", "--model", ft, "--input", inp["predict_in"], "--output",
                                         ft / "config.json", "--overwrite", "--no-progress"],
-        "pretrain-out-is-data": _pretrain(inp, store),
-        "pretrain-out-inside-data": _pretrain(inp, store / "run"),
-        "pretrain-out-holds-data": _pretrain(inp, store.parent),
-        "pretrain-out-holds-data-overwrite": _pretrain(inp, store.parent, "--overwrite"),
+        "pretrain-out-is-data": pretrain_argv(inp, store),
+        "pretrain-out-inside-data": pretrain_argv(inp, store / "run"),
+        "pretrain-out-holds-data": pretrain_argv(inp, store.parent),
+        "pretrain-out-holds-data-overwrite": pretrain_argv(inp, store.parent, "--overwrite"),
         "finetune-out-is-model": ["finetune", "classify", "--model", model, "--data", inp["cls"], "--out", model,
                                   "--max-steps", "1", "--no-progress"],
         "finetune-out-is-model-overwrite": ["finetune", "classify", "--model", model, "--data", inp["cls"], "--out",
@@ -394,12 +228,6 @@ def aliasing_cases(inp: dict, tmp: Path) -> dict:
     }
 
 
-def _pretrain(inp, out, *extra):
-    return ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "1",
-            "--global-batch", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5", "--no-progress",
-            *extra]
-
-
 ALIASING = ["evaluate-output-is-data", "embed-output-is-input", "predict-output-inside-model", "pretrain-out-is-data",
             "pretrain-out-inside-data", "pretrain-out-holds-data", "pretrain-out-holds-data-overwrite",
             "finetune-out-is-model", "finetune-out-is-model-overwrite", "data-prepare-out-holds-input",
@@ -412,11 +240,11 @@ ALIASING = ["evaluate-output-is-data", "embed-output-is-input", "predict-output-
 @pytest.mark.parametrize("case", ALIASING)
 def test_outputs_aliasing_inputs_are_refused(case, inp, tmp_path, capsys):
     argv = aliasing_cases(inp, tmp_path)[case]
-    before = snapshot(tmp_path)
+    before = contents(tmp_path)
     code, err = cli(capsys, argv)
     line = one_line_error(code, err, str(argv[0]))
     assert ("--output" if "--output" in argv else "--out") in line, line
-    assert snapshot(tmp_path) == before
+    assert contents(tmp_path) == before
     assert not (inp["model"] / "t.csv").exists() and not (inp["model"] / "model.onnx").exists()
 
 
@@ -441,7 +269,7 @@ def _loop(tmp: Path) -> Path:
 
 
 LOOP_CASES = {
-    "pretrain": lambda inp, out: _pretrain(inp, out),
+    "pretrain": lambda inp, out: pretrain_argv(inp, out),
     "data-prepare": lambda inp, out: ["data", "prepare", "--input", inp["corpus"], "--tokenizer", inp["tok"], "--out",
                                       out, "--no-progress"],
     "tokenizer-train": lambda inp, out: ["tokenizer", "train", "--input", inp["tok_corpus"], "--out", out,
@@ -456,11 +284,11 @@ LOOP_CASES = {
 def test_output_that_is_a_symlink_loop(case, inp, tmp_path, capsys):
     out = _loop(tmp_path)
     argv = LOOP_CASES[case](inp, out)
-    before = snapshot(tmp_path)
+    before = contents(tmp_path)
     code, err = cli(capsys, argv)
     line = one_line_error(code, err, str(argv[0]))
     assert "loop_a" in line, line
-    assert snapshot(tmp_path) == before
+    assert contents(tmp_path) == before
 
 
 SYS_CASES = {k: LOOP_CASES[k] for k in ("pretrain", "data-prepare", "tokenizer-train")}
@@ -509,11 +337,11 @@ def test_a_second_writer_is_refused_and_a_killed_one_leaves_no_lock(inp, tmp_pat
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        before = snapshot(run)
+        before = contents(run)
         code, err = cli(capsys, argv)
         line = one_line_error(code, err, "pretrain")
         assert "another litebert process" in line, line
-        assert snapshot(run) == before
+        assert contents(run) == before
     finally:
         holder.kill()
         holder.wait()
@@ -598,11 +426,11 @@ def test_experiment_with_damaged_settings_record(inp, tmp_path, capsys):
     (out / folders.OWNER_FILE).write_text(json.dumps({"kind": "experiment", "complete": False}))
     (out / "experiment.json").write_text(json.dumps({"settings": [1, 2]}))
     (out / "data").mkdir()
-    before = snapshot(out)
+    before = contents(out)
     code, err = cli(capsys, _experiment(inp, out, inp["corpus"]))
     line = one_line_error(code, err, "experiment")
     assert "experiment.json" in line, line
-    assert snapshot(out) == before
+    assert contents(out) == before
 
 
 @pytest.mark.usefixtures("no_work", "unchanged_inputs")
@@ -738,11 +566,11 @@ def huge_models(inp, tmp_path_factory):
     for field, flag, value in HUGE:
         config = tmp / f"{field}.json"
         config.write_text(json.dumps({**base, field: value}))
-        argv = _pretrain(inp, tmp / f"run-{field}")
+        argv = pretrain_argv(inp, tmp / f"run-{field}")
         i = argv.index("--preset")
         argv[i:i + 2] = ["--model-config", str(config)]
         cases[f"model-config-{field}"] = [str(a) for a in argv]
-    cases["flag-hidden-size"] = [str(a) for a in _pretrain(inp, tmp / "run-flag", "--hidden-size", "10000000")]
+    cases["flag-hidden-size"] = [str(a) for a in pretrain_argv(inp, tmp / "run-flag", "--hidden-size", "10000000")]
     cases["control"] = ["--allocate-mb", "400"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}

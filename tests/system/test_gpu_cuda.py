@@ -230,7 +230,7 @@ def test_training_step_reads_nothing_back_from_the_gpu():
 
 # ------------------------------------------------------------------------------------------ the CLI on CUDA
 def _command(paths, out, *extra):
-    from test_train_fixtures import PYTHON
+    from helpers import PYTHON
 
     return [PYTHON, "-m", "litebert.cli", "pretrain", "--preset", "tiny", "--data", str(paths["store"]),
             "--out", str(out), "--max-steps", "40", "--global-batch", "16", "--micro-batch", "8", "--seq-len", "64",
@@ -239,15 +239,14 @@ def _command(paths, out, *extra):
             *extra]
 
 
-def test_pretrain_on_cuda_killed_and_resumed(tmp_path):
+def test_pretrain_on_cuda_killed_and_resumed(tiny_setup, tmp_path):
     """bf16 with gradient accumulation (2 micro-batches), SIGKILL, --resume: the same losses as a run never stopped
     (within the run-to-run spread of GPU atomics), and the run completes."""
-    from test_train_fixtures import build_tiny_setup
-    from test_train_kill import kill_at_step
+    from helpers.killed_runs import kill_at_step
 
     from litebert.engine.metrics_log import read_metrics
 
-    paths = build_tiny_setup(tmp_path / "setup")
+    paths = tiny_setup
     ref_out, out = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_command(paths, ref_out), check=True, capture_output=True, timeout=300)
     kill_at_step(_command(paths, out), out, 14, timeout=300)
@@ -259,12 +258,10 @@ def test_pretrain_on_cuda_killed_and_resumed(tmp_path):
     assert a[-1]["loss"] < a[0]["loss"] - 0.2
 
 
-def test_pretrain_on_cuda_with_compile(tmp_path):
-    from test_train_fixtures import build_tiny_setup
-
+def test_pretrain_on_cuda_with_compile(tiny_setup, tmp_path):
     from litebert.engine.metrics_log import read_metrics
 
-    paths = build_tiny_setup(tmp_path / "setup")
+    paths = tiny_setup
     runs = {}
     for name, extra in (("eager", ()), ("compiled", ("--compile",))):
         done = subprocess.run(_command(paths, tmp_path / name, *extra), capture_output=True, text=True, timeout=600)

@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup
 
 from litebert.cli import main
 from litebert.engine.metrics_log import read_metrics
@@ -18,23 +17,18 @@ ARGS = ["--preset", "tiny", "--global-batch", "16", "--micro-batch", "8", "--seq
         "--no-progress"]
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
-
-
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_pretrain_on_cuda(setup, tmp_path, precision):
+def test_pretrain_on_cuda(tiny_setup, tmp_path, precision):
     out = tmp_path / precision
-    argv = ["pretrain", "--data", str(setup["store"]), "--eval-data", str(setup["eval_store"]), "--out", str(out),
-            *ARGS, "--max-steps", "60", "--device", "cuda", "--precision", precision]
+    argv = ["pretrain", "--data", str(tiny_setup["store"]), "--eval-data", str(tiny_setup["eval_store"]),
+            "--out", str(out), *ARGS, "--max-steps", "60", "--device", "cuda", "--precision", precision]
     assert main(argv) == 0
     train, evals = read_metrics(out, "train"), read_metrics(out, "eval")
     assert train and all(torch.isfinite(torch.tensor(r["loss"])) for r in train)
     assert evals[-1]["mlm_loss"] < evals[0]["mlm_loss"]
     assert (out / "model" / "model.safetensors").is_file()
     cont = tmp_path / f"{precision}-continued"
-    assert main(["pretrain", "--data", str(setup["store"]), "--out", str(cont), "--init-from", str(out / "model"),
+    assert main(["pretrain", "--data", str(tiny_setup["store"]), "--out", str(cont), "--init-from", str(out / "model"),
                  *[a for a in ARGS if a != "tiny" and a != "--preset"], "--max-steps", "10", "--device", "cuda",
                  "--precision", precision]) == 0
     first = read_metrics(cont, "train")[0]

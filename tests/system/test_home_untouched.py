@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 from helpers import snapshot
-from test_train_fixtures import build_tiny_setup
 
 import litebert
 from litebert.cli import COMMANDS, main
@@ -84,11 +83,11 @@ def run_child(tmp: Path, name: str, cases: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory) -> dict:
+def setup(tiny_setup, tmp_path_factory) -> dict:
     """The tiny stores, and a pretraining run of one step (no trackers) to overwrite."""
     tmp = tmp_path_factory.mktemp("home")
-    paths = build_tiny_setup(tmp / "inputs")
-    run = tmp / "inputs" / "run"
+    paths = tiny_setup
+    run = tmp / "run"
     assert main(["pretrain", "--data", str(paths["store"]), "--out", str(run), *TINY, "--max-steps", "1",
                  "--report-to", "none"]) == 0
     return {**paths, "run": run}

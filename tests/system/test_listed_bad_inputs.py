@@ -11,8 +11,8 @@ Cases the older suites already cover are not repeated here:
     test_experiment_on_a_device_this_machine_lacks;
   - `data prepare --out` under /sys (unwritable even for root): test_bad_input_battery.py::test_output_under_sys.
 
-The shared inputs (a tokenizer, token stores, a tiny pretrained model, a tiny fine-tuned classifier) are
-test_bad_input_battery.py's `built_inputs`, built once per session.
+The shared inputs (a tokenizer, token stores, a tiny pretrained model, a tiny fine-tuned classifier) are the session
+fixture `inp` of tests/system/conftest.py.
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bad_input_battery import inp, unchanged_inputs  # noqa: F401 - the shared fixtures
-from test_bad_input_battery import _pretrain, base_command, cli, one_line_error, snapshot
+from helpers import REPO, contents
+from helpers.battery import base_command, cli, one_line_error, pretrain_argv
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def nothing_in(folder: Path, *keep: str) -> None:
@@ -61,11 +60,11 @@ def test_labels_disagreeing_with_the_head_are_refused(command, edit, inp, tmp_pa
     ft = _edited_classifier(inp, tmp_path, LABEL_EDITS[edit])
     out = tmp_path / "rows.jsonl"
     data = ["--input", inp["predict_in"]] if command == "predict" else ["--data", inp["dev"]]
-    before = snapshot(ft)
+    before = contents(ft)
     code, err = cli(capsys, [command, "--model", ft, *data, "--output", out, "--no-progress"])
     line = one_line_error(code, err, command)
     assert "finetune.json" in line, line
-    assert not out.exists() and snapshot(ft) == before
+    assert not out.exists() and contents(ft) == before
     nothing_in(tmp_path, "ft")
 
 
@@ -145,7 +144,7 @@ PRETRAIN_CASES = {
 def test_pretrain_refuses_before_writing(case, inp, tmp_path, capsys):
     extra, flag = PRETRAIN_CASES[case]
     out = tmp_path / "run"
-    argv = _pretrain(inp, out)
+    argv = pretrain_argv(inp, out)
     for option, value in zip(extra[::2], extra[1::2]):
         if option in argv:
             argv[argv.index(option) + 1] = value

@@ -26,9 +26,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_bad_input_battery import TF_PRETRAIN, _pretrain, base_command, built_inputs, cli, ok, one_line_error
-
 from helpers import snapshot
+from helpers.battery import TF_PRETRAIN, base_command, cli, ok, one_line_error, pretrain_argv
 
 from litebert import folders
 
@@ -38,11 +37,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory) -> dict:
+def outputs(inp, tmp_path_factory) -> dict:
     """A finished output of every kind: {kind: folder}, from the shared battery inputs plus a trained tokenizer,
     a converted official checkpoint and an experiment folder (its record written as a run of the experiment
     command would write it: running one is minutes of training)."""
-    inp = built_inputs(tmp_path_factory)
     root = tmp_path_factory.mktemp("kinds")
     tok = root / "tokenizer"
     assert ok(["tokenizer", "train", "--input", inp["tok_corpus"], "--out", tok, "--vocab-size", "40", "--threads", "1",
@@ -93,7 +91,7 @@ STATES = ["file", "user-folder", "other-kind", "own-finished", "user-file-deep",
 
 def command(writer: str, inp: dict, out: Path, scratch: Path) -> list:
     if writer == "pretrain":
-        return _pretrain(inp, out)
+        return pretrain_argv(inp, out)
     if writer == "convert-tf":
         return ["convert", "tf", "--checkpoint", TF_PRETRAIN / "model.ckpt-best", "--config",
                 TF_PRETRAIN / "albert_config.json", "--out", out]

@@ -5,60 +5,30 @@ import functools
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-from test_train_fixtures import build_tiny_setup
+from helpers import contents
+from helpers.run_folders import convert, dead_pid, finetune, pretrain
 
 from litebert.cli import main
 from litebert.folders import OWNER_FILE, read_marker
 from litebert.engine.metrics_log import read_metrics
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
-
-
-def snapshot(folder: Path) -> dict:
-    """Every path under ``folder`` with its bytes (None for folders): equal snapshots = nothing changed."""
-    if not folder.exists():
-        return {}
-    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 def refused(capsys, argv, folder: Path, match: str) -> None:
     """``argv`` exits 2 with one line naming the problem, and ``folder`` is byte for byte as it was."""
-    before = snapshot(folder)
+    before = contents(folder)
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and match in err, err
-    assert snapshot(folder) == before
+    assert contents(folder) == before
 
 
 # ------------------------------------------------------------------------------------------------------ pretrain
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
-
-
-def pretrain(setup, out, *extra, steps=4):
-    return ["pretrain", "--preset", "tiny", "--data", str(setup["store"]), "--out", str(out), "--max-steps",
-            str(steps), "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
-            "--lr", "0.005", "--warmup-steps", "1", "--save-every", "2", "--keep-last", "2", "--seed", "3",
-            "--no-progress", *extra]
-
-
 def stop_after(monkeypatch, n):
     """The next pretrain call stops after ``n`` steps, as on SIGTERM (checkpoint, exit 130)."""
     import litebert.pretraining.run as P
@@ -66,45 +36,45 @@ def stop_after(monkeypatch, n):
     monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
 
 
-def test_pretrain_refuses_foreign_and_overlapping_folders(setup, tmp_path, capsys):
+def test_pretrain_refuses_foreign_and_overlapping_folders(tiny_setup, tmp_path, capsys):
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("my notes")
-    refused(capsys, pretrain(setup, foreign), foreign, "was not written by litebert")
-    refused(capsys, pretrain(setup, foreign, "--overwrite"), foreign, "was not written by litebert")
-    refused(capsys, pretrain(setup, foreign, "--resume"), foreign, "was not written by litebert")
-    store = setup["store"]
-    refused(capsys, pretrain(setup, store), store, "is the same path as --data")
-    refused(capsys, pretrain(setup, store / "run"), store, "lies inside --data")
-    refused(capsys, pretrain(setup, store.parent), store.parent, "holds --data")
+    refused(capsys, pretrain(tiny_setup, foreign), foreign, "was not written by litebert")
+    refused(capsys, pretrain(tiny_setup, foreign, "--overwrite"), foreign, "was not written by litebert")
+    refused(capsys, pretrain(tiny_setup, foreign, "--resume"), foreign, "was not written by litebert")
+    store = tiny_setup["store"]
+    refused(capsys, pretrain(tiny_setup, store), store, "is the same path as --data")
+    refused(capsys, pretrain(tiny_setup, store / "run"), store, "lies inside --data")
+    refused(capsys, pretrain(tiny_setup, store.parent), store.parent, "holds --data")
     afile = tmp_path / "file"
     afile.write_text("x")
-    refused(capsys, pretrain(setup, afile), tmp_path, "is a file")
+    refused(capsys, pretrain(tiny_setup, afile), tmp_path, "is a file")
     tok_folder = tmp_path / "tok"
     tok_folder.mkdir()
     (tok_folder / OWNER_FILE).write_text(json.dumps({"kind": "tokenizer"}))
     (tok_folder / "spiece.model").write_bytes(b"x")
-    refused(capsys, pretrain(setup, tok_folder, "--overwrite"), tok_folder, "holds a litebert tokenizer")
+    refused(capsys, pretrain(tiny_setup, tok_folder, "--overwrite"), tok_folder, "holds a litebert tokenizer")
 
 
-def test_pretrain_run_folder_lifecycle(setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_run_folder_lifecycle(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     # --resume on an absent folder starts a new run (job scripts can always pass it); stopped after 2 steps
     stop_after(monkeypatch, 2)
-    assert main(pretrain(setup, out, "--resume")) == 130
+    assert main(pretrain(tiny_setup, out, "--resume")) == 130
     assert "holds no run yet; starting a new one" in capsys.readouterr().err
     assert read_marker(out) == {**read_marker(out), "kind": "pretraining-run", "complete": False, "step": 2}
     monkeypatch.undo()
 
     # a new run in a used folder is refused, and so is a resume with another setup: nothing changes
-    refused(capsys, pretrain(setup, out), out, "already holds a pretraining run (not finished, step 2)")
-    refused(capsys, pretrain(setup, out, "--resume", "--lr", "0.001"), out, "different setup")
-    refused(capsys, pretrain(setup, out, "--resume", "--overwrite"), out, "give one of them")
+    refused(capsys, pretrain(tiny_setup, out), out, "already holds a pretraining run (not finished, step 2)")
+    refused(capsys, pretrain(tiny_setup, out, "--resume", "--lr", "0.001"), out, "different setup")
+    refused(capsys, pretrain(tiny_setup, out, "--resume", "--overwrite"), out, "give one of them")
 
     # a torn last line of metrics.jsonl (killed while appending) is dropped; the resumed run reads as one run
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"split": "train", "step": 3, "lo')
-    assert main(pretrain(setup, out, "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     err = capsys.readouterr().err
     assert "metrics.jsonl:3: dropping an incomplete last line" in err
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4]
@@ -113,41 +83,41 @@ def test_pretrain_run_folder_lifecycle(setup, tmp_path, capsys, monkeypatch):
     assert read_marker(out)["complete"] is True and read_marker(out)["step"] == 4
 
     # resuming a finished run says so and appends nothing
-    before = snapshot(out)
-    assert main(pretrain(setup, out, "--resume")) == 0
+    before = contents(out)
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert "the run is finished (step 4)" in capsys.readouterr().err
-    assert snapshot(out) == before
+    assert contents(out) == before
 
     # --overwrite refuses while the folder holds anything a run does not write; then starts again
     (out / "my-notes.txt").write_text("keep me")
-    refused(capsys, pretrain(setup, out, "--overwrite"), out, "holds files a pretraining run does not write")
+    refused(capsys, pretrain(tiny_setup, out, "--overwrite"), out, "holds files a pretraining run does not write")
     (out / "my-notes.txt").unlink()
     old_loss = read_metrics(out)[0]["loss"]
     stop_after(monkeypatch, 1)
-    assert main(pretrain(setup, out, "--overwrite")) == 130
+    assert main(pretrain(tiny_setup, out, "--overwrite")) == 130
     assert [r["step"] for r in read_metrics(out)] == [1] and read_metrics(out)[0]["loss"] == old_loss
     assert not (out / "model").exists() and read_marker(out)["complete"] is False
 
 
-def test_pretrain_resume_refusals_change_nothing(setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_refusals_change_nothing(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     stop_after(monkeypatch, 2)
-    assert main(pretrain(setup, out)) == 130
+    assert main(pretrain(tiny_setup, out)) == 130
     monkeypatch.undo()
     # a line in the middle of metrics.jsonl that is not a record: file:line, nothing changed
     good = (out / "metrics.jsonl").read_text()
     lines = good.splitlines()
     (out / "metrics.jsonl").write_text(lines[0] + "\n" + "garbage\n" + lines[1] + "\n")
-    refused(capsys, pretrain(setup, out, "--resume"), out, "metrics.jsonl:2: not a metrics record")
+    refused(capsys, pretrain(tiny_setup, out, "--resume"), out, "metrics.jsonl:2: not a metrics record")
     (out / "metrics.jsonl").write_text(good)
 
 
-def test_pretrain_resume_refuses_when_no_checkpoint_verifies(setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_refuses_when_no_checkpoint_verifies(tiny_setup, tmp_path, capsys, monkeypatch):
     """Checkpoints that all fail to verify leave nothing to continue from, but the run has a history (metrics,
     checkpoints): --resume refuses, naming each checkpoint and its fault, rather than start again over it."""
     out = tmp_path / "run"
     stop_after(monkeypatch, 4)
-    assert main(pretrain(setup, out, steps=8)) == 130
+    assert main(pretrain(tiny_setup, out, steps=8)) == 130
     monkeypatch.undo()
     ckpts = out / "checkpoints"
     newest, older = ckpts / "step-00000004.pt", ckpts / "step-00000002.pt"
@@ -156,37 +126,37 @@ def test_pretrain_resume_refuses_when_no_checkpoint_verifies(setup, tmp_path, ca
     newest.write_bytes(bytes(data))
     older.write_bytes(b"not a checkpoint")  # replaced, with a checksum that matches the new bytes
     (ckpts / "step-00000002.pt.sha256").write_text(f"{hashlib.sha256(b'not a checkpoint').hexdigest()}  x\n")
-    refused(capsys, pretrain(setup, out, "--resume", steps=8), out,
+    refused(capsys, pretrain(tiny_setup, out, "--resume", steps=8), out,
             f"none of the checkpoints in {ckpts} verifies (step-00000004.pt does not match its checksum in "
             "step-00000004.pt.sha256: the file is corrupt; step-00000002.pt cannot be read (")
-    refused(capsys, pretrain(setup, out, "--resume", steps=8), out, "start the run over with --overwrite")
+    refused(capsys, pretrain(tiny_setup, out, "--resume", steps=8), out, "start the run over with --overwrite")
     # killed while writing its first checkpoint (the file, not yet its checksum): refused as well
     (ckpts / "step-00000002.pt").unlink()
     (ckpts / "step-00000002.pt.sha256").unlink()
     (ckpts / "step-00000004.pt.sha256").unlink()
-    refused(capsys, pretrain(setup, out, "--resume", steps=8), out,
+    refused(capsys, pretrain(tiny_setup, out, "--resume", steps=8), out,
             "(step-00000004.pt has no checksum file step-00000004.pt.sha256: it was not completely written)")
-    assert main(pretrain(setup, out, "--overwrite", steps=8)) == 0  # as the message says
+    assert main(pretrain(tiny_setup, out, "--overwrite", steps=8)) == 0  # as the message says
     assert [r["step"] for r in read_metrics(out)] == list(range(1, 9)) and read_marker(out)["complete"] is True
 
 
-def test_pretrain_resume_before_the_first_checkpoint_starts_again(setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_before_the_first_checkpoint_starts_again(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     stop_after(monkeypatch, 1)  # stopped before --save-every 2 ...
-    assert main(pretrain(setup, out)) == 130
+    assert main(pretrain(tiny_setup, out)) == 130
     monkeypatch.undo()
     for f in (out / "checkpoints").iterdir():  # ... as a kill would leave it: no checkpoint at all
         f.unlink()
     capsys.readouterr()
-    assert main(pretrain(setup, out, "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert "holds no checkpoint yet; starting from step 0 (its metrics are rewritten)" in capsys.readouterr().err
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
 
 
-def test_pretrain_start_removes_leftovers_of_killed_writes(setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_start_removes_leftovers_of_killed_writes(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     stop_after(monkeypatch, 2)
-    assert main(pretrain(setup, out)) == 130
+    assert main(pretrain(tiny_setup, out)) == 130
     monkeypatch.undo()
     pid = dead_pid()
     leftovers = [out / f".metrics.jsonl.tmp-{pid}", out / "checkpoints" / f".step-00000004.pt.tmp-{pid}",
@@ -196,61 +166,35 @@ def test_pretrain_start_removes_leftovers_of_killed_writes(setup, tmp_path, caps
         p.write_bytes(b"half a file")
     alive = out / f".notes.txt.tmp-{os.getpid()}"  # a write in progress (this process) is kept
     alive.write_bytes(b"in progress")
-    assert main(pretrain(setup, out, "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert not any(p.exists() for p in leftovers) and alive.exists()
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4]
 
 
 # ------------------------------------------------------------------------------------------------------ finetune
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    from litebert.config import AlbertConfig
-    from litebert.heads import AlbertForPreTraining
-    from litebert.tokenizer import train_tokenizer
-
-    root = tmp_path_factory.mktemp("base")
-    words = "the a film movie plot great awful good bad actors story was is and of it".split()
-    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8)) for i in range(300)]
-    (root / "corpus.txt").write_text("\n".join(lines) + "\n")
-    tok = train_tokenizer([root / "corpus.txt"], root / "model", vocab_size=45, progress=False, num_threads=1)
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(root / "model")
-    data = root / "data"
-    data.mkdir()
-    for split, n in (("train", 24), ("dev", 8)):
-        (data / f"{split}.jsonl").write_text("".join(
-            json.dumps({"text": lines[i], "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(n)))
-    return root / "model", data
-
-
-def finetune(base, out, *extra):
-    model, data = base
-    return ["finetune", "classify", "--model", str(model), "--data", str(data), "--out", str(out),
-            "--max-steps", "4", "--eval-every", "2", "--batch-size", "4", "--no-progress", *extra]
-
-
-def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
-    model, data = base
+def test_finetune_folders(word_cycle_task, tmp_path, capsys, monkeypatch):
+    model, data = word_cycle_task
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "a.txt").write_text("mine")
-    refused(capsys, finetune(base, foreign, "--overwrite"), foreign, "was not written by litebert")
-    refused(capsys, finetune(base, model), model.parent, "is the same path as --model")
-    refused(capsys, finetune(base, data / "out"), data, "lies inside --data")
+    refused(capsys, finetune(word_cycle_task, foreign, "--overwrite"), foreign, "was not written by litebert")
+    refused(capsys, finetune(word_cycle_task, model), model.parent, "is the same path as --model")
+    refused(capsys, finetune(word_cycle_task, data / "out"), data, "lies inside --data")
 
     out = tmp_path / "ft"
-    assert main(finetune(base, out)) == 0
+    assert main(finetune(word_cycle_task, out)) == 0
     meta = json.loads((out / "finetune.json").read_text())
     assert meta["complete"] is True and read_marker(out)["kind"] == "fine-tuned-model"
     assert read_marker(out)["complete"] is True
-    refused(capsys, finetune(base, out), out, "already holds a fine-tuned model (finished); pass --overwrite")
+    refused(capsys, finetune(word_cycle_task, out), out,
+            "already holds a fine-tuned model (finished); pass --overwrite")
     (out / "keep.txt").write_text("mine")
-    refused(capsys, finetune(base, out, "--overwrite"), out, "does not write (keep.txt)")
+    refused(capsys, finetune(word_cycle_task, out, "--overwrite"), out, "does not write (keep.txt)")
     (out / "keep.txt").unlink()
-    assert main(finetune(base, out, "--overwrite")) == 0
+    assert main(finetune(word_cycle_task, out, "--overwrite")) == 0
     (out / OWNER_FILE).unlink()  # a folder written before folders carried a marker: replaced with --overwrite
-    refused(capsys, finetune(base, out), out, "already holds a fine-tuned model")
-    assert main(finetune(base, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
+    refused(capsys, finetune(word_cycle_task, out), out, "already holds a fine-tuned model")
+    assert main(finetune(word_cycle_task, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
 
     # a run killed after its first best-so-far save: the folder says it is incomplete, evaluate/predict refuse
     import litebert.tasks.trainer as trainer
@@ -262,7 +206,7 @@ def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(trainer, "train", killed)
-    assert main(finetune(base, out, "--overwrite")) == 130
+    assert main(finetune(word_cycle_task, out, "--overwrite")) == 130
     monkeypatch.setattr(trainer, "train", real)
     assert json.loads((out / "finetune.json").read_text())["complete"] is False
     assert read_marker(out)["complete"] is False
@@ -277,11 +221,6 @@ def test_finetune_folders(base, tmp_path, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------ convert, tokenizer, export
-def convert(out, *extra):
-    return ["convert", "tf", "--checkpoint", str(FIXTURES / "classifier" / "model.ckpt-best"),
-            "--config", str(FIXTURES / "classifier" / "albert_config.json"), "--out", str(out), *extra]
-
-
 def test_convert_folders(tmp_path, capsys):
     foreign = tmp_path / "mine"
     foreign.mkdir()
@@ -359,17 +298,17 @@ def test_export_target(tmp_path, capsys):
     assert onnx.stat().st_size > 1000 and not list(tmp_path.glob(".m.onnx.tmp-*"))
 
 
-def test_a_run_folder_without_marker_is_still_resumed(setup, tmp_path, capsys, monkeypatch):
+def test_a_run_folder_without_marker_is_still_resumed(tiny_setup, tmp_path, capsys, monkeypatch):
     """Run folders written before folders carried a marker: recognised by what they hold, then marked."""
     out = tmp_path / "run"
     stop_after(monkeypatch, 2)
-    assert main(pretrain(setup, out)) == 130
+    assert main(pretrain(tiny_setup, out)) == 130
     monkeypatch.undo()
     (out / OWNER_FILE).unlink()
-    refused(capsys, pretrain(setup, out), out, "already holds a pretraining run")
-    assert main(pretrain(setup, out, "--resume")) == 0
+    refused(capsys, pretrain(tiny_setup, out), out, "already holds a pretraining run")
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
     (out / OWNER_FILE).unlink()
     stop_after(monkeypatch, 1)
-    assert main(pretrain(setup, out, "--overwrite")) == 130
+    assert main(pretrain(tiny_setup, out, "--overwrite")) == 130
     assert [r["step"] for r in read_metrics(out)] == [1] and not (out / "model").exists()

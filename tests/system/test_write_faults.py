@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_run_folders import base, convert, dead_pid, finetune, pretrain, setup, snapshot  # noqa: F401 (fixtures)
-from test_train_fixtures import PYTHON
+from helpers import PYTHON, contents
+from helpers.run_folders import convert, dead_pid, finetune, pretrain
 
 from litebert.cli import main
 from litebert.errors import WriteError
@@ -148,10 +148,10 @@ def test_atomic_write_reports_wrapped_io_errors_and_keeps_the_old_file(tmp_path,
 
 
 # ------------------------------------------------------------------------------------------------------ pretrain
-def test_periodic_checkpoint_on_a_full_disk_warns_and_training_continues(setup, tmp_path, capsys, monkeypatch):
+def test_periodic_checkpoint_on_a_full_disk_warns_and_training_continues(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     hit = full_disk(monkeypatch, lambda p: p.name.startswith(".step-00000002.pt.tmp-"))
-    assert main(pretrain(setup, out)) == 0
+    assert main(pretrain(tiny_setup, out)) == 0
     err = capsys.readouterr().err
     assert hit, "the fault was not injected"
     warning = [line for line in err.splitlines() if "step-00000002.pt" in line]
@@ -162,23 +162,23 @@ def test_periodic_checkpoint_on_a_full_disk_warns_and_training_continues(setup, 
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4]
 
 
-def test_final_checkpoint_and_final_model_on_a_full_disk_are_one_line_errors(setup, tmp_path, capsys, monkeypatch):
+def test_final_checkpoint_and_final_model_on_a_full_disk_are_one_line_errors(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     full_disk(monkeypatch, lambda p: p.name.startswith(".step-00000004.pt.tmp-"))
-    one_line_error(capsys, pretrain(setup, out), "could not save checkpoint")
+    one_line_error(capsys, pretrain(tiny_setup, out), "could not save checkpoint")
     assert temporaries(out) == [] and (out / "checkpoints" / "step-00000002.pt").is_file()
     assert read_marker(out)["complete"] is False
     monkeypatch.undo()
     # --resume continues from step 2; now the final model cannot be written
     hit = full_disk_safetensors(monkeypatch, lambda p: p.parent.name == "model")
-    one_line_error(capsys, pretrain(setup, out, "--resume"), "model.safetensors: cannot write (No space left")
+    one_line_error(capsys, pretrain(tiny_setup, out, "--resume"), "model.safetensors: cannot write (No space left")
     assert hit and temporaries(out) == [] and read_marker(out)["complete"] is False
     monkeypatch.undo()
-    assert main(pretrain(setup, out, "--resume")) == 0
+    assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
 
 
-def test_metrics_append_on_a_full_disk_leaves_no_torn_line(setup, tmp_path, capsys, monkeypatch):
+def test_metrics_append_on_a_full_disk_leaves_no_torn_line(tiny_setup, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     real_open = builtins.open
     calls = {"n": 0}
@@ -190,7 +190,7 @@ def test_metrics_append_on_a_full_disk_leaves_no_torn_line(setup, tmp_path, caps
         return False
 
     full_disk(monkeypatch, when, room=10)
-    assert main(pretrain(setup, out)) == 0
+    assert main(pretrain(tiny_setup, out)) == 0
     assert builtins.open is not real_open
     err = capsys.readouterr().err
     assert "warning: " in err and "cannot append the step 3 train record" in err
@@ -232,10 +232,10 @@ if target:
     return {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{SRC}"}
 
 
-def test_sigkill_during_a_checkpoint_save_then_resume_cleans_up(setup, tmp_path):
+def test_sigkill_during_a_checkpoint_save_then_resume_cleans_up(tiny_setup, tmp_path):
     out = tmp_path / "run"
     env = _kill_hook(tmp_path / "hook")
-    argv = [PYTHON, "-m", "litebert.cli", *pretrain(setup, out, steps=6), "--threads", "1"]
+    argv = [PYTHON, "-m", "litebert.cli", *pretrain(tiny_setup, out, steps=6), "--threads", "1"]
     killed = subprocess.run(argv, env={**env, "KILL_WRITING": "step-00000004.pt.tmp"}, capture_output=True,
                             timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
@@ -249,24 +249,25 @@ def test_sigkill_during_a_checkpoint_save_then_resume_cleans_up(setup, tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ the other writers
-def test_finetune_on_a_full_disk(base, tmp_path, capsys, monkeypatch):
+def test_finetune_on_a_full_disk(word_cycle_task, tmp_path, capsys, monkeypatch):
     out = tmp_path / "ft"
     hit = full_disk_safetensors(monkeypatch, lambda p: True)
-    one_line_error(capsys, finetune(base, out), "model.safetensors: cannot write (No space left on device)")
+    one_line_error(capsys, finetune(word_cycle_task, out), "model.safetensors: cannot write (No space left on device)")
     assert hit and temporaries(out) == []
     assert read_marker(out)["complete"] is False  # never mistaken for a finished model
 
 
 @pytest.fixture(scope="module")
-def finetuned(base, tmp_path_factory):
+def finetuned(word_cycle_task, tmp_path_factory):
     out = tmp_path_factory.mktemp("ft") / "model"
-    assert main(finetune(base, out)) == 0
+    assert main(finetune(word_cycle_task, out)) == 0
     return out
 
 
 @pytest.mark.parametrize("command", ["predict", "embed", "evaluate"])
-def test_predict_embed_evaluate_outputs_on_a_full_disk(base, finetuned, tmp_path, capsys, monkeypatch, command):
-    _, data = base
+def test_predict_embed_evaluate_outputs_on_a_full_disk(word_cycle_task, finetuned, tmp_path, capsys, monkeypatch,
+                                                        command):
+    _, data = word_cycle_task
     outdir = tmp_path / "outputs"
     outdir.mkdir()
     (outdir / "old.jsonl").write_text("kept\n")
@@ -277,10 +278,10 @@ def test_predict_embed_evaluate_outputs_on_a_full_disk(base, finetuned, tmp_path
             "embed": ["embed", "--model", str(finetuned), "--input", str(inp), "--output", str(outdir / "e.npy")],
             "evaluate": ["evaluate", "--model", str(finetuned), "--data", str(data / "dev.jsonl"), "--output",
                          str(outdir / "old.jsonl")]}[command]
-    before = snapshot(outdir)
+    before = contents(outdir)
     hit = full_disk(monkeypatch, lambda p: p.parent == outdir)
     one_line_error(capsys, argv + ["--no-progress", "--overwrite"], "No space left on device")
-    assert hit and snapshot(outdir) == before  # the old output intact, no temporary left
+    assert hit and contents(outdir) == before  # the old output intact, no temporary left
 
 
 def test_tokenizer_train_on_a_full_disk(tmp_path, capsys, monkeypatch):

@@ -6,7 +6,6 @@ data a separable two-class task written by the test. Weight comparisons read the
 """
 
 import functools
-import gzip
 import json
 import os
 import signal
@@ -20,6 +19,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from helpers.separable_task import finetune, weights
+from helpers.separable_task import records as _records
+
 from litebert.cli import main
 from litebert.folders import read_marker
 
@@ -31,98 +33,54 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.g
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """(model folder, data folder with train.jsonl/dev.jsonl)."""
-    from litebert.config import AlbertConfig
-    from litebert.heads import AlbertForPreTraining
-    from litebert.tokenizer import train_tokenizer
-
-    root = tmp_path_factory.mktemp("ft")
-    corpus = root / "corpus.txt"
-    with gzip.open(REPO / "data" / "finetune" / "sentiment" / "train.tsv.gz", "rt", encoding="utf-8") as f:
-        corpus.write_text("".join(line.split("\t")[0] + "\n" for line in f), encoding="utf-8")
-    tok = train_tokenizer([corpus], root / "model", vocab_size=1000, progress=False)
-    torch.manual_seed(0)
-    cfg = AlbertConfig.from_preset("tiny", vocab_size=tok.vocab_size)
-    AlbertForPreTraining(cfg).save_pretrained(root / "model")
-    data = root / "data"
-    data.mkdir()
-    _separable(data / "train.jsonl", 96, 0)
-    _separable(data / "dev.jsonl", 24, 1)
-    return root / "model", data
-
-
-def _separable(path: Path, n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    pos, neg = ["great", "wonderful", "excellent", "funny"], ["awful", "boring", "terrible", "dull"]
-    filler = "the movie was and a plot with actors in story film it".split()
-    with open(path, "w") as f:
-        for _ in range(n):
-            y = int(rng.integers(2))
-            words = list(rng.choice(filler, int(rng.integers(4, 12))))
-            words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(pos if y else neg)))
-            f.write(json.dumps({"text": " ".join(words), "label": ["neg", "pos"][y]}) + "\n")
-
-
-def finetune(base, out, *extra, dev=True):
-    model, data = base
-    return ["finetune", "classify", "--model", str(model), "--data", str(data if dev else data / "train.jsonl"),
-            "--out", str(out), "--lr", "2e-3", "--threads", "1", "--no-progress", *extra]
-
-
-def weights(folder) -> dict[str, torch.Tensor]:
-    return load_file(Path(folder) / "model.safetensors")
-
-
 def assert_bit_identical(a: dict, b: dict):
     assert a.keys() == b.keys()
     different = [k for k in a if not torch.equal(a[k], b[k])]
     assert not different, different
 
 
-def initial_encoder(base) -> dict[str, torch.Tensor]:
-    return load_file(base[0] / "model.safetensors")
+def initial_encoder(separable_task) -> dict[str, torch.Tensor]:
+    return load_file(separable_task[0] / "model.safetensors")
 
 
 # ------------------------------------------------------------------------------------------------------ seeds
-def test_same_seed_gives_bit_identical_weights(base, tmp_path):
+def test_same_seed_gives_bit_identical_weights(separable_task, tmp_path):
     for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
-        assert main(finetune(base, tmp_path / name, "--seed", seed, "--max-steps", "6", "--batch-size", "8",
+        assert main(finetune(separable_task, tmp_path / name, "--seed", seed, "--max-steps", "6", "--batch-size", "8",
                              "--eval-every", "3")) == 0
     a, b, c = weights(tmp_path / "a"), weights(tmp_path / "b"), weights(tmp_path / "c")
     assert_bit_identical(a, b)
     assert not torch.equal(a["classifier.weight"], c["classifier.weight"])  # the seed does reach the head
 
 
-def test_head_initialisation_flows_from_the_seed(base):
+def test_head_initialisation_flows_from_the_seed(separable_task):
     """Building the head twice after the same seed gives the same weights; the CLI seeds right before building."""
     from litebert.tasks.presets import get_preset
 
     kind = get_preset("classify").kind
     torch.manual_seed(7)
-    a = kind.new_model(base[0], ["neg", "pos"]).state_dict()
+    a = kind.new_model(separable_task[0], ["neg", "pos"]).state_dict()
     torch.rand(3)  # a different RNG position gives a different head: so the equality above is the seed's doing
-    b = kind.new_model(base[0], ["neg", "pos"]).state_dict()
+    b = kind.new_model(separable_task[0], ["neg", "pos"]).state_dict()
     torch.manual_seed(7)
-    c = kind.new_model(base[0], ["neg", "pos"]).state_dict()
+    c = kind.new_model(separable_task[0], ["neg", "pos"]).state_dict()
     assert_bit_identical(a, c)
     assert not torch.equal(a["classifier.weight"], b["classifier.weight"])
 
 
 # ----------------------------------------------------------------------------------------------- accumulation
-def test_micro_batches_equal_one_batch(base, tmp_path, capsys):
+def test_micro_batches_equal_one_batch(separable_task, tmp_path, capsys):
     """--batch-size 32 --micro-batch 8 (4 accumulated micro-batches) against --batch-size 32, dropout 0: the same
     examples per step and each micro-batch's mean loss weighted 8/32, so only float summation order differs."""
     # 90 examples: every third step has 26, cut 7, 7, 6, 6 (weights 7/26 ... not 1/4)
     common = ("--max-steps", "5", "--batch-size", "32", "--dropout", "0", "--seed", "3", "--max-train-examples", "90")
-    assert main(finetune(base, tmp_path / "one", *common, dev=False)) == 0
-    assert main(finetune(base, tmp_path / "acc", *common, "--micro-batch", "8", dev=False)) == 0
+    assert main(finetune(separable_task, tmp_path / "one", *common, dev=False)) == 0
+    assert main(finetune(separable_task, tmp_path / "acc", *common, "--micro-batch", "8", dev=False)) == 0
     assert "5 steps of 32 = 8 x 4 x 1 process(es)" in capsys.readouterr().out
     one, acc = weights(tmp_path / "one"), weights(tmp_path / "acc")
     for k in one:
         torch.testing.assert_close(acc[k], one[k], rtol=0, atol=1e-5, msg=k)
-    start = initial_encoder(base)
+    start = initial_encoder(separable_task)
     moved = max((one[k] - start[k]).abs().max().item() for k in one if k in start)
     assert moved > 1e-3  # it really trained: the comparison means something
     losses = [r["loss"] for r in _records(tmp_path / "one", "train")]
@@ -138,20 +96,21 @@ def test_token_losses_are_weighted_by_labelled_tokens():
     assert _weight({"input_ids": [2, 5, 3], "labels": 1}) == 1
 
 
-def test_batch_that_does_not_split_is_a_one_line_error(base, tmp_path, capsys):
-    assert main(finetune(base, tmp_path / "o", "--batch-size", "32", "--micro-batch", "5")) == 2
+def test_batch_that_does_not_split_is_a_one_line_error(separable_task, tmp_path, capsys):
+    assert main(finetune(separable_task, tmp_path / "o", "--batch-size", "32", "--micro-batch", "5")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--batch-size 32 is not a multiple of --micro-batch 5 x 1 process(es)" in err
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
-def test_two_processes_equal_one(base, tmp_path):
+def test_two_processes_equal_one(separable_task, tmp_path):
     """torchrun --nproc_per_node 2 (gloo, CPU) with micro-batch 8 against one process with batch 16."""
     common = ["--max-steps", "4", "--batch-size", "16", "--dropout", "0", "--eval-every", "2"]
-    one = subprocess.Popen([PYTHON, "-m", "litebert.cli", *finetune(base, tmp_path / "one", *common)], env=ENV,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    one = subprocess.Popen([PYTHON, "-m", "litebert.cli", *finetune(separable_task, tmp_path / "one", *common)],
+                           env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     two = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          "-m", "litebert.cli", *finetune(base, tmp_path / "two", *common, "--micro-batch", "8")],
+                          "-m", "litebert.cli",
+                          *finetune(separable_task, tmp_path / "two", *common, "--micro-batch", "8")],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "find_unused_parameters" not in two.stderr  # no unused-parameter search, no DDP warning from any rank
@@ -170,11 +129,6 @@ def test_two_processes_equal_one(base, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------ resume
-def _records(folder, split):
-    rows = [json.loads(l) for l in (Path(folder) / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in rows if r["split"] == split]
-
-
 def _without_timing(records):
     return [{k: v for k, v in r.items() if k not in ("examples_per_s", "elapsed_s")} for r in records]
 
@@ -183,23 +137,23 @@ RESUME_RUN = ("--max-steps", "12", "--batch-size", "8", "--eval-every", "4", "--
               "--max-train-examples", "40")  # 5 batches an epoch: the run crosses epochs; dropout 0.1 in the head
 
 
-def test_killed_run_resumes_to_the_same_result(base, tmp_path, capsys, monkeypatch):
+def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys, monkeypatch):
     import litebert.tasks.finetune as F
 
     full = tmp_path / "full"
-    assert main(finetune(base, full, *RESUME_RUN)) == 0
+    assert main(finetune(separable_task, full, *RESUME_RUN)) == 0
     assert not (full / "checkpoints").exists()  # deleted once the run is complete
 
     real = F.finetune
     for stop_after in (6, 3):  # 6: a step after the evaluation at 4 (best metrics, patience state restored)
         monkeypatch.setattr(F, "finetune", functools.partial(real, stop_after=stop_after))
         part = tmp_path / f"part{stop_after}"
-        assert main(finetune(base, part, *RESUME_RUN)) == 130
+        assert main(finetune(separable_task, part, *RESUME_RUN)) == 130
         err = capsys.readouterr().err
         assert f"stopped at step {stop_after}" in err and "--resume" in err
         assert read_marker(part)["complete"] is False and (part / "checkpoints").is_dir()
         monkeypatch.setattr(F, "finetune", real)
-        assert main(finetune(base, part, *RESUME_RUN, "--resume")) == 0
+        assert main(finetune(separable_task, part, *RESUME_RUN, "--resume")) == 0
         assert f"resuming at step {stop_after}" in capsys.readouterr().out
         assert_bit_identical(weights(part), weights(full))
         assert _without_timing(_records(part, "train")) == _without_timing(_records(full, "train"))
@@ -211,34 +165,34 @@ def test_killed_run_resumes_to_the_same_result(base, tmp_path, capsys, monkeypat
     # a finished run: said so, nothing done
     before = {p.name: p.stat().st_mtime_ns for p in part.iterdir()}
     capsys.readouterr()
-    assert main(finetune(base, part, *RESUME_RUN, "--resume")) == 0
+    assert main(finetune(separable_task, part, *RESUME_RUN, "--resume")) == 0
     assert "finished; nothing to do" in capsys.readouterr().err
     assert {p.name: p.stat().st_mtime_ns for p in part.iterdir()} == before
 
 
-def test_resume_with_other_settings_is_refused(base, tmp_path, capsys, monkeypatch):
+def test_resume_with_other_settings_is_refused(separable_task, tmp_path, capsys, monkeypatch):
     import litebert.tasks.finetune as F
 
     out = tmp_path / "run"
     monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
-    assert main(finetune(base, out, *RESUME_RUN)) == 130
+    assert main(finetune(separable_task, out, *RESUME_RUN)) == 130
     monkeypatch.undo()
     capsys.readouterr()
     listing = sorted(p.name for p in out.rglob("*"))
     other = list(RESUME_RUN)
     other[other.index("--seed") + 1] = "6"
-    assert main(finetune(base, out, *other, "--resume")) == 2
+    assert main(finetune(separable_task, out, *other, "--resume")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "seed: checkpoint 5, now 6" in err
-    assert main(finetune(base, out, *RESUME_RUN, "--max-train-examples", "32", "--resume")) == 2
+    assert main(finetune(separable_task, out, *RESUME_RUN, "--max-train-examples", "32", "--resume")) == 2
     assert "training data: checkpoint fingerprint" in capsys.readouterr().err
     assert sorted(p.name for p in out.rglob("*")) == listing  # nothing was written
     # without --resume the stopped run is not silently replaced
-    assert main(finetune(base, out, *RESUME_RUN)) == 2
+    assert main(finetune(separable_task, out, *RESUME_RUN)) == 2
     assert "(not finished); continue it with --resume, start again with --overwrite" in capsys.readouterr().err
 
 
-def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkeypatch):
+def test_resume_without_a_checkpoint_starts_again(separable_task, tmp_path, capsys, monkeypatch):
     """A run killed before its first checkpoint: --resume says so and starts from step 0 (its files replaced)."""
     import litebert.tasks.trainer as trainer
 
@@ -248,24 +202,24 @@ def test_resume_without_a_checkpoint_starts_again(base, tmp_path, capsys, monkey
 
     out = tmp_path / "run"
     monkeypatch.setattr(trainer, "train", killed)
-    assert main(finetune(base, out, *RESUME_RUN)) == 130
+    assert main(finetune(separable_task, out, *RESUME_RUN)) == 130
     monkeypatch.undo()
     capsys.readouterr()
-    assert main(finetune(base, out, *RESUME_RUN, "--resume")) == 0
+    assert main(finetune(separable_task, out, *RESUME_RUN, "--resume")) == 0
     assert "holds no checkpoint yet; starting from step 0" in capsys.readouterr().err
     meta = json.loads((out / "finetune.json").read_text())
     assert meta["complete"] is True and meta["best_step"] in (4, 8, 12)
-    assert main(finetune(base, tmp_path / "new", *RESUME_RUN, "--resume")) == 0
+    assert main(finetune(separable_task, tmp_path / "new", *RESUME_RUN, "--resume")) == 0
     assert "holds no run yet; starting a new one" in capsys.readouterr().err
 
 
-def test_sigterm_saves_and_resume_completes(base, tmp_path, capsys):
+def test_sigterm_saves_and_resume_completes(separable_task, tmp_path, capsys):
     """A real SIGTERM: the step finishes, a checkpoint is saved, the process exits with a one-line message;
     --resume ends bit-identical to an uninterrupted run."""
     run = ("--max-steps", "400", "--batch-size", "4", "--eval-every", "200", "--log-every", "1", "--seed", "1",
            "--max-train-examples", "24")
     out = tmp_path / "killed"
-    proc = subprocess.Popen([PYTHON, "-m", "litebert.cli", *finetune(base, out, *run)], env=ENV,
+    proc = subprocess.Popen([PYTHON, "-m", "litebert.cli", *finetune(separable_task, out, *run)], env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not ((out / "train.csv").exists()
@@ -278,17 +232,17 @@ def test_sigterm_saves_and_resume_completes(base, tmp_path, capsys):
     assert len(stopped) == 1 and "(signal 15)" in stopped[0] and "Traceback" not in err
     step = int(stopped[0].split()[3])
     assert 0 < step < 400 and (out / "checkpoints" / f"step-{step:08d}.pt").is_file()
-    assert main(finetune(base, out, *run, "--resume")) == 0
-    assert main(finetune(base, tmp_path / "full", *run)) == 0
+    assert main(finetune(separable_task, out, *run, "--resume")) == 0
+    assert main(finetune(separable_task, tmp_path / "full", *run)) == 0
     assert_bit_identical(weights(out), weights(tmp_path / "full"))
     assert _without_timing(_records(out, "train")) == _without_timing(_records(tmp_path / "full", "train"))
 
 
 # ----------------------------------------------------------------------------------------------------- metrics
-def test_metrics_files_and_overwrite_clears_them(base, tmp_path, capsys):
+def test_metrics_files_and_overwrite_clears_them(separable_task, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(finetune(base, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "3", "--log-every",
-                         "2", "--keep-checkpoints")) == 0
+    assert main(finetune(separable_task, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "3",
+                         "--log-every", "2", "--keep-checkpoints")) == 0
     err = capsys.readouterr().err
     train, evals = _records(out, "train"), _records(out, "eval")
     assert [r["step"] for r in train] == [2, 4, 6] and [r["step"] for r in evals] == [3, 6]
@@ -306,21 +260,21 @@ def test_metrics_files_and_overwrite_clears_them(base, tmp_path, capsys):
     else:
         assert (out / "tensorboard").is_dir()
     assert (out / "checkpoints").is_dir()  # --keep-checkpoints
-    assert main(finetune(base, out, "--max-steps", "2", "--batch-size", "8", "--overwrite")) == 0
+    assert main(finetune(separable_task, out, "--max-steps", "2", "--batch-size", "8", "--overwrite")) == 0
     assert not (out / "checkpoints").exists() and [r["step"] for r in _records(out, "eval")] == [2]
 
 
 # --------------------------------------------------------------------------------------------------- precision
-def test_bf16_autocast_on_cpu_trains(base, tmp_path, capsys):
+def test_bf16_autocast_on_cpu_trains(separable_task, tmp_path, capsys):
     out = tmp_path / "bf16"
-    assert main(finetune(base, out, "--max-steps", "3", "--batch-size", "8", "--precision", "bf16", "--device",
-                         "cpu", "--log-every", "1")) == 0
+    assert main(finetune(separable_task, out, "--max-steps", "3", "--batch-size", "8", "--precision", "bf16",
+                         "--device", "cpu", "--log-every", "1")) == 0
     assert "on cpu in bfloat16" in capsys.readouterr().out
     assert all(np.isfinite(r["loss"]) for r in _records(out, "train"))
     assert weights(out)["classifier.weight"].dtype == torch.float32  # autocast: the weights stay fp32
 
 
-def test_evaluation_runs_under_the_training_autocast(base, tmp_path, monkeypatch):
+def test_evaluation_runs_under_the_training_autocast(separable_task, tmp_path, monkeypatch):
     """The dev evaluation of a bf16 run runs in bf16 as training does: on a GPU the attention chosen for half precision
     (flash's varlen kernel) refuses fp32 inputs, so an evaluation outside the autocast fails there."""
     from litebert.model import AlbertModel
@@ -332,15 +286,15 @@ def test_evaluation_runs_under_the_training_autocast(base, tmp_path, monkeypatch
         return forward(self, *args, **kwargs)
 
     monkeypatch.setattr(AlbertModel, "forward", recording)
-    assert main(finetune(base, tmp_path / "o", "--max-steps", "2", "--batch-size", "8", "--eval-every", "1",
+    assert main(finetune(separable_task, tmp_path / "o", "--max-steps", "2", "--batch-size", "8", "--eval-every", "1",
                          "--precision", "bf16", "--device", "cpu")) == 0
     evaluation = [s for s in seen if not s[0]]
     assert evaluation and any(s[0] for s in seen)
     assert all(s[1:] == (True, torch.bfloat16) for s in seen), sorted(set(seen))
 
 
-def test_fp16_on_cpu_is_refused_before_writing(base, tmp_path, capsys):
-    assert main(finetune(base, tmp_path / "o", "--precision", "fp16", "--device", "cpu")) == 2
+def test_fp16_on_cpu_is_refused_before_writing(separable_task, tmp_path, capsys):
+    assert main(finetune(separable_task, tmp_path / "o", "--precision", "fp16", "--device", "cpu")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--precision fp16 needs a GPU" in err
     assert not (tmp_path / "o").exists()
@@ -348,9 +302,9 @@ def test_fp16_on_cpu_is_refused_before_writing(base, tmp_path, capsys):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_finetune_on_cuda(base, tmp_path, capsys, precision):
+def test_finetune_on_cuda(separable_task, tmp_path, capsys, precision):
     out = tmp_path / precision
-    assert main(finetune(base, out, "--max-steps", "40", "--batch-size", "16", "--micro-batch", "8",
+    assert main(finetune(separable_task, out, "--max-steps", "40", "--batch-size", "16", "--micro-batch", "8",
                          "--eval-every", "20", "--device", "cuda", "--precision", precision, "--log-every", "1")) == 0
     assert "on cuda" in capsys.readouterr().out
     train = _records(out, "train")
@@ -365,7 +319,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     """The fp16 path on CPU (torch's CPU GradScaler and float16 autocast stand in for CUDA's): a step whose gradients
     overflow is skipped by the scaler (no optimizer step, the scale halves, counted in skipped_steps); the others
     are unscaled before clipping and applied."""
-    from test_train_fixtures import tiny_model_config
+    from helpers.tiny_setup import tiny_model_config
 
     import litebert.tasks.trainer as trainer
     from litebert.heads import AlbertForSequenceClassification
@@ -395,7 +349,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     assert len(steps) == 3
 
 
-def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, capsys, monkeypatch):
+def test_a_failed_checkpoint_write_warns_and_training_goes_on(separable_task, tmp_path, capsys, monkeypatch):
     """A full disk at a periodic checkpoint: one warning, the run goes on and completes (as pretraining's)."""
     import litebert.engine.step as engine
     from litebert.errors import CheckpointError
@@ -410,7 +364,7 @@ def test_a_failed_checkpoint_write_warns_and_training_goes_on(base, tmp_path, ca
 
     monkeypatch.setattr(engine, "save_checkpoint", full_disk)
     out = tmp_path / "run"
-    assert main(finetune(base, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "2",
+    assert main(finetune(separable_task, out, "--max-steps", "6", "--batch-size", "8", "--eval-every", "2",
                          "--keep-checkpoints")) == 0
     err = capsys.readouterr().err
     assert failed == [2] and err.count("No space left on device; training continues") == 1

@@ -5,33 +5,16 @@ and HF transformers (the oracle) loading a folder we saved -- pairs, truncation,
 from __future__ import annotations
 
 import hashlib
-import lzma
 import random
 import re
-import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.tokenizer_texts import VARIED, corpus_lines, official_pieces
+
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, preprocess_text
-
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "data" / "corpus"
-
-# A varied set: accents, digits with commas, CJK, emoji, control characters, whitespace runs, empty strings,
-# LaTeX quotes, user-defined pieces ( ) " - . – £ €, compatibility characters, combining marks, a long text.
-VARIED = [
-    "", "   ", "This is a test", "Hello, my dog is cute", "I was born in 92000, and this is falsé.",
-    "Café naïve résumé Zürich Ångström", "Ελληνικά ΣΟΦΟΣ σοφός", "中文字符 日本語のテキスト 한국어", "emoji 😀👍🏽 ok 🇫🇷",
-    "tab\there\nnew\r\nline", "ctrl\x00\x07\x1b[0m x", "a\u00a0b\u2003c\u3000d", "\x1c\x1d sep \x85 nel",
-    "``quoted'' text ''x``", "In 2010, he paid 1,000,000, or 3,5 and 12,", "Thai สวัสดี ไทย", "हिन्दी भाषा",
-    "İstanbul ǅ ß ﬁ ㎏ ① ½", "e\u0301 combining a\u0308 o\u0338", "\u200b\u200dzero width \ufeff bom",
-    "(hello) [world] {x} <tag>", "well-known 4-our co-operate", "U.S.A. e.g. \"quote\" £5 €10 –dash — em",
-    "MiXeD CaSe WORDS", "   leading and trailing   ", "x" * 300, "word " * 400,
-]
-
 
 @pytest.fixture(scope="module")
 def tok(albert_vocab) -> AlbertTokenizer:
@@ -52,36 +35,6 @@ def hf_bare(albert_vocab, tmp_path_factory):
     implementation, which reproduces the official tokenization)."""
     transformers = pytest.importorskip("transformers")
     return transformers.AlbertTokenizer.from_pretrained(str(albert_vocab))
-
-
-def official_pieces(sp, text: str) -> list[str]:
-    """google-research/albert tokenization.py, transcribed for Python 3 (the ``/'' mapping added as in the issue)."""
-    outputs = " ".join(text.strip().split())
-    outputs = outputs.replace("``", '"').replace("''", '"')
-    outputs = unicodedata.normalize("NFKD", outputs)
-    outputs = "".join([c for c in outputs if not unicodedata.combining(c)]).lower()
-    new_pieces = []
-    for piece in sp.EncodeAsPieces(outputs):
-        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-            cur_pieces = sp.EncodeAsPieces(piece[:-1].replace("▁", ""))
-            if piece[0] != "▁" and cur_pieces[0][0] == "▁":
-                if len(cur_pieces[0]) == 1:
-                    cur_pieces = cur_pieces[1:]
-                else:
-                    cur_pieces[0] = cur_pieces[0][1:]
-            cur_pieces.append(piece[-1])
-            new_pieces.extend(cur_pieces)
-        else:
-            new_pieces.append(piece)
-    return new_pieces
-
-
-def corpus_lines(n: int, seed: int = 0) -> list[str]:
-    files = sorted(CORPUS.glob("*.txt.xz"))
-    if not files:
-        pytest.skip(f"bundled demo corpus not found in {CORPUS}")
-    lines = [line for f in files for line in lzma.open(f, "rt", encoding="utf-8").read().splitlines() if line.strip()]
-    return random.Random(seed).sample(lines, min(n, len(lines)))
 
 
 # ------------------------------------------------------------------------------------------ reference ids

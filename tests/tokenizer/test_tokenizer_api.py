@@ -7,43 +7,15 @@ tokenization, identical to litebert everywhere), and ``AutoTokenizer`` (Rust) on
 
 from __future__ import annotations
 
-import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from helpers.tokenizer_texts import VARIED, WRITTEN, official_pieces, with_specials
+
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, BatchEncoding
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_tokenizer import VARIED, official_pieces  # noqa: E402
-
-SPECIALS = ["[MASK]", "[CLS]", "[SEP]", "<pad>", "<unk>"]
-# Special tokens at the start, middle and end, adjacent, with and without spaces, inside words, in odd casing and
-# broken forms (which stay text), next to user-defined pieces, digits with commas, accents, CJK, odd whitespace.
-WRITTEN = [
-    "Paris is [MASK].", "[MASK] is Paris", "Paris [MASK]", "[MASK]", "a[MASK]b", "a [MASK]b", "a[MASK] b",
-    "[MASK][MASK]", "[MASK] [MASK] .", "x [CLS] y [SEP] z", "[mask] lower [Mask] [MASK ] [ MASK]", "<pad> <unk> x",
-    "  [MASK]  .", "word[SEP]", "(hello) [MASK]-x", "Café [MASK] 2010, ok", "[[MASK]]", "[MASK", "MASK]",
-    "<pad><pad>", "[SEP][CLS]", "\t[MASK]\n", "über[MASK]straße", "中文[MASK]字符", "In 2010,[MASK] 3,5",
-    "``[MASK]''", "x\u3000[MASK]\u00a0y", "Ｆｕｌｌ [MASK] ｗｉｄｔｈ", "[CLS] already [SEP] framed [SEP]",
-    "[MASK]ing un[MASK]able", "<unk>nown", "4-[MASK]-our", "the [MASK] [MASK] [MASK] end",
-]
-
-
-def with_specials(n: int, seed: int = 0) -> list[str]:
-    """VARIED texts with a special token (sometimes glued to a neighbour) inserted at a random word boundary."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        words = rng.choice(VARIED[:25]).split(" ")
-        words.insert(rng.randrange(len(words) + 1), rng.choice(SPECIALS) + rng.choice(["", "", ".", ",", "x"]))
-        out.append(("" if rng.random() < 0.3 else " ").join(words))
-    return out
-
 
 TEXTS = WRITTEN + with_specials(60) + VARIED
 

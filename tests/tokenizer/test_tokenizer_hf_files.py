@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.tokenizer_texts import VARIED, WRITTEN, corpus_lines, with_specials
+
 from litebert.errors import TokenizerError
 from litebert.tokenizer import MODEL_INPUT_NAMES, AlbertTokenizer, load_tokenizer
 from litebert.tokenizer.hf_json import model_proto_from_tokenizer_json
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_tokenizer import VARIED, corpus_lines  # noqa: E402
-from test_tokenizer_api import WRITTEN, with_specials  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # accents, CJK, full-width forms, odd whitespace, compatibility characters, digits with commas
