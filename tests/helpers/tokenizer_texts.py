@@ -7,7 +7,6 @@ import lzma
 import random
 import unicodedata
 
-import pytest
 from helpers import REPO
 
 CORPUS = REPO / "data" / "corpus"
@@ -73,7 +72,6 @@ def official_pieces(sp, text: str) -> list[str]:
 def corpus_lines(n: int, seed: int = 0) -> list[str]:
     """``n`` random non-blank lines of the bundled demo corpus (data/corpus/*.txt.xz)."""
     files = sorted(CORPUS.glob("*.txt.xz"))
-    if not files:
-        pytest.skip(f"bundled demo corpus not found in {CORPUS}")
+    assert files, f"the bundled demo corpus is missing from {CORPUS}"
     lines = [line for f in files for line in lzma.open(f, "rt", encoding="utf-8").read().splitlines() if line.strip()]
     return random.Random(seed).sample(lines, min(n, len(lines)))
