@@ -377,7 +377,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
         assert "fp16 needs a GPU" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "x.out").exists()
 
-    # --batch-size reaches the model runs of all three commands
+    # batch_size (--batch-size) reaches the model runs of all three functions
     seen = []
     real = finetuned.predict_outputs
 
@@ -388,10 +388,8 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
     monkeypatch.setattr(finetuned, "predict_outputs", spy)
     monkeypatch.setattr(P, "predict_outputs", spy)
     dev = _write_jsonl(tmp_path / "dev.jsonl", [{"premise": a, "hypothesis": b, "y": "1"} for a, b in PAIRS])
-    assert main(["evaluate", "--model", str(pair_classifier), "--data", str(dev), "--batch-size", "3",
-                 "--no-progress"]) == 0
-    assert main(["predict", "--model", str(pair_classifier), "--input", str(inp), "--output",
-                 str(tmp_path / "b.jsonl"), "--batch-size", "2", "--no-progress"]) == 0
+    P.evaluate(pair_classifier, dev, batch_size=3, progress=False)
+    P.predict(pair_classifier, inp, tmp_path / "b.jsonl", batch_size=2, progress=False)
     assert seen == [3, 2]
     for a, b in zip(_read_jsonl(tmp_path / "b.jsonl"), _read_jsonl(tmp_path / "fp32.jsonl")):  # nor the results
         np.testing.assert_allclose(list(a["probabilities"].values()), list(b["probabilities"].values()), atol=1e-6)
@@ -403,8 +401,7 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
         return [[i] for i in range(len(lengths))]
 
     monkeypatch.setattr(F, "sorted_batches", one_at_a_time)  # embed's batching
-    assert main(["embed", "--model", str(pair_classifier), "--input", str(inp), "--text-field", "premise",
-                 "--output", str(tmp_path / "e.npy"), "--batch-size", "5"]) == 0
+    P.embed(pair_classifier, inp, tmp_path / "e.npy", text_field="premise", batch_size=5, progress=False)
     assert sizes == [5]
 
 
