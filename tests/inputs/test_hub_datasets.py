@@ -17,7 +17,7 @@ from litebert.tasks.sources import eval_path, split_paths
 datasets = pytest.importorskip("datasets")
 datasets.disable_progress_bars()
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "data" / "albert-30k"
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -35,7 +35,7 @@ zstandard = pytest.importorskip("zstandard")
 datasets = pytest.importorskip("datasets")
 datasets.disable_progress_bars()
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "data" / "albert-30k"
 pytestmark = pytest.mark.usefixtures("one_thread")
 

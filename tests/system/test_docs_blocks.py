@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^( {0,3})(`{3,})([^`]*)$")  # CommonMark: an info string holds no backtick
 NOT_RUN = re.compile(r"^<!-- not run: (.*\S.*?) -->$")
 README_TESTED = ("Command line", "Python API")  # test_readme.py runs these sections' blocks

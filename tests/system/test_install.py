@@ -26,7 +26,7 @@ from litebert.extras import canonical, parse_requirement
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The test set and the optional packages: none is needed to train or to run a pipeline
 NOT_NEEDED = ("transformers", "pytest", "hypothesis", "datasets", "huggingface_hub", "tokenizers", "pyarrow",
               "zstandard", "sklearn", "scipy", "matplotlib", "wandb", "mlflow", "onnx", "onnxruntime", "tensorboard")

@@ -16,7 +16,7 @@ from litebert.cli import main
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -1,6 +1,6 @@
 """The warning that accent stripping removes combining marks a script needs: which characters count (hand-picked,
 with their Unicode facts), the measured share (against an independent unicodedata count and a hand count), and that
-training asked to strip (a new vocabulary otherwise keeps such marks: tests/test_tokenizer_accents.py), data
+training asked to strip (a new vocabulary otherwise keeps such marks: tests/tokenizer/test_tokenizer_accents.py), data
 preparation and the command line warn once for Hindi and never for English, Russian or keep_accents."""
 
 import subprocess

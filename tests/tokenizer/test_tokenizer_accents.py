@@ -17,7 +17,7 @@ from litebert.cli import main
 from litebert.tokenizer import AlbertTokenizer, train_tokenizer
 from litebert.tokenizer.accents import AccentSample, mark_name, word_marks
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Word lists the corpora are generated from; each holds words whose marks stripping removes (the virama ्, the nukta
 # ़, the hamza of أ إ ؤ ئ, the tanwin ً, the Russian ё and й) and words it leaves alone.

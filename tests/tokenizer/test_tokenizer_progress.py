@@ -7,7 +7,7 @@ from pathlib import Path
 
 from litebert.tokenizer.spm_progress import _Reader
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_bar_follows_the_pruning_rounds_and_passes_other_lines_on(tmp_path):
