@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import unchanged
+from helpers import REPO, unchanged
 from helpers.separable_task import build_separable_task
 from helpers.tiny_setup import build_tiny_setup
 
-REPO = Path(__file__).resolve().parent.parent
 ALBERT_VOCAB = REPO / "data" / "albert-30k"  # bundled: see data/albert-30k/README.md
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
