@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The timed steps (tests/test_gpu_script.py runs them with --device cpu)."""
+    """The timed steps (tests/scripts/test_gpu_script.py runs them with --device cpu)."""
     from litebert.heads import AlbertForPreTraining
     from litebert.optim import build_optimizer
 

@@ -8,7 +8,7 @@
 #   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
 #   scripts/gpu_run.sh loop            # bench/gpu_loop.py: the demo's loop, one change at a time (where its speed goes)
 #   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
-#   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/test_gpu_script.py)
+#   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/scripts/test_gpu_script.py)
 #
 # Results: OUT (default runs/gpu-proof), flat, per stage STAGE.log and STAGE.json (+ STAGE.md, STAGE.png for demo
 # and experiment); models, stores and checkpoints stay in WORK (default runs/gpu-work). The stages of one call share
@@ -83,7 +83,7 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torc
 stage_tests() {
   header tests
   local files=(tests)
-  [ "$DRY_RUN" = 1 ] && files=(tests/test_gpu_pretrain.py)  # on a CPU every gpu test skips: collect few
+  [ "$DRY_RUN" = 1 ] && files=(tests/system/test_gpu_pretrain.py)  # on a CPU every gpu test skips: collect few
   rm -f "$WORK/tests.xml"  # a run stopped before pytest writes it must not report an earlier call's
   step "$OUT/tests.log" "$TESTS_TIMEOUT" "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
     --continue-on-collection-errors --junitxml="$WORK/tests.xml" "${files[@]}"

@@ -1,11 +1,16 @@
-"""Shared test fixtures. Tests run on CPU in fp32 with few threads so that the suite's figures are stable."""
+"""Shared test fixtures. Tests run on CPU in fp32 with few threads so that the suite's figures are stable.
+
+The session fixtures build inputs once for the whole run; the tests only read them, and each checks at the end of
+the session that nothing was written into its folder (a test that needs to change one makes its own copy)."""
 
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO, unchanged
+from helpers.separable_task import build_separable_task
+from helpers.tiny_setup import build_tiny_setup
 
-REPO = Path(__file__).resolve().parent.parent
 ALBERT_VOCAB = REPO / "data" / "albert-30k"  # bundled: see data/albert-30k/README.md
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -36,3 +41,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_setup(tmp_path_factory) -> dict:
+    """``helpers.tiny_setup.build_tiny_setup``'s corpus files, 1,000-piece tokenizer and token stores (paths by name:
+    tokenizer, store, eval_store), built once per session."""
+    folder = tmp_path_factory.mktemp("tiny_setup")
+    paths = build_tiny_setup(folder)
+    with unchanged(folder):
+        yield paths
+
+
+@pytest.fixture(scope="session")
+def separable_task(tmp_path_factory) -> tuple[Path, Path]:
+    """(model folder, data folder): the tiny preset with a 1,000-piece vocabulary, and a separable two-class task
+    (``helpers.separable_task``), built once per session."""
+    folder = tmp_path_factory.mktemp("separable_task")
+    task = build_separable_task(folder)
+    with unchanged(folder):
+        yield task

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import cache_repo
-from test_train_fixtures import build_tiny_setup
 
 from litebert import CardInfo, FinetuneConfig, TrainConfig, finetune, pretrain
 from litebert.card import MARKER, PLACEHOLDER, front_matter, write_card
@@ -32,15 +31,10 @@ TRAIN = TrainConfig(max_steps=3, global_batch=4, micro_batch=4, seq_len=64, max_
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return build_tiny_setup(tmp_path_factory.mktemp("setup"))
-
-
-@pytest.fixture(scope="module")
-def run(setup, tmp_path_factory):
+def run(tiny_setup, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny-run"
-    return pretrain(setup["store"], out, model="tiny", eval_data=setup["eval_store"], train=TRAIN, progress=False,
-                    card=CardInfo(license="apache-2.0", datasets=["wikitext"]))
+    return pretrain(tiny_setup["store"], out, model="tiny", eval_data=tiny_setup["eval_store"], train=TRAIN,
+                    progress=False, card=CardInfo(license="apache-2.0", datasets=["wikitext"]))
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +103,7 @@ def test_pretraining_card_metadata_is_the_runs(run):
     assert {r.metric_type for r in results} == {"loss", "accuracy"}
 
 
-def test_pretraining_card_body_says_what_was_trained_on_what(run, setup):
+def test_pretraining_card_body_says_what_was_trained_on_what(run, tiny_setup):
     from litebert.io.hf_folder import load_config
     from litebert.params import count_parameters
 
@@ -121,15 +115,15 @@ def test_pretraining_card_body_says_what_was_trained_on_what(run, setup):
     assert "E=16, H=32, 4 layers, 4 attention heads, feed-forward 64" in text
     assert "| vocabulary | 1,000 pieces |" in text
     assert "1 unique attention and 1 unique feed-forward block(s) over 4 depth steps" in text
-    tokens = sum(p.stat().st_size for p in setup["store"].glob("shard-*.tokens")) // 2  # uint16 ids
-    held_out = sum(p.stat().st_size for p in setup["eval_store"].glob("shard-*.tokens")) // 2
+    tokens = sum(p.stat().st_size for p in tiny_setup["store"].glob("shard-*.tokens")) // 2  # uint16 ids
+    held_out = sum(p.stat().st_size for p in tiny_setup["eval_store"].glob("shard-*.tokens")) // 2
     assert f"token store `store`: {tokens:,} tokens" in text and "from `train.txt`" in text
     assert f"token store `eval_store`: {held_out:,} tokens" in text
     assert f"tokens seen in training: {run.tokens_seen:,} (over 3 steps)" in text
     assert "| steps | 3 |" in text and "| global batch (sequences) | 4 |" in text and "| optimizer | lamb |" in text
     assert f"| MLM accuracy | {run.final_eval['mlm_accuracy']:.4f} |" in text
     assert "`apache-2.0`" in text
-    assert str(setup["store"].parent) not in text and str(run.out.parent) not in text  # no local paths
+    assert str(tiny_setup["store"].parent) not in text and str(run.out.parent) not in text  # no local paths
 
 
 def python_blocks(text: str) -> list[str]:
@@ -148,8 +142,8 @@ def test_the_cards_snippets_load_the_folder_with_litebert_and_with_transformers(
         assert "'token_str'" in out.getvalue()  # five fill-mask guesses printed
 
 
-def test_continued_pretraining_from_a_hub_id_names_it_base_model(setup, hub_cache, tmp_path):
-    done = pretrain(setup["store"], tmp_path / "continued", init_from="someone/albert-tiny", train=TRAIN,
+def test_continued_pretraining_from_a_hub_id_names_it_base_model(tiny_setup, hub_cache, tmp_path):
+    done = pretrain(tiny_setup["store"], tmp_path / "continued", init_from="someone/albert-tiny", train=TRAIN,
                     progress=False)
     data, _ = card_data(done.model_dir / "README.md")
     assert data["base_model"] == "someone/albert-tiny" and "license" not in data
@@ -253,9 +247,9 @@ def test_card_info_is_checked():
     assert CardInfo(datasets=["a/b", "c"]).datasets == ("a/b", "c")
 
 
-def test_the_command_lines_card_options(setup, tmp_path, capsys):
+def test_the_command_lines_card_options(tiny_setup, tmp_path, capsys):
     out = tmp_path / "cli-run"
-    argv = ["pretrain", "--data", str(setup["store"]), "--out", str(out), "--preset", "tiny", "--max-steps", "1",
+    argv = ["pretrain", "--data", str(tiny_setup["store"]), "--out", str(out), "--preset", "tiny", "--max-steps", "1",
             "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
             "--report-to", "none", "--no-progress"]
     assert main(argv + ["--license", "Apache 2.0"]) == 2

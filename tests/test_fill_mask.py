@@ -5,12 +5,13 @@ its one-line errors (no [MASK], no MLM head, top-k < 1, an existing output left 
 from __future__ import annotations
 
 import json
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
+
+from helpers import cache_repo
+from helpers.pipelines import CONFIG, assert_same
 
 import litebert
 from litebert.cli import main
@@ -18,9 +19,6 @@ from litebert.errors import CheckpointError, ConfigError, DataError
 from litebert.fill_mask import fill_mask
 from litebert.tokenizer import AlbertTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import cache_repo  # noqa: E402
-from test_pipelines import CONFIG, assert_same  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")

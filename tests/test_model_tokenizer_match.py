@@ -4,7 +4,7 @@ by every command and pipeline that reads a model folder with a tokenizer, before
 * the head: a sequence classifier and a token classifier both hold ``classifier.*`` tensors; config.json's
   ``architectures`` tells them apart, so the token-classification pipeline refuses a sequence classifier (it would
   answer per-piece "entities") and the other way round;
-* the vocabulary: a tokenizer of another vocabulary (the 274-piece WordPiece of tests/helpers.py for a model of the
+* the vocabulary: a tokenizer of another vocabulary (the 274-piece WordPiece of tests/helpers/ for a model of the
   official 30k SentencePiece vocabulary, or the 30k one for a model of 100 pieces) is refused, naming the argument
   that brought it (``tokenizer``, or the ``model`` folder whose own tokenizer it is), where before the answers were
   decoded with the wrong pieces; a tokenizer of the model's size is accepted.

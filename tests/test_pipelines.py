@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.pipelines import CONFIG, assert_same
+
 import litebert
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, TokenizerError
 from litebert.tokenizer import AlbertTokenizer
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")
-CONFIG = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-              intermediate_size=37)
 LABELS = {"clf": ["neg", "pos", "mid"], "ner": ["O", "B-PER", "I-PER"]}
 HEADS = {"mlm": "AlbertForMaskedLM", "clf": "AlbertForSequenceClassification", "ner": "AlbertForTokenClassification",
          "qa": "AlbertForQuestionAnswering", "enc": "AlbertModel"}
@@ -65,22 +65,6 @@ def hf_pipeline(task, folder):
         warnings.simplefilter("ignore")
         transformers.logging.set_verbosity_error()
         return transformers.pipeline(task, model=str(folder), device="cpu")
-
-
-def assert_same(ref, got, path="answer"):
-    """Same structure and keys; numbers within 1e-4, everything else (tokens, labels, spans, answers) equal."""
-    if isinstance(ref, dict):
-        assert isinstance(got, dict) and list(got) == list(ref), (path, ref, got)
-        for k in ref:
-            assert_same(ref[k], got[k], f"{path}.{k}")
-    elif isinstance(ref, list):
-        assert isinstance(got, list) and len(got) == len(ref), (path, ref, got)
-        for i, (a, b) in enumerate(zip(ref, got)):
-            assert_same(a, b, f"{path}[{i}]")
-    elif isinstance(ref, (float, np.floating)):
-        assert isinstance(got, (float, np.floating)) and abs(float(ref) - float(got)) < 1e-4, (path, ref, got)
-    else:
-        assert type(got) is type(ref) and got == ref, (path, ref, got)
 
 
 # litebert-saved folders carry litebert's tokenizer.json; HF-saved ones HF's slow files, which HF converts (its fast

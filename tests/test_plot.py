@@ -6,9 +6,7 @@ import struct
 import sys
 
 import pytest
-
-from test_finetune_train import base, finetune  # noqa: F401  (the fine-tuning fixture: tiny model, separable data)
-from test_train_fixtures import build_tiny_setup
+from helpers.separable_task import finetune
 
 from litebert.cli import main
 from litebert.errors import ConfigError, DataError
@@ -18,12 +16,12 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, base):  # noqa: F811
+def runs(tmp_path_factory, tiny_setup, separable_task):
     """Two pretraining runs (lr 5e-3 and 2e-3) and one fine-tuning run."""
     from litebert import TrainConfig, pretrain
 
     root = tmp_path_factory.mktemp("plot")
-    stores = build_tiny_setup(root / "tiny")
+    stores = tiny_setup
     out = []
     for name, lr in (("lr-5e-3", 5e-3), ("lr-2e-3", 2e-3)):
         cfg = TrainConfig(max_steps=6, global_batch=8, micro_batch=4, lr=lr, warmup_steps=2, seq_len=64,
@@ -31,8 +29,8 @@ def runs(tmp_path_factory, base):  # noqa: F811
         pretrain(stores["store"], root / name, model="tiny", train=cfg, eval_data=stores["eval_store"],
                  progress=False)
         out.append(root / name)
-    assert main(finetune(base, root / "sentiment", "--max-steps", "4", "--batch-size", "8", "--eval-every", "2",
-                         "--log-every", "1", "--report-to", "none")) == 0
+    assert main(finetune(separable_task, root / "sentiment", "--max-steps", "4", "--batch-size", "8",
+                         "--eval-every", "2", "--log-every", "1", "--report-to", "none")) == 0
     return out + [root / "sentiment"]
 
 

@@ -316,12 +316,10 @@ def test_finetune_and_push_on_the_command_line(finetuned, fake_hub, monkeypatch,
     assert fake_hub.repos["me/cli2"]["private"] is True and "metrics.jsonl" in fake_hub.repos["me/cli2"]["files"]
 
 
-def test_pretrain_pushes_the_runs_model_folder(fake_hub, tmp_path, monkeypatch):
-    from test_train_fixtures import build_tiny_setup
-
+def test_pretrain_pushes_the_runs_model_folder(fake_hub, tiny_setup, tmp_path, monkeypatch):
     from litebert import TrainConfig, pretrain
 
-    setup = build_tiny_setup(tmp_path / "setup")
+    setup = tiny_setup
     monkeypatch.setattr(hf_constants, "ENDPOINT", fake_hub.url)
     done = pretrain(setup["store"], tmp_path / "run", model="tiny", progress=False, push_to_hub="me/tiny",
                     train=TrainConfig(max_steps=1, global_batch=4, micro_batch=4, seq_len=64, max_predictions=10,

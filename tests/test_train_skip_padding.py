@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 import torch
-from test_train_fixtures import build_tiny_setup, tiny_model_config
+from helpers.tiny_setup import tiny_model_config
 
 from litebert.data.pretraining import PretrainingDataset
 from litebert.tasks.trainer import TrainArgs
@@ -26,10 +26,10 @@ def watch_encoder_input(model) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory):
+def stores(tiny_setup):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield build_tiny_setup(tmp_path_factory.mktemp("tiny"))
+    yield tiny_setup
     torch.set_num_threads(threads)
 
 

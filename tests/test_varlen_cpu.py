@@ -1,7 +1,7 @@
 """The varlen attention path's bookkeeping, on the CPU: with `torch.nn.attention.varlen.varlen_attn` replaced by a
 plain per-sequence reference (SDPA on each sequence's run of rows), the packed model must give the padded model's
 loss, outputs and gradients in fp32. The CUDA kernel itself is checked against the padded path in
-tests/test_gpu_cuda.py; this covers the offsets, the last layer's query rows and the head plumbing everywhere."""
+tests/system/test_gpu_cuda.py; this covers the offsets, the last layer's query rows and the head plumbing everywhere."""
 
 import pytest
 import torch

@@ -244,7 +244,8 @@ def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
 
     counters = {"best_metrics": None, "best_step": None, "bad_evals": 0, "history": []}
     # Every trainable parameter gets a gradient in every task's loss (the heads that do not read the pooler are built
-    # without one), so DDP need not search the graph for unused ones (tests/test_micro_batch_auto.py checks each kind)
+    # without one), so DDP need not search the graph for unused ones (tests/engine/test_micro_batch_auto.py checks
+    # each kind)
     state, wrapped = setup(model, rt, micro, optimizer, counters, gradient_checkpointing=args.gradient_checkpointing,
                            compile=args.compile, find_unused_parameters=False)
     return state, wrapped, Path(out_dir) / "checkpoints" if out_dir is not None else None
