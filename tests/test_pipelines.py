@@ -159,7 +159,8 @@ def test_feature_extraction_equals_hf(folders, saver):
 @pytest.mark.parametrize("saver", ["litebert", "hf"])
 def test_question_answering_equals_hf(folders, options, saver):
     folder = folders["qa", saver]
-    hf, ours = hf_pipeline("question-answering", folder), litebert.pipeline("question-answering", model=folder)
+    hf = hf_pipeline("question-answering", folder)
+    ours = litebert.pipeline("question-answering", model=folder, decoding="hf")
     assert_same(hf(question="Who sank the ship?", context=CONTEXT, **options),
                 ours(question="Who sank the ship?", context=CONTEXT, **options))
     questions, contexts = ["Who wrote it?", "When?", "Where?"], [CONTEXT, CONTEXT[:90], CONTEXT[90:200]]
@@ -212,7 +213,7 @@ def test_known_answers_agree_with_hf_pipeline_and_predict(case, tok, tmp_path):
     folder = qa_model_answering(tmp_path / "qa", tok, context, first, last)
     question = "What is the answer?"
     ref = hf_pipeline("question-answering", folder)(question=question, context=context)
-    got = litebert.pipeline("question-answering", model=folder)(question=question, context=context)
+    got = litebert.pipeline("question-answering", model=folder, decoding="hf")(question=question, context=context)
     (tmp_path / "in.jsonl").write_text(json.dumps({"question": question, "context": context}) + "\n")
     litebert.predict(folder, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)
     predicted = json.loads((tmp_path / "out.jsonl").read_text())
