@@ -114,6 +114,8 @@ ANNOTATIONS = {
     "Optional[list[str]]": ({"list_str", "none"}, None),
     "int | None | Literal['']": ({"int", "none", "empty"}, None),
     "list[tuple[str, str]]": ({"seq_pairs"}, []),
+    "Literal['official', 'hf']": (set(), "official"),  # a word of its own: no pool value is one
+    "Optional[Literal['none', 'simple', 'first', 'average', 'max']]": ({"none"}, None),
 }
 
 

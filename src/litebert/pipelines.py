@@ -389,7 +389,7 @@ class QuestionAnswering(Pipeline):
     def answer(self, pairs: list[tuple[str, str]], top_k: int = 1,
                decoding: Literal["official", "hf"] = "official", max_answer_len: Optional[int] = None,
                max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None,
-               handle_impossible_answer: bool = False, align_to_words: Optional[bool] = None,
+               handle_impossible_answer: bool = False, align_to_words: bool | None = None,
                max_question_len: int = 64, n_best: int = 20) -> list:
         """``decoding``: "official" (run_squad's) or "hf" (transformers' pipeline's), `litebert.tasks.qa_decode`;
         ``max_answer_len`` and ``align_to_words`` default to the decoding's own. ``doc_stride``: official, the
