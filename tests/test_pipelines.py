@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ import torch
 import litebert
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, TokenizerError
 from litebert.tokenizer import AlbertTokenizer
+from helpers import assert_same, hf_pipeline
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -58,29 +58,6 @@ def folders(tok, tmp_path_factory):
         tok.save_pretrained(root / f"{head}-litebert")
         out[head, "hf"], out[head, "litebert"] = root / f"{head}-hf", root / f"{head}-litebert"
     return out
-
-
-def hf_pipeline(task, folder):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        transformers.logging.set_verbosity_error()
-        return transformers.pipeline(task, model=str(folder), device="cpu")
-
-
-def assert_same(ref, got, path="answer"):
-    """Same structure and keys; numbers within 1e-4, everything else (tokens, labels, spans, answers) equal."""
-    if isinstance(ref, dict):
-        assert isinstance(got, dict) and list(got) == list(ref), (path, ref, got)
-        for k in ref:
-            assert_same(ref[k], got[k], f"{path}.{k}")
-    elif isinstance(ref, list):
-        assert isinstance(got, list) and len(got) == len(ref), (path, ref, got)
-        for i, (a, b) in enumerate(zip(ref, got)):
-            assert_same(a, b, f"{path}[{i}]")
-    elif isinstance(ref, (float, np.floating)):
-        assert isinstance(got, (float, np.floating)) and abs(float(ref) - float(got)) < 1e-4, (path, ref, got)
-    else:
-        assert type(got) is type(ref) and got == ref, (path, ref, got)
 
 
 # litebert-saved folders carry litebert's tokenizer.json; HF-saved ones HF's slow files, which HF converts (its fast

@@ -38,7 +38,8 @@ from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
 
-TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction")
+TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
+         "zero-shot-classification")
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
 
 
@@ -280,6 +281,48 @@ class TextClassification(_Labelled):
         return row["logits"]
 
 
+class ZeroShotClassification(_Labelled):
+    """An NLI model's entailment scores for labels given at the call (`litebert.tasks.zero_shot`)."""
+
+    load = staticmethod(TextClassification.load)
+
+    def __init__(self, *args, **kwargs):
+        from litebert.tasks.zero_shot import nli_classes
+
+        super().__init__(*args, **kwargs)
+        self.classes = nli_classes(self.labels, self.folder)
+
+    def __call__(self, inputs, *args, **options):
+        if len(args) == 1 and "candidate_labels" not in options:  # HF's pipe(text, ["a", "b"])
+            options["candidate_labels"] = args[0]
+        elif args:
+            raise ArgumentError("{inputs:flag}: " + f"zero-shot-classification takes the texts and the candidate "
+                                f"labels, got {len(args) + 1} arguments", inputs=inputs)
+        return super().__call__(inputs, **options)
+
+    @checked
+    def answer(self, texts: list[str], candidate_labels: str | Sequence[str] | None = None,
+               hypothesis_template: str = "This example is {}.", multi_label: bool = False) -> list:
+        """Per text ``{sequence, labels, scores}``, the ``candidate_labels`` (a list, or one string of
+        comma-separated labels) best first."""
+        from litebert.tasks.zero_shot import candidates, hypotheses, ranked
+
+        labels = candidates(candidate_labels)
+        claims = hypotheses(labels, hypothesis_template)
+        premises = [t for t in texts for _ in labels]
+        enc = self.tokenizer(premises, claims * len(texts), truncation="only_first", max_length=self.max_length)
+        logits = np.stack(self.run([{"input_ids": i, "token_type_ids": t}
+                                    for i, t in zip(enc["input_ids"], enc["token_type_ids"])]))  # [T x labels, C]
+        logits = logits.reshape(len(texts), len(labels), -1)
+        return [ranked(text, labels, z, self.classes, multi_label) for text, z in zip(texts, logits)]
+
+    def outputs(self, out, batch):
+        return {"logits": out.logits.float()}  # [B, C]
+
+    def take(self, row, length):
+        return row["logits"]
+
+
 class TokenClassification(_Labelled):
     @staticmethod
     def load(folder: Path):
@@ -289,32 +332,15 @@ class TokenClassification(_Labelled):
 
     @checked
     def answer(self, texts: list[str], ignore_labels: Sequence[str] = ("O",),
-               aggregation_strategy: Optional[str] = "none") -> list:
-        if aggregation_strategy not in (None, "none"):
-            raise ConfigError("{aggregation_strategy}: only 'none' (one answer per piece) is supported",
-                              aggregation_strategy=aggregation_strategy)
+               aggregation_strategy: Optional[Literal["none", "simple", "first", "average", "max"]] = "none") -> list:
+        """``aggregation_strategy`` (None: "none"): one answer per piece, or entities grouped from pieces or words,
+        as HF's (`litebert.tasks.token_groups`)."""
+        from litebert.tasks import token_groups as G
         from litebert.tasks.kinds import softmax
-        from litebert.tasks.pieces import hf_offsets
 
-        labels, feats = self.labels, self.encode(texts)
-        out = []
-        for text, f, logits in zip(texts, feats, self.run(feats)):
-            scores = softmax(logits, axis=-1)  # [L, C]
-            offsets = hf_offsets(self.tokenizer, f["input_ids"], f["offsets"])
-            entities = []
-            for k, i in enumerate(f["input_ids"]):
-                if k == 0 or k == len(f["input_ids"]) - 1:  # the [CLS] and [SEP] added (HF's special_tokens_mask)
-                    continue
-                c = int(scores[k].argmax())
-                if labels[c] in ignore_labels:
-                    continue
-                start, end = offsets[k]
-                word = text[start:end] if i == self.tokenizer.unk_token_id else \
-                    self.tokenizer.convert_ids_to_tokens(int(i))
-                entities.append({"entity": labels[c], "score": scores[k, c], "index": k, "word": word,
-                                 "start": start, "end": end})
-            out.append(entities)
-        return out
+        feats = G.features(self.tokenizer, texts, self.max_length)
+        return [G.entities(f["pieces"], softmax(logits, axis=-1), self.labels, aggregation_strategy or "none",
+                           ignore_labels, f["join"]) for f, logits in zip(feats, self.run(feats))]
 
     def outputs(self, out, batch):
         return {"logits": out.logits.float()}  # [B, L, C]
@@ -417,5 +443,5 @@ class QuestionAnswering(Pipeline):
 
 _PIPELINES = {"fill-mask": FillMask, "text-classification": TextClassification,
               "token-classification": TokenClassification, "question-answering": QuestionAnswering,
-              "feature-extraction": FeatureExtraction}
+              "feature-extraction": FeatureExtraction, "zero-shot-classification": ZeroShotClassification}
 

@@ -134,9 +134,9 @@ class TaskKind(ABC):
                               f"not by this {self.name!r} one; leave it out", aggregation_strategy=aggregation_strategy)
         return self
 
-    def inference_length(self, fine_tuned: int) -> int:
-        """The longest input `predict`/`evaluate` read when not told, from the length the folder was fine-tuned
-        with (before the model's positions cap it)."""
+    def inference_length(self, fine_tuned: int, positions: int) -> int:
+        """The longest input `predict`/`evaluate` read when not told (the model's ``positions`` cap it): the length
+        the folder was fine-tuned with, unless the kind reads as a pipeline does."""
         return fine_tuned
 
     def thresholded(self, preds: list, null_threshold: float | None) -> list:
@@ -261,6 +261,13 @@ class TokenClassification(TaskKind):
     def collect_labels(self, examples, preset_labels):
         return list(preset_labels) if preset_labels else sort_labels(l for e in examples for l in e.labels or [])
 
+    def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
+        if aggregation_strategy is None:
+            return self
+        from litebert.tasks.token_groups import TokenEntities
+
+        return TokenEntities(aggregation=aggregation_strategy)
+
     def featurize(self, tok, examples, labels, max_length, training=False):
         return encode_tokens(tok, examples, max_length, labels)
 
@@ -381,7 +388,7 @@ class ExtractiveQA(TaskKind):
     def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
         return replace(super().for_inference(qa_decoding, aggregation_strategy), decoding=qa_decoding)
 
-    def inference_length(self, fine_tuned: int) -> int:
+    def inference_length(self, fine_tuned: int, positions: int) -> int:
         return qa_window_length(self.decoding, fine_tuned)
 
     def predictions(self, examples, feats, outs, labels):

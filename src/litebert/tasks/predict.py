@@ -103,7 +103,8 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     if unlabelled:
         raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); evaluation needs "
                         f"labels — use predict for unlabelled data")
-    max_len = net.config.sequence_length(seq_len, preset.kind.inference_length(preset.max_seq_length))
+    length = preset.kind.inference_length(preset.max_seq_length, net.config.max_position_embeddings)
+    max_len = net.config.sequence_length(seq_len, length)
     threshold = null_threshold if null_threshold is not None else meta.get("null_threshold")
     rt = Runtime.for_inference(net.config, device, precision, attention)
     rt.place(net)
@@ -194,7 +195,8 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
     rt.place(model)
     kind, labels = preset.kind.for_inference(qa_decoding, aggregation_strategy), meta.get("labels")
     path = as_path(input_path)
-    max_len = model.config.sequence_length(max_seq_length, kind.inference_length(preset.max_seq_length))
+    length = kind.inference_length(preset.max_seq_length, model.config.max_position_embeddings)
+    max_len = model.config.sequence_length(max_seq_length, length)
     count = 0
 
     def write(tmp: Path) -> None:
