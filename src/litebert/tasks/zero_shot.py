@@ -38,12 +38,13 @@ def nli_classes(labels: Sequence[str], folder: Path) -> tuple[int, int]:
 
 def candidates(candidate_labels) -> list[str]:
     """The labels asked for: a list, or a string of comma-separated ones (HF's), at least one."""
-    if isinstance(candidate_labels, str):
-        candidate_labels = [c.strip() for c in candidate_labels.split(",") if c.strip()]
-    if not candidate_labels:
+    labels = candidate_labels
+    if isinstance(labels, str):
+        labels = [c.strip() for c in labels.split(",") if c.strip()]
+    if not labels:
         raise ConfigError("{candidate_labels}: give the labels to choose from, a list or a comma-separated string",
                           candidate_labels=candidate_labels)
-    return list(candidate_labels)
+    return list(labels)
 
 
 def hypotheses(labels: list[str], template: str) -> list[str]:
