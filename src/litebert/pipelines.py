@@ -10,11 +10,14 @@ Tasks and what each returns, key for key as ``transformers.pipeline`` (4.57) on 
 * ``text-classification`` (``sentiment-analysis``): per text {label, score}; with ``top_k`` (None: all labels) a
   list sorted by score. A single string gives a list of one, as HF's.
 * ``token-classification`` (``ner``): per text a list of {entity, score, index, word, start, end}, one per piece
-  whose label is not "O" (HF's default ``aggregation_strategy="none"``)
-* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), by HF's decoding: windows of
-  ``max_seq_len`` pieces with ``doc_stride`` overlap, span probabilities start x end (softmax per window), at most
-  ``max_answer_len`` pieces, widened to whole words (``align_to_words``), equal answers merged
+  whose label is not "O" (HF's default ``aggregation_strategy="none"``); with "simple", "first", "average" or "max",
+  {entity_group, score, word, start, end} per entity (`litebert.tasks.token_groups`)
+* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as `litebert predict`
+  decodes (`litebert.tasks.qa_decode`): ``decoding="official"`` (run_squad's, the default) or ``"hf"`` (HF's
+  pipeline's; only this task's default differs from HF's)
 * ``feature-extraction``: per text the last hidden states, nested lists [1, L, H]
+* ``zero-shot-classification``: per text {sequence, labels, scores}, the ``candidate_labels`` ranked by an NLI
+  model's entailment (`litebert.tasks.zero_shot`)
 
 Inputs: a string or a list of strings (question answering: ``question=``/``context=``, or dicts holding them). A
 list is run in batches of similar length (``batch_size`` texts, and with ``batch_tokens`` at most that many padded

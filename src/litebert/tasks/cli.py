@@ -4,7 +4,9 @@
                                                                   # conll, classify, regress, sentiment
         [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
     litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
+                      [--qa-decoding official|hf]
     litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
+                      [--qa-decoding official|hf] [--aggregation-strategy none|simple|first|average|max]
     litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
 """
 

@@ -7,10 +7,11 @@ Input objects by task kind (extra keys are kept and echoed back):
 
 * classification / regression: ``text_a`` (or ``text`` / ``sentence``, or the column named at fine-tuning) and
   optionally ``text_b`` (or HF's ``text_pair``) -> adds ``label`` and ``probabilities`` (``score`` for regression)
-* token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word)
+* token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word); with an
+  ``aggregation_strategy``, ``entities`` (`litebert.tasks.token_groups`)
 * multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
 * SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
-  v2, ``no_answer_prob``
+  v2, ``no_answer_prob``; decoded as ``qa_decoding`` says (`litebert.tasks.qa_decode`)
 
 Both commands stream: the input is read ``chunk_size`` inputs at a time, each chunk is featurized, run (batched by
 length within the chunk, order restored) and its output rows written to the output's temporary file, which replaces
