@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,11 @@ import torch
 import litebert
 from litebert.cli import main
 from litebert.tasks.finetune import FinetuneConfig, finetune
+from helpers import hf_pipeline
 
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:transformers")]  # HF's numpy 2 notices
 SQUAD = Path(__file__).resolve().parent.parent / "data" / "finetune" / "squad"
 
 
@@ -71,12 +72,9 @@ def test_predict_evaluate_and_the_pipeline_give_the_same_answers(squad, decoding
 
 def test_the_hf_decoding_is_transformers_pipeline(squad):
     root, questions = squad
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        transformers.logging.set_verbosity_error()
-        hf = transformers.pipeline("question-answering", model=str(root / "qa"), device="cpu")
-        ref = hf(question=[q for _, q, _ in questions], context=[c for _, _, c in questions])
-        ref_top3 = hf(question=[q for _, q, _ in questions[:20]], context=[c for _, _, c in questions[:20]], top_k=3)
+    hf = hf_pipeline("question-answering", root / "qa")
+    ref = hf(question=[q for _, q, _ in questions], context=[c for _, _, c in questions])
+    ref_top3 = hf(question=[q for _, q, _ in questions[:20]], context=[c for _, _, c in questions[:20]], top_k=3)
     pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="hf")
     got = ask(pipe, questions)
     for r, g in zip(ref, got):
@@ -151,3 +149,7 @@ def test_wrong_decoding_options_are_one_line_errors(squad):
         pipe(question="Who?", context="Ahab hunted.", doc_stride=0)
     with pytest.raises(ConfigError, match="^qa_decoding = 'squad'"):
         litebert.predict(root / "qa", root / "in.jsonl", root / "x.jsonl", qa_decoding="squad")
+    with pytest.raises(ConfigError, match="^aggregation_strategy = 'simple': entities are answered by token-"):
+        litebert.predict(root / "qa", root / "in.jsonl", root / "x.jsonl", aggregation_strategy="simple")
+    assert not (root / "x.jsonl").exists()
+    assert json.loads((root / "qa" / "finetune.json").read_text())["preset"]["extra"]["decoding"] == "official"
