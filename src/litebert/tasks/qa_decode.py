@@ -141,7 +141,7 @@ def _span(f: dict, s: int, e: int, align: bool) -> tuple[int, int]:
 
 def _official(context: str, windows: list[tuple], d: QADecoding, top_k: int) -> list[dict]:
     """run_squad's `write_predictions` for one question: candidates from every window, best first, distinct spans,
-    ``n_best`` kept, scored by their softmax."""
+    ``n_best`` kept, scored by their softmax (``top_k`` cuts the list afterwards; it does not change it)."""
     candidates, null = [], None
     for f, start, end in windows:
         off, n = f["context_offset"], len(f["spans"])
