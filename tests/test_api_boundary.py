@@ -114,6 +114,9 @@ ANNOTATIONS = {
     "Optional[list[str]]": ({"list_str", "none"}, None),
     "int | None | Literal['']": ({"int", "none", "empty"}, None),
     "list[tuple[str, str]]": ({"seq_pairs"}, []),
+    "Literal['official', 'hf']": (set(), "official"),  # a word of its own: no pool value is one
+    "Optional[Literal['none', 'simple', 'first', 'average', 'max']]": ({"none"}, None),
+    "str | Sequence[str] | None": ({"str", "seq_str", "none"}, None),
 }
 
 
@@ -211,12 +214,14 @@ def test_a_range_is_checked_at_the_boundary():
 CONFIG = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
               intermediate_size=37)
 LABELS = {"neg": {"id2label": {0: "neg", 1: "pos", 2: "mid"}, "num_labels": 3},
-          "ner": {"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "num_labels": 3}}
+          "ner": {"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "num_labels": 3},
+          "nli": {"id2label": {0: "entailment", 1: "neutral", 2: "contradiction"}, "num_labels": 3}}
 HEADS = {"fill-mask": ("AlbertForMaskedLM", {}),
          "text-classification": ("AlbertForSequenceClassification", LABELS["neg"]),
          "token-classification": ("AlbertForTokenClassification", LABELS["ner"]),
          "question-answering": ("AlbertForQuestionAnswering", {}),
-         "feature-extraction": ("AlbertModel", {})}
+         "feature-extraction": ("AlbertModel", {}),
+         "zero-shot-classification": ("AlbertForSequenceClassification", LABELS["nli"])}
 TEXT = {"fill-mask": "The [MASK] sat on the mat."}
 
 
@@ -240,6 +245,8 @@ def call(pipe, task, inputs=TEXT, **options):
     if task == "question-answering":
         return pipe(question="Who?", context="Ahab hunted the whale.", **options) if inputs is TEXT else \
             pipe(inputs, **options)
+    if task == "zero-shot-classification":
+        options = {"candidate_labels": ["sea", "land"], **options}
     return pipe(TEXT.get(task, "Call me Ishmael.") if inputs is TEXT else inputs, **options)
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from helpers.pipelines import CONFIG, assert_same
+from helpers.pipelines import CONFIG, assert_same, hf_pipeline
 
 import litebert
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, TokenizerError
@@ -58,13 +57,6 @@ def folders(tok, tmp_path_factory):
         tok.save_pretrained(root / f"{head}-litebert")
         out[head, "hf"], out[head, "litebert"] = root / f"{head}-hf", root / f"{head}-litebert"
     return out
-
-
-def hf_pipeline(task, folder):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        transformers.logging.set_verbosity_error()
-        return transformers.pipeline(task, model=str(folder), device="cpu")
 
 
 # litebert-saved folders carry litebert's tokenizer.json; HF-saved ones HF's slow files, which HF converts (its fast
@@ -143,7 +135,8 @@ def test_feature_extraction_equals_hf(folders, saver):
 @pytest.mark.parametrize("saver", ["litebert", "hf"])
 def test_question_answering_equals_hf(folders, options, saver):
     folder = folders["qa", saver]
-    hf, ours = hf_pipeline("question-answering", folder), litebert.pipeline("question-answering", model=folder)
+    hf = hf_pipeline("question-answering", folder)
+    ours = litebert.pipeline("question-answering", model=folder, decoding="hf")
     assert_same(hf(question="Who sank the ship?", context=CONTEXT, **options),
                 ours(question="Who sank the ship?", context=CONTEXT, **options))
     questions, contexts = ["Who wrote it?", "When?", "Where?"], [CONTEXT, CONTEXT[:90], CONTEXT[90:200]]
@@ -196,7 +189,7 @@ def test_known_answers_agree_with_hf_pipeline_and_predict(case, tok, tmp_path):
     folder = qa_model_answering(tmp_path / "qa", tok, context, first, last)
     question = "What is the answer?"
     ref = hf_pipeline("question-answering", folder)(question=question, context=context)
-    got = litebert.pipeline("question-answering", model=folder)(question=question, context=context)
+    got = litebert.pipeline("question-answering", model=folder, decoding="hf")(question=question, context=context)
     (tmp_path / "in.jsonl").write_text(json.dumps({"question": question, "context": context}) + "\n")
     litebert.predict(folder, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)
     predicted = json.loads((tmp_path / "out.jsonl").read_text())

@@ -10,11 +10,14 @@ Tasks and what each returns, key for key as ``transformers.pipeline`` (4.57) on 
 * ``text-classification`` (``sentiment-analysis``): per text {label, score}; with ``top_k`` (None: all labels) a
   list sorted by score. A single string gives a list of one, as HF's.
 * ``token-classification`` (``ner``): per text a list of {entity, score, index, word, start, end}, one per piece
-  whose label is not "O" (HF's default ``aggregation_strategy="none"``)
-* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), by HF's decoding: windows of
-  ``max_seq_len`` pieces with ``doc_stride`` overlap, span probabilities start x end (softmax per window), at most
-  ``max_answer_len`` pieces, widened to whole words (``align_to_words``), equal answers merged
+  whose label is not "O" (HF's default ``aggregation_strategy="none"``); with "simple", "first", "average" or "max",
+  {entity_group, score, word, start, end} per entity (`litebert.tasks.token_groups`)
+* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as `litebert predict`
+  decodes (`litebert.tasks.qa_decode`): ``decoding="official"`` (run_squad's, the default) or ``"hf"`` (HF's
+  pipeline's; only this task's default differs from HF's)
 * ``feature-extraction``: per text the last hidden states, nested lists [1, L, H]
+* ``zero-shot-classification``: per text {sequence, labels, scores}, the ``candidate_labels`` ranked by an NLI
+  model's entailment (`litebert.tasks.zero_shot`)
 
 Inputs: a string or a list of strings (question answering: ``question=``/``context=``, or dicts holding them). A
 list is run in batches of similar length (``batch_size`` texts, and with ``batch_tokens`` at most that many padded
@@ -38,7 +41,8 @@ from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
 
-TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction")
+TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
+         "zero-shot-classification")
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}
 
 
@@ -280,6 +284,48 @@ class TextClassification(_Labelled):
         return row["logits"]
 
 
+class ZeroShotClassification(_Labelled):
+    """An NLI model's entailment scores for labels given at the call (`litebert.tasks.zero_shot`)."""
+
+    load = staticmethod(TextClassification.load)
+
+    def __init__(self, *args, **kwargs):
+        from litebert.tasks.zero_shot import nli_classes
+
+        super().__init__(*args, **kwargs)
+        self.classes = nli_classes(self.labels, self.folder)
+
+    def __call__(self, inputs, *args, **options):
+        if len(args) == 1 and "candidate_labels" not in options:  # HF's pipe(text, ["a", "b"])
+            options["candidate_labels"] = args[0]
+        elif args:
+            raise ArgumentError("{inputs:flag}: " + f"zero-shot-classification takes the texts and the candidate "
+                                f"labels, got {len(args) + 1} arguments", inputs=inputs)
+        return super().__call__(inputs, **options)
+
+    @checked
+    def answer(self, texts: list[str], candidate_labels: str | Sequence[str] | None = None,
+               hypothesis_template: str = "This example is {}.", multi_label: bool = False) -> list:
+        """Per text ``{sequence, labels, scores}``, the ``candidate_labels`` (a list, or one string of
+        comma-separated labels) best first."""
+        from litebert.tasks.zero_shot import candidates, hypotheses, ranked
+
+        labels = candidates(candidate_labels)
+        claims = hypotheses(labels, hypothesis_template)
+        premises = [t for t in texts for _ in labels]
+        enc = self.tokenizer(premises, claims * len(texts), truncation="only_first", max_length=self.max_length)
+        logits = np.stack(self.run([{"input_ids": i, "token_type_ids": t}
+                                    for i, t in zip(enc["input_ids"], enc["token_type_ids"])]))  # [T x labels, C]
+        logits = logits.reshape(len(texts), len(labels), -1)
+        return [ranked(text, labels, z, self.classes, multi_label) for text, z in zip(texts, logits)]
+
+    def outputs(self, out, batch):
+        return {"logits": out.logits.float()}  # [B, C]
+
+    def take(self, row, length):
+        return row["logits"]
+
+
 class TokenClassification(_Labelled):
     @staticmethod
     def load(folder: Path):
@@ -289,31 +335,15 @@ class TokenClassification(_Labelled):
 
     @checked
     def answer(self, texts: list[str], ignore_labels: Sequence[str] = ("O",),
-               aggregation_strategy: Optional[str] = "none") -> list:
-        if aggregation_strategy not in (None, "none"):
-            raise ConfigError("{aggregation_strategy}: only 'none' (one answer per piece) is supported",
-                              aggregation_strategy=aggregation_strategy)
+               aggregation_strategy: Optional[Literal["none", "simple", "first", "average", "max"]] = "none") -> list:
+        """``aggregation_strategy`` (None: "none"): one answer per piece, or entities grouped from pieces or words,
+        as HF's (`litebert.tasks.token_groups`)."""
+        from litebert.tasks import token_groups as G
         from litebert.tasks.kinds import softmax
 
-        labels, feats = self.labels, self.encode(texts)
-        out = []
-        for text, f, logits in zip(texts, feats, self.run(feats)):
-            scores = softmax(logits, axis=-1)  # [L, C]
-            offsets = hf_offsets(self.tokenizer, f["input_ids"], f["offsets"])
-            entities = []
-            for k, i in enumerate(f["input_ids"]):
-                if k == 0 or k == len(f["input_ids"]) - 1:  # the [CLS] and [SEP] added (HF's special_tokens_mask)
-                    continue
-                c = int(scores[k].argmax())
-                if labels[c] in ignore_labels:
-                    continue
-                start, end = offsets[k]
-                word = text[start:end] if i == self.tokenizer.unk_token_id else \
-                    self.tokenizer.convert_ids_to_tokens(int(i))
-                entities.append({"entity": labels[c], "score": scores[k, c], "index": k, "word": word,
-                                 "start": start, "end": end})
-            out.append(entities)
-        return out
+        feats = G.features(self.tokenizer, texts, self.max_length)
+        return [G.entities(f["pieces"], softmax(logits, axis=-1), self.labels, aggregation_strategy or "none",
+                           ignore_labels, f["join"]) for f, logits in zip(feats, self.run(feats))]
 
     def outputs(self, out, batch):
         return {"logits": out.logits.float()}  # [B, L, C]
@@ -340,24 +370,30 @@ class FeatureExtraction(Pipeline):
         return torch.from_numpy(row["hidden"][:length])
 
 
-def hf_offsets(tok, ids: list[int], offsets: list) -> list[tuple[int, int]]:
-    """The character spans HF's fast tokenizer gives the pieces: litebert's, except that a lone "▁" (the dummy
-    prefix before a piece it could not join, "▁" "(") gets the span of the character it was put before, not of the
-    space before it."""
-    out = [tuple(o) for o in offsets]
-    for k, i in enumerate(ids):
-        if tok.convert_ids_to_tokens(int(i)) == "▁" and k + 1 < len(out) and out[k + 1][1] > out[k + 1][0]:
-            out[k] = (out[k + 1][0], out[k + 1][0] + 1)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------- QA
+def _fine_tuned_length(folder: Path, model) -> int:
+    """The longest input the folder was fine-tuned with (finetune.json's preset), else the model's positions: the
+    length `litebert predict` reads its windows with."""
+    from litebert.files import read_json
+    from litebert.tasks.presets import preset_from_json
+
+    meta = folder / "finetune.json"
+    saved = read_json(meta, CheckpointError) if meta.is_file() else {}
+    if isinstance(saved.get("task"), str):
+        return preset_from_json(saved["task"], saved.get("preset"), str(meta)).max_seq_length
+    return model.config.max_position_embeddings
+
+
 class QuestionAnswering(Pipeline):
     @staticmethod
     def load(folder: Path):
         from litebert.heads import AlbertForQuestionAnswering
 
         return _load_head(AlbertForQuestionAnswering, folder, "qa_outputs.", "question-answering head")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fine_tuned_length = _fine_tuned_length(self.folder, self.model)
 
     def __call__(self, inputs=None, *, question=None, context=None, **options):
         if inputs is None and question is not None and context is not None:
@@ -377,114 +413,29 @@ class QuestionAnswering(Pipeline):
         answers = self.answer(pairs, **{**self.defaults, **options})
         return answers[0] if len(answers) == 1 else answers
 
-    def windows(self, question: str, context: str, max_seq_len: int, doc_stride: int) -> list[dict]:
-        """[CLS] question [SEP] context-window [SEP], as HF's tokenizer cuts them (``truncation="only_second"``,
-        ``stride``): windows of ``budget`` context pieces, each starting ``budget - doc_stride`` after the last."""
-        tok = self.tokenizer
-        q = tok(question, add_special_tokens=False)["input_ids"]
-        enc = tok(context, add_special_tokens=False, return_offsets=True)
-        c_ids, c_off = enc["input_ids"], hf_offsets(tok, enc["input_ids"], enc["offsets"])
-        budget = max_seq_len - len(q) - 3
-        if budget <= doc_stride:
-            raise ConfigError(f"the question ({len(q)} pieces) leaves {max(budget, 0)} pieces of " + "{max_seq_len} "
-                              "for the context, not more than {doc_stride}; raise the first or lower the second",
-                              max_seq_len=max_seq_len, doc_stride=doc_stride)
-        out, start = [], 0
-        while True:
-            stop = min(start + budget, len(c_ids))
-            ids = [tok.cls_token_id] + q + [tok.sep_token_id] + c_ids[start:stop] + [tok.sep_token_id]
-            out.append({"input_ids": ids, "token_type_ids": [0] * (len(q) + 2) + [1] * (stop - start + 1),
-                        "first": len(q) + 2, "offsets": c_off[start:stop], "words": self.word_ids(c_ids[start:stop])})
-            if stop == len(c_ids):
-                return out
-            start += budget - doc_stride
-
-    def word_ids(self, ids: list[int]) -> list[int]:
-        """The word of each piece, as the folder's tokenizer.json pre-tokenizes: a word starts at a "▁" piece, at a
-        user-defined piece and after one (`litebert.tokenizer.hf_json`); WordPiece: at a piece without "##"."""
-        from litebert.tokenizer.tokenizer import PIECE_USER_DEFINED
-
-        tok, words, previous_alone = self.tokenizer, [], False
-        types = getattr(tok, "piece_types", None)
-        for i in ids:
-            piece = tok.convert_ids_to_tokens(int(i))
-            alone = types is not None and types[i] == PIECE_USER_DEFINED
-            new = piece.startswith("▁") or alone or previous_alone if types is not None else \
-                not piece.startswith("##")
-            words.append(words[-1] + (1 if new else 0) if words else 0)
-            previous_alone = alone
-        return words
-
     @checked(top_k=AT_LEAST_1, max_answer_len=AT_LEAST_1, max_seq_len=AT_LEAST_1, doc_stride=AT_LEAST_0,
-             max_question_len=AT_LEAST_1)
-    def answer(self, pairs: list[tuple[str, str]], top_k: int = 1, max_answer_len: int = 15,
+             max_question_len=AT_LEAST_1, n_best=AT_LEAST_1)
+    def answer(self, pairs: list[tuple[str, str]], top_k: int = 1,
+               decoding: Literal["official", "hf"] = "official", max_answer_len: Optional[int] = None,
                max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None,
-               handle_impossible_answer: bool = False, align_to_words: bool = True, max_question_len: int = 64) -> list:
-        max_seq_len = max_seq_len or min(self.max_length, 384)
+               handle_impossible_answer: bool = False, align_to_words: bool | None = None,
+               max_question_len: int = 64, n_best: int = 20) -> list:
+        """``decoding``: "official" (run_squad's) or "hf" (transformers' pipeline's), `litebert.tasks.qa_decode`;
+        ``max_answer_len`` and ``align_to_words`` default to the decoding's own. ``doc_stride``: official, the
+        pieces between window starts; hf, the pieces windows overlap (default for both: min(max_seq_len / 2, 128)).
+        ``max_question_len``: official only (HF's fast pipeline keeps the whole question); ``n_best``: official
+        only."""
+        from litebert.tasks.qa_decode import QADecoding, decode, window_length, windows
+        from litebert.tasks.readers import SquadExample
+
+        d = QADecoding(decoding, max_answer_len, n_best, align_to_words, handle_impossible_answer)
+        max_seq_len = max_seq_len or min(self.max_length, window_length(decoding, self.fine_tuned_length))
         doc_stride = doc_stride if doc_stride is not None else min(max_seq_len // 2, 128)
-        feats, spans = [], []  # spans: each pair's windows, feats[first:last]
-        for q, c in pairs:
-            ws = self.windows(q, c, max_seq_len, doc_stride)
-            spans.append((len(feats), len(feats) + len(ws)))
-            feats += ws
+        examples = [SquadExample(str(i), q, c) for i, (q, c) in enumerate(pairs)]
+        feats = windows(self.tokenizer, examples, d, max_seq_len, doc_stride, max_question_len)
         logits = self.run(feats)
-        results = []
-        for (_, context), (first, last) in zip(pairs, spans):
-            answers, null = [], 1e6
-            for f, (start, end) in zip(feats[first:last], logits[first:last]):
-                null = self._decode(f, start, end, context, answers, null, top_k, max_answer_len,
-                                    handle_impossible_answer, align_to_words)
-            if handle_impossible_answer:
-                answers.append({"score": null, "start": 0, "end": 0, "answer": ""})
-            answers = sorted(answers, key=lambda a: a["score"], reverse=True)[:top_k]
-            results.append(answers[0] if len(answers) == 1 else answers)
-        return results
-
-    @staticmethod
-    def _decode(f, start, end, context, answers, null, top_k, max_answer_len, impossible, align) -> float:
-        """HF's `select_starts_ends` + `decode_spans` (transformers/pipelines/question_answering.py) on one window,
-        its answers added to ``answers`` (an equal answer's score summed); returns the null score so far."""
-        from litebert.tasks.kinds import softmax
-
-        first, n = f["first"], len(f["offsets"])
-        allowed = np.zeros(len(start), dtype=bool)  # the context pieces and [CLS]
-        allowed[0] = True
-        allowed[first:first + n] = True
-        start = np.where(allowed, start, np.float32(-10000.0))
-        end = np.where(allowed, end, np.float32(-10000.0))
-        start, end = softmax(start), softmax(end)
-        if impossible:
-            null = min(null, (start[0] * end[0]).item())
-        start[0] = end[0] = 0.0
-        k = top_k * 2 + 10 if align else top_k
-        outer = np.matmul(start[None, :, None], end[None, None, :])
-        candidates = np.tril(np.triu(outer), max_answer_len - 1)
-        flat = candidates.flatten()
-        if k == 1:
-            order = [np.argmax(flat)]
-        elif len(flat) < k:
-            order = np.argsort(-flat)
-        else:
-            idx = np.argpartition(-flat, k)[0:k]
-            order = idx[np.argsort(-flat[idx])]
-        starts, ends = np.unravel_index(order, candidates.shape)[1:]
-        keep = np.isin(starts, allowed.nonzero()) & np.isin(ends, allowed.nonzero())
-        offsets, words = f["offsets"], f["words"]
-        for s, e, score in zip(starts[keep], ends[keep], candidates[0, starts[keep], ends[keep]]):
-            s, e = int(s) - first, int(e) - first
-            if s < 0 or e < 0:  # [CLS]: HF's word lookup fails and falls back to its (0, 0) span
-                a, b = 0, 0 if e < 0 else offsets[e][1]
-            elif align:
-                a = min(offsets[k][0] for k in range(n) if words[k] == words[s])
-                b = max(offsets[k][1] for k in range(n) if words[k] == words[e])
-            else:
-                a, b = offsets[s][0], offsets[e][1]
-            same = next((x for x in answers if x["answer"].lower() == context[a:b].lower()), None)
-            if same is not None:
-                same["score"] += score.item()
-            else:
-                answers.append({"score": score.item(), "start": a, "end": b, "answer": context[a:b]})
-        return null
+        answers = decode([c for _, c in pairs], feats, [s for s, _ in logits], [e for _, e in logits], d, top_k)
+        return [a[0] if len(a) == 1 else a or {"score": 0.0, "start": 0, "end": 0, "answer": ""} for a in answers]
 
     def outputs(self, out, batch):
         return {"start": out.start_logits.float(), "end": out.end_logits.float()}  # [B, L] each
@@ -495,5 +446,5 @@ class QuestionAnswering(Pipeline):
 
 _PIPELINES = {"fill-mask": FillMask, "text-classification": TextClassification,
               "token-classification": TokenClassification, "question-answering": QuestionAnswering,
-              "feature-extraction": FeatureExtraction}
+              "feature-extraction": FeatureExtraction, "zero-shot-classification": ZeroShotClassification}
 

@@ -1,5 +1,6 @@
-"""What the pipeline tests share (test_pipelines.py, test_fill_mask.py): the shape of their tiny random models on the
-official 30k vocabulary, and the comparison of an answer with the one transformers' pipeline gives."""
+"""What the pipeline tests share (test_pipelines.py, test_fill_mask.py, test_qa_decode.py, test_token_groups.py,
+test_zero_shot.py): the shape of their tiny random models on the official 30k vocabulary, transformers' own pipeline
+on a folder, and the comparison of an answer with the one transformers' pipeline gives."""
 
 import numpy as np
 
@@ -21,3 +22,15 @@ def assert_same(ref, got, path="answer"):
         assert isinstance(got, (float, np.floating)) and abs(float(ref) - float(got)) < 1e-4, (path, ref, got)
     else:
         assert type(got) is type(ref) and got == ref, (path, ref, got)
+
+
+def hf_pipeline(task, folder, **options):
+    """transformers' own pipeline for ``task`` on ``folder``, on the CPU, quietly."""
+    import warnings
+
+    import transformers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        transformers.logging.set_verbosity_error()
+        return transformers.pipeline(task, model=str(folder), device="cpu", **options)

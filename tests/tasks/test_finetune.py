@@ -81,24 +81,26 @@ def _toy_example():
 
 
 def test_decode_hand_case():
+    from litebert.tasks.qa_decode import QADecoding, decode
+
     ex, f = _toy_example()
     start = np.full(12, -10.0)
     end = np.full(12, -10.0)
     start[3], end[4] = 5.0, 5.0  # "Denver Broncos" = context pieces 0..1 = input positions 3..4
     start[9], end[10] = 6.0, 6.0  # "in 2016" scores higher...
     start[0], end[0] = 20.0, 20.0  # [CLS] and the question are never answers
-    preds, nbest, na = S.decode([ex], [f], [start], [end], n_best=5, max_answer_length=30)
-    assert preds["q"] == "in 2016."
-    preds, _, _ = S.decode([ex], [f], [start], [end], n_best=5, max_answer_length=1)  # 2-piece spans excluded
-    assert preds["q"] not in ("in 2016.", "Denver Broncos")
+
+    def answer(feature, **options):
+        (best, *_), = decode([ex.context], [feature], [start], [end], QADecoding("official", n_best=5, **options))
+        return best["answer"]
+
+    assert answer(f, max_answer_len=30) == "in 2016."
+    assert answer(f, max_answer_len=1) not in ("in 2016.", "Denver Broncos")  # 2-piece spans excluded
     f2 = dict(f, max_context=[True] * 6 + [False, False])  # start "in" is better scored in another window
-    preds, _, _ = S.decode([ex], [f2], [start], [end], n_best=5, max_answer_length=30)
-    assert preds["q"] == "Denver Broncos won Super Bowl 50 in 2016."  # 5 + 6 beats 5 + 5
-    preds, _, _ = S.decode([ex], [f2], [start], [end], n_best=5, max_answer_length=2)
-    assert preds["q"] == "Denver Broncos"
+    assert answer(f2, max_answer_len=30) == "Denver Broncos won Super Bowl 50 in 2016."  # 5 + 6 beats 5 + 5
+    assert answer(f2, max_answer_len=2) == "Denver Broncos"
     # v2: no-answer probability sigmoid(min over windows) against the threshold
-    preds, _, na = S.decode([ex], [f], [start], [end], na_logits=[2.0], null_threshold=0.5)
-    assert preds["q"] == "" and na["q"] == pytest.approx(1 / (1 + np.exp(-2.0)))
+    assert S.no_answer_probs(1, [f], [2.0]) == [pytest.approx(1 / (1 + np.exp(-2.0)))]
 
 
 def test_token_labels_on_first_piece_and_truncation(base):
@@ -332,8 +334,8 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
         {"task": "squad2", "kind": "squad", "labels": None, "metric": "best_f1", "preset": old_preset,
          "columns": {}, "null_threshold": 0.9, "best_step": 6, "dev_metrics": {"best_f1": 50.0}}))
     preset, loaded, _, meta = load_finetuned(sq)
-    assert preset.kind == K.ExtractiveQAWithNoAnswer(doc_stride=128, max_query_length=64, n_best=20,
-                                                     max_answer_length=30)
+    # n_best 20 and max_answer_length 30, stored by earlier versions, are the official decoding's own (qa_decode)
+    assert preset.kind == K.ExtractiveQAWithNoAnswer(doc_stride=128, max_query_length=64, decoding="official")
     assert preset.max_seq_length == 96 and preset.metric == "best_f1"
     assert isinstance(loaded, SquadV2Model)
     for a, b in zip(saved.answerability.state_dict().values(), loaded.answerability.state_dict().values()):

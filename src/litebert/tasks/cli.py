@@ -4,7 +4,9 @@
                                                                   # conll, classify, regress, sentiment
         [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
     litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
+                      [--qa-decoding official|hf]
     litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
+                      [--qa-decoding official|hf] [--aggregation-strategy none|simple|first|average|max]
     litebert embed    --model DIR --input texts.{txt,jsonl} --output emb.npy [--pooling mean|pooled]
 """
 
@@ -98,7 +100,14 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
            FRACTION)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="use a folder whose fine-tuning did not finish (its best model so far)")
+    _qa_decoding(p)
     _common(p)
+
+
+def _qa_decoding(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--qa-decoding", choices=("official", "hf"), default="official",
+                   help="SQuAD folders: how answers are read from the logits: official (run_squad's, the paper's "
+                        "protocol) or hf (transformers' question-answering pipeline); see docs/finetune.md")
 
 
 def _configure_predict(p: argparse.ArgumentParser) -> None:
@@ -112,6 +121,10 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-tokens", type=int,
                    help="batches by size: up to --batch-size inputs, and at most this many tokens (inputs x the "
                         "longest), so short texts come many to a batch (e.g. 32768 on a GPU; default: off)")
+    _qa_decoding(p)
+    p.add_argument("--aggregation-strategy", choices=("none", "simple", "first", "average", "max"),
+                   help="token-classification folders: answer entities as transformers' NER pipeline does with "
+                        "this aggregation_strategy (default: a tag per word)")
     _common(p)
 
 
@@ -167,7 +180,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                       tokenizer=args.tokenizer, null_threshold=args.null_threshold,
                       allow_incomplete=args.allow_incomplete, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
                       device=args.device, precision=args.precision, attention=args.attention,
-                      encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
+                      encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
+                      qa_decoding=args.qa_decoding)
     print(json.dumps({"task": result.task, "data": str(result.data), **result.metrics}, indent=2))
     return 0
 
@@ -178,7 +192,8 @@ def run_predict(args: argparse.Namespace) -> int:
     result = predict(args.model, args.input, args.output, tokenizer=args.tokenizer,
                      allow_incomplete=args.allow_incomplete, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
                      seq_len=args.seq_len, device=args.device, precision=args.precision, attention=args.attention,
-                     encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
+                     encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
+                     qa_decoding=args.qa_decoding, aggregation_strategy=args.aggregation_strategy)
     print(f"wrote {result.count} predictions to {result.output}")
     return 0
 

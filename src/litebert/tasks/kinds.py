@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from litebert import heads
 from litebert.inputs import text as text_input
-from litebert.errors import DataError
+from litebert.errors import ConfigError, DataError
 from litebert.tasks import metrics as M
 from litebert.tasks import readers as R
 from litebert.tasks.features import encode_multiple_choice, encode_text, encode_tokens
-from litebert.tasks.squad import SquadV2Model, decode, encode_squad
+from litebert.tasks.qa_decode import QADecoding, decode as decode_answers, window_length as qa_window_length
+from litebert.tasks.qa_decode import windows as qa_windows
+from litebert.tasks.squad import SquadV2Model, no_answer_probs
 
 
 def json_text(obj: dict, keys: tuple, where: str) -> str:
@@ -122,6 +124,20 @@ class TaskKind(ABC):
                         labels: list[str] | None) -> list[dict]:
         """Per example, what `evaluate --output` writes besides the id: the gold ``label``, the ``prediction`` and,
         where the kind has them, ``probabilities``."""
+
+    def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
+        """The kind as `predict`/`evaluate` run it: SQuAD kinds decode answers by ``qa_decoding``
+        (`litebert.tasks.qa_decode`); token kinds with an ``aggregation_strategy`` answer entities
+        (`litebert.tasks.token_groups`). Other kinds: unchanged."""
+        if aggregation_strategy is not None:
+            raise ConfigError("{aggregation_strategy}: " + f"entities are answered by token-classification folders, "
+                              f"not by this {self.name!r} one; leave it out", aggregation_strategy=aggregation_strategy)
+        return self
+
+    def inference_length(self, fine_tuned: int, positions: int) -> int:
+        """The longest input `predict`/`evaluate` read when not told (the model's ``positions`` cap it): the length
+        the folder was fine-tuned with, unless the kind reads as a pipeline does."""
+        return fine_tuned
 
     def thresholded(self, preds: list, null_threshold: float | None) -> list:
         """The predictions as answered with the no-answer threshold chosen on dev (kinds without one: unchanged)."""
@@ -245,6 +261,13 @@ class TokenClassification(TaskKind):
     def collect_labels(self, examples, preset_labels):
         return list(preset_labels) if preset_labels else sort_labels(l for e in examples for l in e.labels or [])
 
+    def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
+        if aggregation_strategy is None:
+            return self
+        from litebert.tasks.token_groups import TokenEntities
+
+        return TokenEntities(aggregation=aggregation_strategy)
+
     def featurize(self, tok, examples, labels, max_length, training=False):
         return encode_tokens(tok, examples, max_length, labels)
 
@@ -335,12 +358,13 @@ class MultipleChoice(TaskKind):
 @dataclass(frozen=True)
 class ExtractiveQA(TaskKind):
     """SQuAD v1.1: a span of the context answers every question. Predictions are dicts: ``id``, ``answer`` and
-    ``answer_start`` (a character offset into the context; -1 for no answer)."""
+    ``answer_start`` (a character offset into the context; -1 for no answer). ``decoding``: how windows are cut and
+    answers read (`litebert.tasks.qa_decode`: "official" or "hf", each with its own defaults); training windows are
+    always the official ones, which carry the answer positions."""
 
     doc_stride: int = 128  # the official README's run_squad values
     max_query_length: int = 64
-    n_best: int = 20
-    max_answer_length: int = 30
+    decoding: Literal["official", "hf"] = "official"
     name: ClassVar[str] = "squad"
     head: ClassVar[type] = heads.AlbertForQuestionAnswering
 
@@ -354,23 +378,30 @@ class ExtractiveQA(TaskKind):
     def featurize(self, tok, examples, labels, max_length, training=False):
         feats = self._windows(tok, examples, max_length, training)
         for f in feats:
-            f.pop("is_impossible")  # no answerability head to train
+            f.pop("is_impossible", None)  # no answerability head to train
         return feats
 
     def _windows(self, tok, examples, max_length, training):
-        return encode_squad(tok, examples, max_length, min(self.doc_stride, max_length // 2), self.max_query_length,
-                            training)
+        return qa_windows(tok, examples, QADecoding(self.decoding), max_length,
+                          min(self.doc_stride, max_length // 2), self.max_query_length, training)
+
+    def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
+        return replace(super().for_inference(qa_decoding, aggregation_strategy), decoding=qa_decoding)
+
+    def inference_length(self, fine_tuned: int, positions: int) -> int:
+        return qa_window_length(self.decoding, fine_tuned)
 
     def predictions(self, examples, feats, outs, labels):
         return self._answers(examples, feats, outs, None)
 
     def _answers(self, examples, feats, outs, na_logits: list[float] | None) -> list[dict]:
-        answers, nbest, na_probs = decode(examples, feats, [o["start_logits"] for o in outs],
-                                          [o["end_logits"] for o in outs], na_logits, self.n_best,
-                                          self.max_answer_length)
-        return [{"id": e.qas_id, "answer": answers[e.qas_id],
-                 "answer_start": nbest[e.qas_id][0]["start"] if answers[e.qas_id] else -1,
-                 **({"no_answer_prob": na_probs[e.qas_id]} if na_logits is not None else {})} for e in examples]
+        best = [answers[0] if answers else None for answers in decode_answers(
+            [e.context for e in examples], feats, [o["start_logits"] for o in outs], [o["end_logits"] for o in outs],
+            QADecoding(self.decoding))]
+        na_probs = no_answer_probs(len(examples), feats, na_logits) if na_logits is not None else None
+        return [{"id": e.qas_id, "answer": b["answer"] if b else "", "answer_start": b["start"] if b and b["answer"]
+                 else -1, **({"no_answer_prob": na_probs[i]} if na_probs is not None else {})}
+                for i, (e, b) in enumerate(zip(examples, best))]
 
     def score(self, examples, preds, labels, null_threshold=None):
         return M.squad_evaluate(self._gold(examples), {p["id"]: p["answer"] for p in preds})

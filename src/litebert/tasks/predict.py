@@ -7,10 +7,11 @@ Input objects by task kind (extra keys are kept and echoed back):
 
 * classification / regression: ``text_a`` (or ``text`` / ``sentence``, or the column named at fine-tuning) and
   optionally ``text_b`` (or HF's ``text_pair``) -> adds ``label`` and ``probabilities`` (``score`` for regression)
-* token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word)
+* token: ``words`` (a list) or ``text`` (split on white space) -> adds ``tags`` (one per word); with an
+  ``aggregation_strategy``, ``entities`` (`litebert.tasks.token_groups`)
 * multiple choice: ``question``, ``choices``, optional ``context`` -> adds ``label`` (index) and ``probabilities``
 * SQuAD: ``question``, ``context`` (optional ``id``) -> adds ``answer``, ``answer_start`` (-1 = no answer) and, for
-  v2, ``no_answer_prob``
+  v2, ``no_answer_prob``; decoded as ``qa_decoding`` says (`litebert.tasks.qa_decode`)
 
 Both commands stream: the input is read ``chunk_size`` inputs at a time, each chunk is featurized, run (batched by
 length within the chunk, order restored) and its output rows written to the output's temporary file, which replaces
@@ -23,9 +24,9 @@ import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Literal, Mapping, Optional
 
 import numpy as np
 from tqdm import tqdm
@@ -82,18 +83,20 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
              null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
              seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
              attention: str = "auto", encoding_errors: str = "strict", progress: bool = True,
-             overwrite: bool = False) -> EvaluateResult:
+             overwrite: bool = False, qa_decoding: Literal["official", "hf"] = "official") -> EvaluateResult:
     """Score the fine-tuned folder ``model`` (or an HF ALBERT task model) on the labelled ``data`` (a file, or a data
     folder's dev split). ``output``: also write one JSONL row per example there (an existing file only with
     ``overwrite``). ``columns``: the data's columns (default: those the folder was fine-tuned with).
     ``null_threshold``: SQuAD v2's no-answer threshold (default: the one chosen on dev). ``allow_incomplete``: use a
-    folder whose fine-tuning did not finish."""
+    folder whose fine-tuning did not finish. ``qa_decoding``: how SQuAD answers are read (`litebert.tasks.qa_decode`:
+    "official", run_squad's, or "hf", transformers' pipeline's)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
     preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer)
+    preset = replace(preset, kind=preset.kind.for_inference(qa_decoding))
     path = eval_path(data)  # a file, a folder's dev split, a dataset id's
     labels = meta.get("labels")
     examples = preset.kind.read(path, labels, dict(columns or {}) or meta.get("columns"), encoding_errors)
@@ -101,7 +104,8 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     if unlabelled:
         raise DataError(f"{path}: {len(unlabelled)} example(s) have no label (a test file, or AX?); evaluation needs "
                         f"labels — use predict for unlabelled data")
-    max_len = net.config.sequence_length(seq_len, preset.max_seq_length)
+    length = preset.kind.inference_length(preset.max_seq_length, net.config.max_position_embeddings)
+    max_len = net.config.sequence_length(seq_len, length)
     threshold = null_threshold if null_threshold is not None else meta.get("null_threshold")
     rt = Runtime.for_inference(net.config, device, precision, attention)
     rt.place(net)
@@ -117,18 +121,24 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
             tokenizer: str | os.PathLike | None = None, allow_incomplete: bool = False,
             batch_size: Optional[int] = None, batch_tokens: Optional[int] = None, seq_len: Optional[int] = None,
             device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
-            encoding_errors: str = "strict", progress: bool = True, overwrite: bool = False) -> PredictResult:
+            encoding_errors: str = "strict", progress: bool = True, overwrite: bool = False,
+            qa_decoding: Literal["official", "hf"] = "official",
+            aggregation_strategy: Optional[Literal["none", "simple", "first", "average", "max"]] = None
+            ) -> PredictResult:
     """Predict every object of the JSONL ``input`` with the fine-tuned folder ``model`` and write each, with its
     prediction added, to ``output`` (an existing file only with ``overwrite``; see the module docstring for the
     keys). ``batch_tokens``: batches by size, up to ``batch_size`` inputs of at most this many tokens together
-    (default: off); with ``batch_tokens`` alone, the tokens decide."""
+    (default: off); with ``batch_tokens`` alone, the tokens decide. ``qa_decoding``: how SQuAD answers are read
+    (`litebert.tasks.qa_decode`). ``aggregation_strategy``: token classification answers entities, as
+    ``pipeline("ner", aggregation_strategy=...)`` does, instead of a tag per word."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
     n = predict_file(model, input, output, seq_len, rows, progress, encoding_errors, device=device,
-                     precision=precision, attention=attention, tokenizer=tokenizer, max_tokens=batch_tokens)
+                     precision=precision, attention=attention, tokenizer=tokenizer, max_tokens=batch_tokens,
+                     qa_decoding=qa_decoding, aggregation_strategy=aggregation_strategy)
     return PredictResult(n, Path(output))
 
 
@@ -173,18 +183,21 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
                  max_seq_length: int | None = None, batch_size: int = 64, progress: bool = True,
                  encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, *, device: Optional[str] = None,
                  precision: str = "auto", attention: str = "auto", tokenizer: str | Path | None = None,
-                 max_tokens: int | None = None) -> int:
+                 max_tokens: int | None = None, qa_decoding: str = "official",
+                 aggregation_strategy: str | None = None) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
     task-head folder: `finetuned.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
     in the input's order. ``device``, ``precision`` and ``attention`` as for every command
     (`Runtime.for_inference`, refused before anything is written); ``tokenizer`` replaces the folder's own;
-    ``max_tokens``: batches by size (`finetuned.predict_outputs`). Returns the number of predictions."""
+    ``max_tokens``: batches by size (`finetuned.predict_outputs`); ``qa_decoding`` and ``aggregation_strategy``: as
+    `predict`'s (`TaskKind.for_inference`). Returns the number of predictions."""
     preset, model, tok, meta = finetuned.load_finetuned(model_dir, tokenizer)
     rt = Runtime.for_inference(model.config, device, precision, attention)
     rt.place(model)
-    kind, labels = preset.kind, meta.get("labels")
+    kind, labels = preset.kind.for_inference(qa_decoding, aggregation_strategy), meta.get("labels")
     path = as_path(input_path)
-    max_len = model.config.sequence_length(max_seq_length, preset.max_seq_length)
+    length = kind.inference_length(preset.max_seq_length, model.config.max_position_embeddings)
+    max_len = model.config.sequence_length(max_seq_length, length)
     count = 0
 
     def write(tmp: Path) -> None:

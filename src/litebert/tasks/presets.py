@@ -7,7 +7,8 @@ Sources of the numbers (all for ALBERT fine-tuning with AdamW, linear warmup the
   max_seq_length 512. That script has no WNLI line; WNLI's values are the paper's (Lan et al. 2020, appendix A.4,
   table of downstream hyperparameters: lr 2e-5, batch 16, 2,000 steps, 250 warmup).
 * SQuAD v1.1 / v2.0: the official README's ``run_squad_v1`` / ``run_squad_v2`` commands: lr 5e-5, batch 48, 2 epochs,
-  warmup 10 %, max_seq_length 384, doc_stride 128, max_query_length 64, n_best 20, max_answer_length 30.
+  warmup 10 %, max_seq_length 384, doc_stride 128, max_query_length 64 (n_best 20 and max_answer_length 30 are the
+  official decoding's, `litebert.tasks.qa_decode`).
 * RACE: the official README's ``run_race`` command: lr 1e-5, batch 32, 12,000 steps, 1,000 warmup, max_seq_length
   512, max_qa_length 128.
 * CoNLL-2003 and users' own data are not in the paper: BERT-style defaults (lr 2e-5 / 5e-5, batch 32, 3 epochs,
@@ -77,8 +78,7 @@ def preset_from_json(task: str, saved: dict | None, source: str = "finetune.json
 _RANGES = {"lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1, "epochs": POSITIVE,
            "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "max_seq_length": AT_LEAST_1,
            "eval_every": AT_LEAST_1}
-_KIND_RANGES = {name: AT_LEAST_1 for name in ("max_qa_length", "doc_stride", "max_query_length", "n_best",
-                                              "max_answer_length")}
+_KIND_RANGES = {name: AT_LEAST_1 for name in ("max_qa_length", "doc_stride", "max_query_length")}
 
 
 _GLUE_SRC = "google-research/albert run_glue.sh"
@@ -107,7 +107,7 @@ PRESETS["wnli"] = TaskPreset("wnli", Classification(glue="wnli"), "accuracy", 2e
                              warmup_steps=250, labels=("0", "1"), source="ALBERT paper, appendix A.4")
 _SQUAD = dict(lr=5e-5, batch_size=48, epochs=2.0, warmup_proportion=0.1, max_seq_length=384, eval_every=1000,
               source="google-research/albert README (run_squad_v1 / run_squad_v2)")
-_WINDOWS = dict(doc_stride=128, max_query_length=64, n_best=20, max_answer_length=30)
+_WINDOWS = dict(doc_stride=128, max_query_length=64)
 PRESETS["squad1"] = TaskPreset("squad1", ExtractiveQA(**_WINDOWS), "f1", **_SQUAD)
 PRESETS["squad2"] = TaskPreset("squad2", ExtractiveQAWithNoAnswer(**_WINDOWS), "best_f1", **_SQUAD)
 PRESETS["race"] = TaskPreset("race", MultipleChoice(format="race", max_qa_length=128), "accuracy", 1e-5, 32,

@@ -1,24 +1,23 @@
-"""SQuAD v1.1 / v2.0: sliding windows, answer positions and n-best decoding.
+"""SQuAD v1.1 / v2.0: the official sliding windows and answer positions, and the v2.0 answerability head.
 
 Windows follow the official (BERT/ALBERT) recipe: ``[CLS] question [SEP] context-window [SEP]`` with the question cut
 to ``max_query_length`` pieces and windows over the context starting every ``doc_stride`` pieces. A piece seen by
 several windows is scored only in the window where it has the most context on both sides (official
 ``_check_is_max_context``). Every context piece carries its character span in the *original* context (the
-tokenizer's offsets), so a predicted span maps straight back to the user's text.
+tokenizer's offsets), so a predicted span maps straight back to the user's text. Answers are read back from the
+logits in `litebert.tasks.qa_decode`.
 
 v2.0 "no answer": the model (`SquadV2Model`, at the end of this file) adds a no-answer logit per window. A question's no-answer
-score is the minimum over its windows (an answer needs only one window); it answers "" when the no-answer
-probability exceeds a threshold picked on the dev set (official ``find_best_thresh``).
+score is the minimum over its windows (`no_answer_probs`); it answers "" when the no-answer probability exceeds a
+threshold picked on the dev set (official ``find_best_thresh``).
 """
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -91,61 +90,21 @@ def _is_max_context(windows: list[tuple[int, int]], current: int, pos: int) -> b
     return best_i == current
 
 
-def decode(examples: list[SquadExample], features: list[dict], start_logits: list[np.ndarray],
-           end_logits: list[np.ndarray], na_logits: list[float] | None = None, n_best: int = 20,
-           max_answer_length: int = 30, null_threshold: float | None = None) -> tuple[dict, dict, dict]:
-    """Best span per question: top ``n_best`` starts x ends inside the context, end >= start, at most
-    ``max_answer_length`` pieces, start in its max-context window; score = start + end logit.
-
-    Returns (predictions {id: text}, nbest {id: [{text, score, start, end}]}, na_probs {id: p(no answer)}).
-    With ``na_logits`` and ``null_threshold`` (a probability), a question whose no-answer probability exceeds the
-    threshold gets the empty answer.
-    """
-    by_example = collections.defaultdict(list)
-    for fi, f in enumerate(features):
-        by_example[f["example_index"]].append(fi)
-    preds, nbest_out, na_probs = {}, {}, {}
-    for ei, ex in enumerate(examples):
-        cands = []
-        for fi in by_example.get(ei, []):
-            f, s_log, e_log = features[fi], start_logits[fi], end_logits[fi]
-            off, n = f["context_offset"], len(f["spans"])
-            s_log, e_log = s_log[off:off + n], e_log[off:off + n]  # context pieces only
-            top_s = np.argsort(-s_log)[:n_best]
-            top_e = np.argsort(-e_log)[:n_best]
-            for i in top_s:
-                if not f["max_context"][i]:
-                    continue
-                for j in top_e:
-                    if j < i or j - i + 1 > max_answer_length:
-                        continue
-                    a, b = f["spans"][i][0], f["spans"][j][1]
-                    cands.append((float(s_log[i] + e_log[j]), a, b))
-        cands.sort(key=lambda c: -c[0])
-        seen, best = set(), []
-        for score, a, b in cands:
-            if (a, b) in seen:
-                continue
-            seen.add((a, b))
-            best.append({"text": ex.context[a:b], "score": score, "start": a, "end": b})
-            if len(best) == n_best:
-                break
-        nbest_out[ex.qas_id] = best
-        preds[ex.qas_id] = best[0]["text"] if best else ""
-        if na_logits is not None:
-            logits = [na_logits[fi] for fi in by_example.get(ei, [])]
-            p = float(torch.sigmoid(torch.tensor(min(logits)))) if logits else 1.0
-            na_probs[ex.qas_id] = p
-            if null_threshold is not None and p > null_threshold:
-                preds[ex.qas_id] = ""
-    return preds, nbest_out, na_probs
+def no_answer_probs(n_examples: int, features: list[dict], na_logits: list[float]) -> list[float]:
+    """Each question's no-answer probability: sigmoid of the lowest no-answer logit over its windows (an answer
+    needs only one window); 1.0 for a question without windows."""
+    lowest: list[float | None] = [None] * n_examples
+    for f, logit in zip(features, na_logits):
+        i = f["example_index"]
+        lowest[i] = logit if lowest[i] is None else min(lowest[i], logit)
+    return [float(torch.sigmoid(torch.tensor(x))) if x is not None else 1.0 for x in lowest]
 
 
 # ----------------------------------------------------------------------------------- the SQuAD v2.0 model
 # The official ALBERT v2.0 head (an XLNet-style answer classifier fed start-weighted features and beam-searched spans)
 # is replaced by a simpler one, documented in docs/finetune.md: a two-layer classifier on the [CLS] vector, trained
 # with binary cross-entropy on "this window holds no answer", beside the usual start/end head. Turning its logits into
-# a question's "no answer" (minimum over windows, threshold from dev) is `decode` above.
+# a question's "no answer" (minimum over windows, threshold from dev) is `no_answer_probs` above.
 ANSWERABILITY_FILE = "answerability.safetensors"
 
 
