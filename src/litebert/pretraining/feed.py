@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import signal
+import time
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -71,8 +72,10 @@ class Feed:
     def _next(self) -> dict:
         try:
             return next(self._batches)
-        except RuntimeError:  # "DataLoader worker (pid(s) ...) exited unexpectedly": say which one, and why
-            dead = [(i, w) for i, w in enumerate(self._batches._workers) if w.exitcode not in (None, 0)]
+        # "DataLoader worker (pid(s) ...) exited unexpectedly" (RuntimeError), or, when the worker died while a batch
+        # was passing to this process, the broken transfer (ConnectionResetError, EOFError): say which one, and why
+        except (RuntimeError, ConnectionError, EOFError):
+            dead = self._dead_workers()
             if not dead:
                 raise
             i, w = dead[0]
@@ -80,6 +83,16 @@ class Feed:
                                 "use fewer {data_workers:flag} or a smaller {micro_batch:flag}. The checkpoints "
                                 "saved so far are kept: continue the run with {resume:flag}", data_workers=self.workers,
                                 micro_batch=None, resume=True) from None
+
+    def _dead_workers(self, wait: float = 2.0) -> list:
+        """The workers that ended, with their numbers; a killed one is reaped (its exit code known) within ``wait``
+        seconds of the failed read that revealed it."""
+        deadline = time.monotonic() + wait
+        while True:
+            dead = [(i, w) for i, w in enumerate(self._batches._workers) if w.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                return dead
+            time.sleep(0.05)
 
     def _restart(self, step: int, size: int) -> None:
         self.close()
