@@ -102,7 +102,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     run_eval = functools.partial(_evaluation, model, eval_data, collate, cfg, rt, micro, guard, calls)
     evaluated: dict = {}  # the last evaluation: {"step", "metrics"}
     try:
-        asked = state.step == 0 and eval_data is not None and run_eval(0, evaluated)
+        result.stopped_early = asked = state.step == 0 and eval_data is not None and run_eval(0, evaluated)
         while state.step < cfg.max_steps and not asked:
             t0 = time.perf_counter()
             counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made

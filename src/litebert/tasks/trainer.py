@@ -210,14 +210,13 @@ def _callbacks(args: TrainArgs, plan: RunPlan, step: int, out_dir, run_config: d
         smoothed[:] = [_ema(smoothed[0] if smoothed else None, record["loss"])]
         return {"loss": f"{smoothed[0]:.4f}"}
 
-    own: list[Callback] = [Progress("fine-tuning", args.train_steps, step, postfix, enabled=args.progress and d.is_main)]
-    if out_dir is not None:
-        own.append(MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=plan.resume_step,
-                                 trackers=plan.trackers, columns={"train": TRAIN_COLUMNS, "eval": None},
-                                 config=run_config or dataclasses.asdict(args), every=args.log_every,
-                                 last=args.train_steps))
+    files = [] if out_dir is None else [  # first: a tracker that cannot start leaves no progress bar behind
+        MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
+                      columns={"train": TRAIN_COLUMNS, "eval": None}, config=run_config or dataclasses.asdict(args),
+                      every=args.log_every, last=args.train_steps)]
+    bar = Progress("fine-tuning", args.train_steps, step, postfix, enabled=args.progress and d.is_main)
     early = [EarlyStopping(metric, args.patience)] if args.patience is not None and metric is not None else []
-    return Callbacks([*own, *given, *early], d)
+    return Callbacks([bar, *files, *given, *early], d)
 
 
 def _ema(average: Optional[float], value: float) -> float:
