@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -66,25 +67,24 @@ def random_copy(model_dir: Path, out: Path, seed: int = 0) -> Path:
 
 def finetune_sentiment(model, out: Path, lrs, *, tokenizer=None, data: Path = DATA, device=None, progress=False,
                        **config) -> dict:
-    """Fine-tune ``model`` once per learning rate (into out/lr-<lr>), keep the run whose best dev accuracy is the
-    highest, and score its kept checkpoint on the test split."""
+    """Fine-tune ``model`` once per learning rate (litebert's learning-rate grid: a run per rate in out/lr-<lr>, the
+    one with the best dev accuracy copied into ``out``, every rate's in out/grid.json) and score the chosen model on
+    the test split."""
     from litebert import FinetuneConfig, evaluate, finetune
+    from litebert.folders import output_kind, read_marker
 
-    runs = []
-    for lr in lrs:
-        folder = out / f"lr-{lr:g}"
-        result = finetune("sentiment", model, data, folder, tokenizer=tokenizer, device=device, progress=progress,
-                          config=FinetuneConfig(lr=lr, **config), overwrite=(folder / "finetune.json").is_file())
-        if result.interrupted:
-            raise KeyboardInterrupt
-        meta = json.loads((folder / "finetune.json").read_text())
-        runs.append({"lr": lr, "dev_accuracy": meta["dev_metrics"]["accuracy"], "best_step": meta["best_step"],
-                     "folder": folder})
-    best = max(runs, key=lambda r: r["dev_accuracy"])  # the first of equals: the order of lrs
-    test = evaluate(best["folder"], data / "test.tsv.gz", device=device, progress=False)
-    return {"lr": best["lr"], "dev_accuracy": best["dev_accuracy"], "best_step": best["best_step"],
+    if out.is_dir() and not read_marker(out) and all(p.name.startswith("lr-") and output_kind(p) == "fine-tuned-model"
+                                                     for p in out.iterdir()):
+        for p in out.iterdir():  # the runs of an earlier demo, one per rate with no grid around them: run again
+            shutil.rmtree(p)
+    result = finetune("sentiment", model, data, out, tokenizer=tokenizer, device=device, progress=progress,
+                      config=FinetuneConfig(**config), lr_grid=list(lrs), overwrite=bool(read_marker(out)))
+    if result.interrupted:
+        raise KeyboardInterrupt
+    test = evaluate(out, data / "test.tsv.gz", device=device, progress=False)
+    return {"lr": result.lr, "dev_accuracy": result.best_metrics["accuracy"], "best_step": result.best_step,
             "test_accuracy": test.metrics["accuracy"], "test_examples": len(test.rows),
-            "runs": [{k: v for k, v in r.items() if k != "folder"} for r in runs]}
+            "runs": [{"lr": r["lr"], "dev_accuracy": r["score"], "best_step": r["best_step"]} for r in result.grid]}
 
 
 def sentiment_report(model, out: Path, lrs, *, control_lrs=None, control_config=None, tokenizer=None,

@@ -58,11 +58,11 @@ POOL = [
     (math.nan, set()),
     (math.inf, set()),
     (None, {"none"}),
-    ([], {"list_str", "seq_str", "seq_path", "seq_pairs", "seq_int", "iterable"}),
+    ([], {"list_str", "seq_str", "seq_path", "seq_pairs", "seq_int", "seq_float", "seq_callback", "iterable"}),
     (["a"], {"list_str", "seq_str", "seq_path", "iterable"}),
     ([Path("a")], {"seq_path", "iterable"}),
-    ([1, 2], {"seq_int", "iterable"}),
-    ((1, 2), {"seq_int", "iterable"}),
+    ([1, 2], {"seq_int", "seq_float", "iterable"}),
+    ((1, 2), {"seq_int", "seq_float", "iterable"}),
     ({"a": "b"}, {"map_str", "iterable"}),
     ({"max_steps": 2}, {"iterable"}),
     (Opaque(), set()),
@@ -96,6 +96,9 @@ ANNOTATIONS = {
     "Mapping[str, str] | None": ({"map_str", "none"}, None),
     "Sequence[int]": ({"seq_int"}, (1,)),
     "Callable[[str], None]": ({"callable"}, print),
+    "Optional[Callable[[list, list], dict]]": ({"callable", "none"}, None),
+    "Sequence[Callback]": ({"seq_callback"}, ()),  # Callback objects; no pool value is one
+    "Optional[Sequence[float]]": ({"seq_float", "none"}, None),
     "Log": ({"callable", "none"}, None),
     "Any": (None, None),  # anything (``dist``: a process group, duck-typed)
     "Optional[TrainConfig]": ({"none"}, None),  # a TrainConfig too; no pool value is one

@@ -2,7 +2,8 @@
 
 Every command is a typed function here: `train_tokenizer`, `prepare_store`, `pretrain`, `finetune`, `evaluate`,
 `predict`, `embed`, `evaluate_pretraining`, `analyze_transitions`, `run_experiment` (with `ExperimentSettings`),
-`speedup_experiment`, `plot_runs` and `push_to_hub`; ``litebert COMMAND`` maps its flags onto them. The heavy
+`speedup_experiment`, `plot_runs` and `push_to_hub`; ``litebert COMMAND`` maps its flags onto them. `pretrain` and
+`finetune` report to `Callback` objects (`EarlyStopping` is one). The heavy
 modules (torch models, tokenizer, data pipeline) are imported lazily so that ``import litebert`` and the CLI's
 ``--help`` stay fast.
 """
@@ -49,6 +50,8 @@ _LAZY = {
     "push_to_hub": "litebert.push",
     "PushResult": "litebert.push",
     "CardInfo": "litebert.card",
+    "Callback": "litebert.engine.callbacks",
+    "EarlyStopping": "litebert.engine.callbacks",
 }
 _RENAMED = {"ExperimentSettings": "Settings"}
 

@@ -103,12 +103,13 @@ RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "
              {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD,
               "wandb": WANDB},
              resumable=True, legacy=_legacy("pretraining-run", ("train_config.json", "checkpoints"), False))
+_FINETUNED_FOLDERS: dict = {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB,
+                            "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))}
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
                    MODEL_FILES + _names("finetune.json", "answerability.safetensors", "metrics.jsonl", "train.csv",
-                                        "eval.csv", "trackers.json"),
-                   {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB,
-                    "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))},
-                   resumable=True, legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
+                                        "eval.csv", "trackers.json", "grid.json"),
+                   _FINETUNED_FOLDERS, resumable=True, legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
+_FINETUNED_FOLDERS[r"lr-[^/]+"] = FINETUNED  # a learning-rate grid's runs, one per rate (`litebert.tasks.grid`)
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),
                     {"data": Layout(None, folders={"text": Layout(None, files=_names("train.txt", "heldout.txt")),
@@ -117,9 +118,8 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
                          "pretrain": RUN, "sentiment": FINETUNED, "mc": FINETUNED})}),
                      "baselines": Layout(None, files=_names("baselines.json"), folders={"from-scratch": Layout(
                          None, folders={r"model(?:\.partial)?": Layout(None, files=MODEL_FILES),
-                                        # one run per rate (lr-RATE/); a run of one rate in place, as written before
-                                        r"sentiment|mc": Layout(None, files=FINETUNED.files, folders={
-                                            r"lr-[^/]+": FINETUNED, **FINETUNED.folders})})}),
+                                        # a learning-rate grid (lr-RATE/ each), or one run in place
+                                        r"sentiment|mc": FINETUNED})}),
                      "timing": Layout(None, folders={r"[^/]+": RUN}),
                      "speedup": Layout(None, files=(r"[^/]+\.json",))},
                     resumable=True)

@@ -3,12 +3,13 @@
 Files in the run folder: ``metrics.jsonl`` (every record, one JSON object per line, with ``"split": "train"|"eval"``),
 ``train.csv`` and ``eval.csv`` (the same numbers as spreadsheets); the same records go to the trackers the run's
 ``report_to`` names (`litebert.engine.trackers`: TensorBoard in ``tensorboard/``, W&B, MLflow; by default TensorBoard
-if the package is installed, else one notice on stderr says where the metrics are). The columns of the CSV files are
-the pretraining ones by default; a caller passes its own (``litebert finetune``: examples/s, and its task's dev
-metrics taken from the first record). On resume, records after the checkpoint's step (written by the run that was killed) are dropped first, so
-every file reads as one uninterrupted run; a torn last line (the process was killed while appending it) is dropped
-with a warning, any other line that cannot be read stops the resume with the file and line. Records are appended
-(a line at a time), and the truncation on resume rewrites the file atomically.
+if the package is installed). The writer is a callback of the training loops (`litebert.engine.callbacks`). The
+columns of the CSV files are the pretraining ones by default; a caller passes its own (``litebert finetune``:
+examples/s, and its task's dev metrics taken from the first record). On resume, records after the checkpoint's step
+(written by the run that was killed) are dropped first, so every file reads as one uninterrupted run; a torn last
+line (the process was killed while appending it) is dropped with a warning, any other line that cannot be read stops
+the resume with the file and line. Records are appended (a line at a time), and the truncation on resume rewrites
+the file atomically.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from litebert.config import AlbertConfig
+from litebert.engine.callbacks import Callback
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
 from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
@@ -115,17 +117,19 @@ def _truncate_csv(path: Path, after_step: int) -> None:
     atomic_write(path, text.getvalue())
 
 
-class MetricsWriter:
-    """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``)."""
+class MetricsWriter(Callback):
+    """Append-only metrics of one run; a no-op object on ranks other than 0 (``enabled=False``). As a callback of
+    the loop (`litebert.engine.callbacks`) it writes the ``train`` record of every ``every``-th step (and of step
+    ``last``), each evaluation as an ``eval`` record, and closes the files and trackers when the loop ends."""
 
     def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None,
                  trackers: Trackers = Trackers(), columns: dict[str, list[str] | None] | None = None,
-                 config: dict | None = None):
+                 config: dict | None = None, every: int = 1, last: int | None = None):
         """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
         record (or the header of its existing file). Default: the pretraining columns. ``trackers``: the trackers
         that also receive the records, as the run's plan resolved them (`litebert.engine.trackers`; default none);
         ``config``: the run's settings, sent once to a new tracker run."""
-        self.enabled = enabled
+        self.enabled, self.every, self.last = enabled, every, last
         self.folder = Path(folder)
         self.trackers: list = []
         self._environment = contextlib.ExitStack()
@@ -186,6 +190,16 @@ class MetricsWriter:
                       f"({type(e).__name__}: {first_line(e, 200)}); training continues "
                       f"without {tracker.name}", file=sys.stderr, flush=True)
                 self.trackers.remove(tracker)
+
+    def on_step(self, step: int, record: dict) -> None:
+        if step % self.every == 0 or step == self.last:
+            self.log("train", record)
+
+    def on_evaluate(self, step: int, metrics: dict) -> None:
+        self.log("eval", {"step": step, **metrics})
+
+    def on_end(self, step: int) -> None:
+        self.close()
 
     def close(self) -> None:
         # Called from the loops' ``finally``: an exception on its way out marks the tracker runs failed

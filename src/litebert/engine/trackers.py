@@ -2,12 +2,13 @@
 
 ``report_to`` (a field of `TrainConfig` and `FinetuneConfig`, ``--report-to`` on the command line) is a comma list
 of tracker names (``tensorboard``, ``wandb``, ``mlflow``), or ``none``, or ``auto`` (the default: TensorBoard when
-the ``tensorboard`` package is installed, else none, with a one-line notice). `resolve` decides which trackers a run
+the ``tensorboard`` package is installed, else none, quietly: ``metrics.jsonl`` and the CSV files are written
+either way; a TensorBoard that is installed but does not import is a one-line notice). `resolve` decides which trackers a run
 uses (a `Trackers`) and refuses a named tracker whose package is missing, with the pip command; the run's plan
 (`litebert.engine.plan`) calls it once, before anything is written, and carries the decision to the metrics writer.
 Each tracker's package is imported only when the run asks for it.
 
-On rank 0 the `MetricsWriter` opens the trackers (`open_trackers`) and hands each every record it appends to
+On rank 0 the `MetricsWriter` (a callback of the training loops, `litebert.engine.callbacks`) opens the trackers (`open_trackers`) and hands each every record it appends to
 ``metrics.jsonl``: the numbers of a ``train`` record as ``train/loss``, ``train/lr``, ..., of an ``eval`` record as
 ``eval/mlm_accuracy``, ..., at the record's step. The run's settings (what ``train_config.json`` or ``finetune.json``
 records) go once to each new tracker run, as W&B config or MLflow params (nested keys joined by dots).
@@ -184,15 +185,13 @@ def open_trackers(trackers: Trackers, folder: Path, resume_step: Optional[int], 
     ``trackers.json`` when ``resume_step`` is given, else new runs given ``config``. `TrackerError` when one cannot
     start (those started are closed again)."""
     names = trackers.names
-    missing = "is not installed (pip install tensorboard)"
-    if trackers.auto and names:
+    if trackers.auto and names:  # auto without TensorBoard installed says nothing: the metrics files are the record
         try:  # the package is there, but torch's side of it may not import (a protobuf at odds with it, say)
             import torch.utils.tensorboard  # noqa: F401
         except Exception as e:
-            names, missing = (), f"cannot be imported ({type(e).__name__}: {first_line(e, 200)})"
-    if trackers.auto and not names:
-        print(f"notice: TensorBoard {missing}; metrics are in {folder / 'metrics.jsonl'} and CSV", file=sys.stderr,
-              flush=True)
+            names = ()
+            print(f"notice: TensorBoard cannot be imported ({type(e).__name__}: {first_line(e, 200)}); metrics are "
+                  f"in {folder / 'metrics.jsonl'} and CSV", file=sys.stderr, flush=True)
     state = _read_state(folder) if resume_step is not None else {}
     config = _plain(config or {})
     opened: list = []

@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -404,40 +404,46 @@ def _dev_accuracy(score: float, n: int) -> dict:
     return accuracy(round(score * n), n).to_json()
 
 
-def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path, lr: Optional[float] = None) -> dict:
-    """Fine-tune the arm's model on a task at ``lr`` (default: the settings' ``finetune_lr``), reusing a finished
-    folder; dev accuracy with its count and 95% Wilson interval (the count is the dev examples evaluated; correct =
-    accuracy x count, exact)."""
+def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs: Optional[Sequence[float]] = None) -> dict:
+    """Fine-tune the arm's model on a task at the settings' ``finetune_lr``, or with ``lrs`` at each of those rates
+    (a learning-rate grid, `litebert.tasks.grid`: a run per rate in out/lr-RATE/, the best on dev in ``out``),
+    reusing a finished folder; dev accuracy with its count and 95% Wilson interval (the count is the dev examples
+    evaluated; correct = accuracy x count, exact), and the rate."""
     from litebert.tasks.finetune import FinetuneConfig
     from litebert.tasks.finetune import finetune as finetune_run
 
     steps = s.sentiment_steps if task == "sentiment" else s.mc_steps
-    lr = s.finetune_lr if lr is None else lr
     data = Path(getattr(s, f"{task}_data"))
     meta_path = out / "finetune.json"
-    if not (meta_path.is_file() and read_json(meta_path, ConfigError).get("complete")):
-        progress(f"{arm.name}: fine-tuning on {task} ({steps} steps, lr {lr:g}) in {out}")
+    if not folders.read_marker(out).get("complete"):
+        rates = ", ".join(f"{x:g}" for x in lrs) if lrs else f"{s.finetune_lr:g}"
+        progress(f"{arm.name}: fine-tuning on {task} ({steps} steps, lr {rates}) in {out}")
         config = FinetuneConfig(seed=s.seed, max_steps=steps, eval_every=steps, batch_size=s.finetune_batch,
-                                lr=lr, seq_len=s.seq_len, warmup_proportion=0.1,
+                                lr=None if lrs else s.finetune_lr, seq_len=s.seq_len, warmup_proportion=0.1,
                                 max_train_examples=s.max_train_examples, max_eval_examples=s.max_eval_examples)
         with _stage(f"{arm.name}: fine-tuning on {task}"):
             result = finetune_run(task, run / "model", data, out, config=config,
-                                  resume=bool(folders.read_marker(out)), device=s.device, progress=False)
+                                  resume=bool(folders.read_marker(out)), device=s.device, progress=False,
+                                  lr_grid=list(lrs) if lrs else None)
         if result.interrupted:
             raise ExperimentError(f"{arm.name}: fine-tuning on {task} stopped at step {result.steps}; run the same "
                                   f"experiment again to continue")
     else:
         progress(f"{arm.name}: fine-tuning on {task} finished earlier, reused")
-    acc = float(read_json(meta_path, ConfigError)["dev_metrics"]["accuracy"])
-    return {**_dev_accuracy(acc, len(_examples(task, s, "dev"))), "steps": steps, "lr": lr}
+    meta = read_json(meta_path, ConfigError)
+    n = len(_examples(task, s, "dev"))
+    return {**_dev_accuracy(float(meta["dev_metrics"]["accuracy"]), n), "steps": steps, "lr": meta["train"]["lr"]}
 
 
 def finetune_grid(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs) -> dict:
     """`finetune` at each rate of ``lrs`` (into out/lr-<rate>); the best dev accuracy is the row's, every rate's
     listed under ``grid`` (the choice is made on dev, so the row is optimistic by it)."""
-    grid = [finetune(arm, task, s, run, out / f"lr-{lr:g}", lr) for lr in lrs]
-    best = max(grid, key=lambda r: r["accuracy"])  # the first of equals: the order of lrs
-    return {**best, "grid": [{"lr": r["lr"], "accuracy": r["accuracy"]} for r in grid]}
+    from litebert.tasks.grid import GRID_FILE
+
+    best = finetune(arm, task, s, run, out, lrs)
+    n = len(_examples(task, s, "dev"))
+    runs = read_json(out / GRID_FILE, ConfigError)["runs"]
+    return {**best, "grid": [{"lr": r["lr"], "accuracy": _dev_accuracy(r["score"], n)["accuracy"]} for r in runs]}
 
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:

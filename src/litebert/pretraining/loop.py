@@ -9,8 +9,9 @@ interrupted — which is what makes resume exact and 2 processes equal to 1.
 
 Per step (`litebert.engine.step.train_step`): forward/backward every micro-batch, clip the global gradient norm
 (official ``clip_by_global_norm``), the optimizer step at the official schedule's learning rate (a non-finite step
-is skipped: the engine's policy). Then metrics, evaluation and checkpoints at their intervals, and on SIGTERM/SIGINT a
-checkpoint and a clean exit. Where the run starts (a checkpoint, or step 0) and what it runs with (runtime, batch
+is skipped: the engine's policy). Then the callbacks (`litebert.engine.callbacks`: the progress bar, the metrics files
+and trackers, the caller's), evaluation and checkpoints at their intervals, and on SIGTERM/SIGINT a checkpoint and a
+clean exit. Where the run starts (a checkpoint, or step 0) and what it runs with (runtime, batch
 split, micro-batch, trackers) is the caller's plan (`litebert.engine.plan`); the loop obeys it.
 """
 
@@ -21,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from tqdm import tqdm
@@ -31,7 +32,8 @@ from litebert.errors import CheckpointError
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.engine import distributed as D
-from litebert.engine.checkpoint import run_identity
+from litebert.engine.callbacks import Callback, Callbacks, Progress
+from litebert.engine.checkpoint import checkpoint_path, run_identity
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
@@ -55,12 +57,13 @@ class LoopResult:
     final_eval: Optional[dict]
     plateau: Optional[dict] = None  # the plateau guard's verdict when it fired (`litebert.pretraining.plateau`)
     stopped_on_plateau: bool = False  # ended by ``on_plateau="stop"``: checkpoint saved, resumable
+    stopped_early: bool = False  # ended by a callback's stop, as ``time_limit`` ends a run
 
 
 def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_dir: str | Path, *,
           plan: Optional[RunPlan] = None, init: Optional[dict] = None, progress: bool = True,
           stop_after: Optional[int] = None, time_limit: Optional[float] = None, collate: Callable = collate_pretraining,
-          run_config: Optional[dict] = None) -> LoopResult:
+          run_config: Optional[dict] = None, callbacks: Sequence[Callback] = ()) -> LoopResult:
     """Pretrain ``model`` (an ``AlbertForPreTraining``) to ``cfg.max_steps``, writing metrics, checkpoints and the
     final model (HF folder format, ``out_dir/model``) under ``out_dir``.
 
@@ -70,7 +73,10 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     this process (`plan.local_plan`; ``init``, where the starting weights came from, ``{"path", "sha256"}``, is then
     recorded in the checkpoints). ``stop_after``: leave (with a checkpoint) after this many steps in this call, as
     on SIGTERM. ``time_limit``: seconds; past it, end as if ``max_steps`` were reached (the schedule is not
-    rescaled). ``run_config``: the settings sent once to a new tracker run (default: ``cfg`` and the model config)."""
+    rescaled). ``run_config``: the settings sent once to a new tracker run (default: ``cfg`` and the model config).
+    ``callbacks``: called after each step, evaluation and save (`litebert.engine.callbacks`: on rank 0; a stop they
+    ask for ends the run as ``time_limit`` does), after the progress bar and the metrics files, which are callbacks
+    too."""
     plan = plan or local_plan(cfg, model.config, identity=run_identity(model, cfg, train_data, init),
                               max_steps=cfg.max_steps)
     rt, micro, out = plan.runtime, plan.micro, Path(out_dir)
@@ -80,21 +86,24 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     if plan.checkpoint is not None:
         state.restore(plan.checkpoint.state, d, cfg.seed)
     log = MetricsWriter(out, enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
-                        columns=metric_columns(cfg.objective),
+                        columns=metric_columns(cfg.objective), every=cfg.log_every,
                         config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
     stop, deadline = StopSignals(), time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
-    bar = tqdm(total=cfg.max_steps, initial=state.step, desc="pretrain", disable=not progress or not d.is_main,
-               dynamic_ncols=True)
+    guard = _guard(cfg, train_data, eval_data, collate, rt)
+    bar = Progress("pretrain", cfg.max_steps, state.step, functools.partial(_postfix, guard=guard),
+                   enabled=progress and d.is_main)
+    calls = Callbacks([bar, log, *callbacks], d)
+    calls.restore(state.counters["callbacks"])
     peak, first_step = _peak_tflops(cfg, d.device), state.step
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
     result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
-    guard = _guard(cfg, train_data, eval_data, collate, rt)
     feed = _feed(train_data, collate, cfg, plan.split.per_process, d)
+    run_eval = functools.partial(_evaluation, model, eval_data, collate, cfg, rt, micro, guard, calls)
+    evaluated: dict = {}  # the last evaluation: {"step", "metrics"}
     try:
-        if state.step == 0 and eval_data is not None:
-            log.log("eval", {"step": 0, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size), **_h1(guard)})
-        while state.step < cfg.max_steps:
+        result.stopped_early = asked = state.step == 0 and eval_data is not None and run_eval(0, evaluated)
+        while state.step < cfg.max_steps and not asked:
             t0 = time.perf_counter()
             counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made
 
@@ -108,43 +117,41 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
                               clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
                               parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
-            news = micro.news()
-            if news and d.is_main:
-                print(news, file=sys.stderr, flush=True)
+            _news(micro, d)
             state.counters["data_step"] += 1
             state.counters["tokens_seen"] += int(step.totals[0].item())
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
-            record = _train_record(state, step, cfg, dt, peak, d.world_size)
-            if guard is not None:
-                record["unigram_entropy"] = round(guard.unigram.entropy, 4)
-            if state.step % cfg.log_every == 0:
-                log.log("train", record)
-            bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", **_mlm_postfix(record, guard),
-                            tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
+            record = {**_train_record(state, step, cfg, dt, peak, d.world_size), **_h1(guard)}
+            asked = calls.step(state.step, record)
             if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
-                log.log("eval", {"step": state.step, **evaluate(model, eval_data, collate, cfg, rt, batch=micro.size),
-                                 **_h1(guard)})
+                asked = run_eval(state.step, evaluated) or asked
             result.interrupted, result.time_limited = _ending(step, state.step - first_step, stop_after,
                                                               state.step < cfg.max_steps)
             if guard is not None and _watch(guard, record, model, cfg, rt, log, state.step, result):
                 result.interrupted = result.stopped_on_plateau = True
+            result.stopped_early = asked and not result.interrupted and state.step < cfg.max_steps
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
-                _checkpoint(state, out, plan.identity, rt, cfg.keep_last, fatal=result.interrupted)
+                _checkpoint(state, out, plan.identity, rt, cfg.keep_last, calls, fatal=result.interrupted)
             if result.interrupted or result.time_limited:
                 break
-        if not result.interrupted:  # the end (or the time limit): a last checkpoint, evaluation and the model
-            _checkpoint(state, out, plan.identity, rt, cfg.keep_last, fatal=True)
-            result.final_eval = _finish(model, eval_data, collate, cfg, rt, log, state.step, out, micro.size, guard)
+        if not result.interrupted:  # the end (a time limit, a callback's stop): a checkpoint, evaluation, the model
+            _checkpoint(state, out, plan.identity, rt, cfg.keep_last, calls, fatal=True)
+            result.final_eval = _finish(model, eval_data, run_eval, evaluated, state.step, out, calls, d)
     finally:
         feed.close()
-        bar.close()
-        log.close()
         stop.restore()
+        calls.end(state.step)
     result.step, result.signal, result.skipped_steps = state.step, stop.signal, state.skipped_steps
     result.tokens_seen, result.elapsed_s = state.counters["tokens_seen"], state.elapsed_s
     return result
+
+
+def _news(micro: MicroBatch, d) -> None:
+    """Rank 0 says which micro-batch ``auto`` chose, when it chose one."""
+    news = micro.news()
+    if news and d.is_main:
+        print(news, file=sys.stderr, flush=True)
 
 
 def _ending(step, steps_this_call: int, stop_after: Optional[int], more_to_go: bool) -> tuple[bool, bool]:
@@ -153,23 +160,32 @@ def _ending(step, steps_this_call: int, stop_after: Optional[int], more_to_go: b
     return stopping, not stopping and step.totals[3].item() > 0 and more_to_go
 
 
+def _evaluation(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, micro: MicroBatch,
+                guard: Optional[PlateauGuard], calls: Callbacks, step: int, evaluated: dict) -> bool:
+    """The held-out evaluation at ``step`` (kept in ``evaluated``), given to the callbacks (the metrics files among
+    them) with H1 beside it; True when one of them asks the run to stop."""
+    metrics = evaluate(model, eval_data, collate, cfg, rt, batch=micro.size)
+    evaluated.update(step=step, metrics=metrics)
+    return calls.evaluate(step, {**metrics, **_h1(guard)})
+
+
+def _finish(model, eval_data, run_eval: Callable[[int, dict], bool], evaluated: dict, step: int, out: Path,
+            calls: Callbacks, d) -> Optional[dict]:
+    """The end of the run: the final evaluation (returned; the step's own when it was just evaluated) and, on rank
+    0, the model in the HF folder format."""
+    if eval_data is not None and evaluated.get("step") != step:
+        run_eval(step, evaluated)  # a stop asked here changes nothing: the run ends
+    if d.is_main:
+        model.save_pretrained(out / "model")
+    calls.save(step, out / "model")
+    return evaluated.get("metrics") if eval_data is not None else None
+
+
 def _peak_tflops(cfg: TrainConfig, device: torch.device) -> Optional[float]:
     """One device's peak TFLOP/s for the MFU estimate: the config's, else the known figure of this GPU, else None."""
     if cfg.peak_tflops:
         return cfg.peak_tflops
     return peak_tflops_of(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-
-
-def _finish(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
-            out: Path, batch: int, guard: Optional[PlateauGuard]) -> Optional[dict]:
-    """The end of the run: the final evaluation (returned) and, on rank 0, the model in the HF folder format."""
-    final = None
-    if eval_data is not None:
-        final = evaluate(model, eval_data, collate, cfg, rt, batch=batch)
-        log.log("eval", {"step": step, **final, **_h1(guard)})
-    if rt.dist.is_main:
-        model.save_pretrained(out / "model")
-    return final
 
 
 def _guard(cfg: TrainConfig, train_data, eval_data, collate: Callable, rt: Runtime) -> Optional[PlateauGuard]:
@@ -198,11 +214,10 @@ def _h1(guard: Optional[PlateauGuard]) -> dict:
     return {"unigram_entropy": round(guard.unigram.entropy, 4)} if guard is not None else {}
 
 
-def _mlm_postfix(record: dict, guard: Optional[PlateauGuard]) -> dict:
-    """The progress line's MLM loss beside H1."""
-    if guard is None:
-        return {}
-    return {"mlm": f"{record['mlm_loss']:.2f}", "H1": f"{guard.unigram.entropy:.2f}"}
+def _postfix(record: dict, guard: Optional[PlateauGuard]) -> dict:
+    """The progress line: the loss, the MLM loss beside H1 (with the plateau guard), tokens/s."""
+    mlm = {"mlm": f"{record['mlm_loss']:.2f}", "H1": f"{guard.unigram.entropy:.2f}"} if guard is not None else {}
+    return {"loss": f"{record['loss']:.3f}", **mlm, "tok_s": f"{record['tokens_per_s']:.0f}"}
 
 
 def _watch(guard: PlateauGuard, record: dict, model, cfg: TrainConfig, rt: Runtime, log: MetricsWriter, step: int,
@@ -237,7 +252,7 @@ def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
                                bias_correction=cfg.bias_correction)
 
     # "none" trains no sentence head: DDP must not wait for its gradients
-    return setup(model, rt, micro, optimizer, {"data_step": 0, "tokens_seen": 0},
+    return setup(model, rt, micro, optimizer, {"data_step": 0, "tokens_seen": 0, "callbacks": {}},
                  gradient_checkpointing=cfg.gradient_checkpointing, compile=cfg.compile,
                  find_unused_parameters=cfg.objective == "none")
 
@@ -283,14 +298,19 @@ def _train_record(state: TrainState, step, cfg: TrainConfig, dt: float, peak: Op
     return record
 
 
-def _checkpoint(state: TrainState, out: Path, identity: dict, rt: Runtime, keep_last: int, fatal: bool) -> None:
-    """A checkpoint of the current step; a failed periodic one (a full disk) is a warning: training goes on."""
+def _checkpoint(state: TrainState, out: Path, identity: dict, rt: Runtime, keep_last: int, calls: Callbacks,
+                fatal: bool) -> None:
+    """A checkpoint of the current step, with the callbacks' state; a failed periodic one (a full disk) is a warning:
+    training goes on."""
+    state.counters["callbacks"] = calls.state()
     try:
         state.save(out / "checkpoints", identity, rt.dist, keep_last)
     except CheckpointError as e:
         if fatal:
             raise
         print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
+        return
+    calls.save(state.step, checkpoint_path(out / "checkpoints", state.step))
 
 
 @torch.no_grad()

@@ -16,12 +16,13 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from litebert import folders
 from litebert.arguments import checked
 from litebert.card import CardInfo
 from litebert.config import AlbertConfig
+from litebert.engine.callbacks import Callback
 from litebert.errors import ConfigError
 from litebert.files import write_json
 from litebert.pretraining.config import TrainConfig
@@ -51,6 +52,7 @@ class PretrainResult:
     parameters: int = 0
     plateau: Optional[dict] = None  # the plateau guard's finding, when it fired (`litebert.pretraining.plateau`)
     stopped_on_plateau: bool = False  # ended by on_plateau="stop": checkpoint saved, resumable
+    stopped_early: bool = False  # ended by a callback's stop, as time_limit ends a run: model written, resumable
 
     def summary(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("out", "model_dir", "signal")}
@@ -63,7 +65,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
              resume: bool = False, overwrite: bool = False, device: Optional[str] = None, attention: str = "auto",
              verify_data: bool = True, progress: bool = True, stop_after: Optional[int] = None,
              time_limit: Optional[float] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
-             hub_private: bool = True, dist: Any = None) -> PretrainResult:
+             hub_private: bool = True, callbacks: Sequence[Callback] = (), dist: Any = None) -> PretrainResult:
     """Pretrain into the run folder ``out`` on the token store ``data``.
 
     ``model``: an `AlbertConfig`, a preset name or a config.json path (its vocabulary is the store's); with
@@ -77,6 +79,9 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     ``card``: what the model card (model/README.md) says that the run cannot know (license, data set ids).
     ``push_to_hub``: a Hub repository (ORG/NAME) to upload model/ to when the run ends with its model
     (`litebert.push`), created private unless ``hub_private`` is False.
+    ``callbacks``: `litebert.engine.callbacks.Callback` objects the loop calls after each step, evaluation and save
+    (on rank 0); a stop one asks for ends the run as ``time_limit`` does (checkpoint, final evaluation, model; the
+    run is not complete and ``resume`` continues it to ``max_steps``).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.push import Publishing
     from litebert.engine import distributed as D
@@ -95,7 +100,7 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     try:
         result = _pretrain(opening, cfg, Path(data), eval_data, model, opening.inputs["init_from"],
                            opening.inputs["tokenizer"], attention, verify_data, progress, stop_after, time_limit,
-                           publish, dist)
+                           publish, tuple(callbacks), dist)
     finally:
         D.shutdown(dist)
     return _publish(result, publish) if dist.is_main else result  # once the process group is gone: no peer waits
@@ -120,7 +125,7 @@ def _finished(opening) -> PretrainResult:
 
 
 def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
-              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish,
+              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish, callbacks: tuple,
               dist) -> PretrainResult:
     """`pretrain` once the folder is planned and the process group joined: every other check, cheapest first (the
     model's shape and the machinery, from config files alone; then the stores and the weights, hashed), then the
@@ -162,12 +167,12 @@ def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: Mode
     writer = _begin(run, cfg, record, model, train_data, note)
     try:
         result = train_loop(model, train_data, eval_set, cfg, run.folder.out, plan=run, run_config=record,
-                            progress=progress, stop_after=stop_after, time_limit=time_limit)
+                            progress=progress, stop_after=stop_after, time_limit=time_limit, callbacks=callbacks)
         done = PretrainResult(run.folder.out, run.folder.out / "model", run.action, result.step, cfg.max_steps,
                               not result.interrupted and result.step >= cfg.max_steps, result.interrupted,
                               result.signal, result.time_limited, result.skipped_steps, result.tokens_seen,
                               result.elapsed_s, result.final_eval, model.num_parameters(), result.plateau,
-                              result.stopped_on_plateau)
+                              result.stopped_on_plateau, result.stopped_early)
         if writer is not None:
             _end(writer, run, done, saved_tokenizer, data, publish)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while

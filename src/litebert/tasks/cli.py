@@ -3,6 +3,7 @@
     litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
                                                                   # conll, classify, regress, sentiment
         [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
+        [--lr 1e-5,3e-5,1e-4]                                     # a learning-rate grid, chosen on dev
     litebert evaluate --model OUT --data PATH [--output rows.jsonl] [--columns ...] [--device cuda]
                       [--qa-decoding official|hf]
     litebert predict  --model OUT --input in.jsonl --output out.jsonl [--device cuda --precision bf16]
@@ -77,8 +78,28 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     from litebert.push import add_arguments as add_hub_arguments
 
     add_hub_arguments(p)
-    add_config_arguments(p, FinetuneConfig, skip=("precision",), title="hyper-parameters (the task preset's unless "
-                                                                        "given)")
+    p.add_argument("--lr", type=_rates, metavar="LR[,LR...]",
+                   help="peak learning rate (default: the preset's); several, comma-separated: a grid, one run each "
+                        "in --out/lr-RATE/, the best on dev copied into --out and every rate's score in "
+                        "--out/grid.json")
+    add_config_arguments(p, FinetuneConfig, skip=("precision", "lr"), title="hyper-parameters (the task preset's "
+                                                                              "unless given)")
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers") \
+            from None
+    if not rates:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers")
+    return rates
+
+
+def flag_names(args: argparse.Namespace) -> dict[str, str]:
+    """Errors about ``lr_grid`` (finetune's grid of rates) name the flag that gave it."""
+    return {"lr_grid": "--lr"}
 
 
 _TASK_MODEL = ("a folder written by `litebert finetune`, or an ALBERT task model saved by HF transformers (its "
@@ -158,17 +179,23 @@ def run_finetune(args: argparse.Namespace) -> int:
     from litebert.push import publishing
     from litebert.tasks.finetune import FinetuneConfig, finetune
 
-    config = FinetuneConfig(**given(args, FinetuneConfig.__dataclass_fields__))
+    from litebert.tasks.grid import folder_name
+
+    rates = args.lr or []
+    fields = {k: v for k, v in given(args, FinetuneConfig.__dataclass_fields__).items() if k != "lr"}
+    config = FinetuneConfig(**fields, **({"lr": rates[0]} if len(rates) == 1 else {}))
+    grid = rates if len(rates) > 1 else None
     publish = publishing(args)
     labels = args.labels.split(",") if args.labels else None
     result = finetune(args.task, args.model, args.data, args.out, dev=args.dev, tokenizer=args.tokenizer,
                       columns=_parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
                       attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
-                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private)
+                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid)
     if result.interrupted:
-        print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in "
-              f"{Path(args.out) / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
+        run = Path(args.out) / folder_name(result.lr) if grid else Path(args.out)
+        print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in {run / 'checkpoints'}; "
+              f"continue with the same command and --resume", file=sys.stderr)
         return 130
     return 0
 

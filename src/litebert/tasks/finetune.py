@@ -25,6 +25,7 @@ from litebert.arguments import checked
 from litebert.card import CardInfo
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY
 from litebert.engine.args import Machinery
+from litebert.engine.callbacks import Callback
 from litebert.errors import ConfigError, DataError, literal
 from litebert.files import write_json
 
@@ -48,6 +49,8 @@ class FinetuneConfig(Machinery):
         warmup_proportion: linear warmup as a proportion of the steps
         eval_every: evaluate on dev every N steps, keeping the best checkpoint
         patience: stop after N evaluations without improvement (default: never)
+        metric: the dev metric (higher is better) that chooses the checkpoint kept, early stopping's and the
+            learning-rate grid's (default: the task's; one of its dev metrics, or one compute_metrics returns)
         seed: seed of the head's initialisation, dropout and batch order
         dropout: hidden and classifier dropout (default: the model's)
         seq_len: maximum pieces per input (default: the preset's, capped by the model's max_position_embeddings)
@@ -72,6 +75,7 @@ class FinetuneConfig(Machinery):
     warmup_proportion: Optional[float] = None
     eval_every: Optional[int] = None
     patience: Optional[int] = None
+    metric: Optional[str] = None
     dropout: Optional[float] = None
     seq_len: Optional[int] = None
     max_train_examples: Optional[int] = None
@@ -138,10 +142,12 @@ class FinetuneResult:
     best_step: Optional[int] = None
     best_metrics: Optional[dict] = None
     metric: Optional[str] = None
-    stopped_early: bool = False
+    stopped_early: bool = False  # ended by early stopping or a callback's stop: the best model kept, complete
     interrupted: bool = False  # stopped by SIGTERM/SIGINT: resumable with resume=True
     signal: Optional[int] = None
     hub_url: Optional[str] = None  # the Hub repository the folder was uploaded to (``push_to_hub``)
+    lr: Optional[float] = None  # the peak learning rate of the model in ``out`` (a grid's: the rate dev chose)
+    grid: Optional[list] = None  # a learning-rate grid's runs: {"lr", "folder", "best_step", "score"} each
 
 
 @checked
@@ -152,7 +158,9 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              keep_checkpoints: bool = False, device: Optional[str] = None, attention: str = "auto",
              encoding_errors: str = "strict", progress: bool = True, log: Log = print,
              stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
-             hub_private: bool = True, dist: Any = None) -> FinetuneResult:
+             hub_private: bool = True, callbacks: Sequence[Callback] = (),
+             compute_metrics: Optional[Callable[[list, list], dict]] = None,
+             lr_grid: Optional[Sequence[float]] = None, dist: Any = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
@@ -162,31 +170,40 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     ({"text_a": COL, "text_b": COL, "label": COL}); ``labels``: the label set (default: the task's, or those seen in
     training). ``config``: hyper-parameters over the preset's. ``resume``: continue the stopped run in ``out``;
     ``overwrite``: replace the fine-tuned model there. ``keep_checkpoints``: keep out/checkpoints at the end.
-    ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps.
-    ``card``: what the model card (README.md) says that the run cannot know (license, data set ids).
-    ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to when the run has finished (`litebert.push`),
-    created private unless ``hub_private`` is False.
+    ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps (of
+    each run of a grid). ``card``: what the model card (README.md) says that the run cannot know (license, data set
+    ids). ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to when the run has finished
+    (`litebert.push`), created private unless ``hub_private`` is False.
+    ``callbacks``: `litebert.engine.callbacks.Callback` objects the loop calls after each step, evaluation and save
+    (on rank 0); a stop one asks for ends the run as early stopping does. ``compute_metrics(predictions, labels)``:
+    more dev metrics, a dict of names to numbers merged into the task's; it gets the dev examples' predictions and
+    gold labels as ``evaluate --output`` writes them. ``lr_grid``: peak learning rates, one run each into
+    ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
+    ``out/grid.json`` (`litebert.tasks.grid`).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.push import Publishing
     from litebert.engine import distributed as D
-    from litebert.engine.plan import open_run
     from litebert.tasks.presets import get_preset
 
     preset, cfg = get_preset(task), config or FinetuneConfig()
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
+    job = _Job(preset, cfg, {"model": model, "data": data, "dev": dev, "tokenizer": tokenizer}, dict(columns or {}),
+               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
+               compute_metrics)
+    if lr_grid is not None:
+        from litebert.tasks.grid import finetune_grid
+
+        return finetune_grid(job, out, lr_grid, resume=resume, overwrite=overwrite, publish=publish, device=device,
+                             dist=dist)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
-    opening = open_run(out, folders.FINETUNED, cfg, resume=resume, overwrite=overwrite, max_steps=cfg.max_steps,
-                       extendable=False, inputs={"model": model, "data": data, "dev": dev, "tokenizer": tokenizer},
-                       hub_ids={"model": "model", "tokenizer": "tokenizer"})
+    opening = job.open(out, resume=resume, overwrite=overwrite)
     if opening.finished:
         _notice(log, f"{out}: this fine-tuning run is finished; nothing to do")
         publish.not_pushed(f"the run was finished already; upload it with `litebert push {out} {push_to_hub}`")
         return FinetuneResult(Path(out), preset.name, "finished", 0, True)
     dist = dist or D.from_environment(device=device)
     try:
-        result = _finetune(opening, preset, cfg, opening.inputs["model"], data, dev, opening.inputs["tokenizer"],
-                           dict(columns or {}), labels, keep_checkpoints, attention, encoding_errors, progress, log,
-                           stop_after, publish, dist)
+        result = _finetune(job, opening, publish, dist)
     finally:
         D.shutdown(dist)
     if dist.is_main:  # once the process group is gone: no peer waits for the upload
@@ -196,6 +213,45 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
         else:
             result.hub_url = publish.push(out)
     return result
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What a `finetune` call asks of each run it makes (one, or one per rate of a grid): its arguments."""
+
+    preset: Any
+    cfg: FinetuneConfig
+    inputs: dict  # model, data, dev, tokenizer, as given
+    columns: dict
+    labels: Optional[Sequence[str]]
+    keep_checkpoints: bool
+    attention: str
+    encoding_errors: str
+    progress: bool
+    log: Log
+    stop_after: Optional[int]
+    callbacks: tuple
+    compute_metrics: Optional[Callable]
+
+    @property
+    def metric(self) -> str:
+        """The dev metric that chooses the model kept."""
+        return self.cfg.metric or self.preset.metric
+
+    def open(self, out, *, resume: bool, overwrite: bool):
+        """The run's first decisions (`litebert.engine.plan.open_run`); a grid's folder is refused (its rates run
+        in its sub-folders)."""
+        from litebert.engine.plan import open_run
+
+        opening = open_run(out, folders.FINETUNED, self.cfg, resume=resume, overwrite=overwrite,
+                           max_steps=self.cfg.max_steps, extendable=False, inputs=self.inputs,
+                           hub_ids={"model": "model", "tokenizer": "tokenizer"})
+        grid = opening.folder.marker.get("grid")
+        if grid and opening.folder.action in ("resume", "finished"):
+            raise ConfigError("{out} holds a learning-rate grid (" + literal(", ".join(f"{x:g}" for x in grid)) +
+                              "); continue it with the same {lr_grid:flag}, or choose another folder", out=out,
+                              lr_grid=None)
+        return opening
 
 
 @dataclass
@@ -260,37 +316,40 @@ def _read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, col
     return _Task(tok, model, train_path, dev_path, labels, train_ex, dev_ex, max_len, feats, dev_feats)
 
 
-def _finetune(opening, preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
-              keep_checkpoints: bool, attention: str, encoding_errors: str, progress: bool, log: Log, stop_after,
-              publish, dist) -> FinetuneResult:
+def _finetune(job: _Job, opening, publish, dist) -> FinetuneResult:
     """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
     from litebert.tasks import finetuned
     from litebert.tasks.trainer import run_identity, train
     from litebert.engine import distributed as D
     from litebert.engine.plan import machine, plan_run
 
-    t = _read_task(preset, cfg, model_dir, data, dev, tokenizer, columns, labels, encoding_errors)
-    targs = cfg.train_args(preset, len(t.feats), t.max_len, progress)
-    machinery = machine(targs, dist, attention, t.model.config)
+    preset, cfg, log, metric = job.preset, job.cfg, job.log, job.metric
+    model_dir = opening.inputs["model"]
+    t = _read_task(preset, cfg, model_dir, job.inputs["data"], job.inputs["dev"], opening.inputs["tokenizer"],
+                   job.columns, job.labels, job.encoding_errors)
+    targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress)
+    machinery = machine(targs, dist, job.attention, t.model.config)
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
                             {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len,
-                             **({"lora": _lora(cfg)} if cfg.lora else {})})
+                             **({"lora": _lora(cfg)} if cfg.lora else {}),
+                             **({"metric": metric} if metric != preset.metric else {})})
     run = plan_run(opening, machinery, lambda _: identity, max_steps=targs.train_steps,
                    default_max_steps=targs.train_steps)
     for line in run.notices if dist.is_main else ():
         _notice(log, line)
     plan, runtime = run.folder, run.runtime
-    meta = _meta(preset, t, targs, columns, model_dir)
+    meta = {**_meta(preset, t, targs, job.columns, model_dir), "metric": metric}
     if cfg.lora:
         meta["lora"] = _lora(cfg)
 
     def evaluate(m):
         return finetuned.evaluate(preset, m, t.tok, t.dev_ex, t.labels, t.max_len, features=t.dev_feats,
-                               amp=runtime.amp, varlen=runtime.varlen)[0]
+                                  amp=runtime.amp, varlen=runtime.varlen, compute_metrics=job.compute_metrics)[0]
 
-    def save(m, step, metrics):
+    def save(m, step, metrics) -> Path:
         finetuned.save_finetuned(m, t.tok, plan.out, {**meta, **preset.kind.chosen_on_dev(metrics), "best_step": step,
                                                    "dev_metrics": metrics, "complete": False})
+        return plan.out
 
     writer = folders.begin(plan) if dist.is_main else None  # every check passed: from here on out is written
     try:
@@ -301,13 +360,15 @@ def _finetune(opening, preset, cfg: FinetuneConfig, model_dir, data, dev, tokeni
                       f"{dist.device}{precision} ({runtime.attention} attention); hyperparameters: "
                       f"{preset.source}" + (f"; resuming at step {run.start_step}" if run.checkpoint else ""))
         D.barrier(dist)
-        loop = train(t.model, t.feats, targs, evaluate if t.dev_ex else None, preset.metric, save, t.tok.pad_token_id,
+        loop = train(t.model, t.feats, targs, evaluate if t.dev_ex else None, metric, save, t.tok.pad_token_id,
                      log=(log or (lambda _: None)) if dist.is_main else (lambda _: None), out_dir=plan.out,
-                     plan=run, stop_after=stop_after, keep_checkpoints=keep_checkpoints, run_config=meta)
+                     plan=run, stop_after=job.stop_after, keep_checkpoints=job.keep_checkpoints, run_config=meta,
+                     callbacks=job.callbacks)
         result = FinetuneResult(plan.out, preset.name, run.action, loop.steps, not loop.interrupted, loop.best_step,
-                                loop.best_metrics, preset.metric, loop.stopped_early, loop.interrupted, loop.signal)
+                                loop.best_metrics, metric, loop.stopped_early, loop.interrupted, loop.signal,
+                                lr=targs.lr)
         if writer is not None and not loop.interrupted:
-            _complete(writer, preset, meta, result, keep_checkpoints, bool(t.dev_ex), log, publish)
+            _complete(writer, preset, meta, result, job.keep_checkpoints, bool(t.dev_ex), log, publish)
         D.barrier(dist)  # no process leaves while rank 0 still writes
         return result
     finally:
@@ -349,7 +410,7 @@ def _complete(writer: folders.Writer, preset, meta: dict, result: FinetuneResult
     writer.finish()
     if not keep_checkpoints:
         shutil.rmtree(writer.out / "checkpoints", ignore_errors=True)
-    _say(log, f"best dev {preset.metric} {best[preset.metric]:.4f} at step {result.best_step}"
+    _say(log, f"best dev {result.metric} {best[result.metric]:.4f} at step {result.best_step}"
               f"{' (stopped early)' if result.stopped_early else ''}; saved to {writer.out}" if has_dev else
          f"no dev set: saved the final model to {writer.out}")
 

@@ -219,18 +219,45 @@ def _run(preset: TaskPreset, model, tok, examples: list, labels: list[str] | Non
 
 def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
-             progress: bool = False, amp=None, varlen: bool = False) -> tuple[dict, list]:
+             progress: bool = False, amp=None, varlen: bool = False, compute_metrics=None) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
     The model runs on its own device, under autocast to ``amp`` when given, with ``varlen`` attention or not
-    (`predict_outputs`).
+    (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a dict of names to numbers), from
+    the predictions and gold labels as `evaluation_rows` gives them (``evaluate --output``'s).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
     ``null_threshold`` (default 1.0: none) counted as "no answer", plus ``best_exact``/``best_f1`` and their
     thresholds; the returned predictions apply the same threshold.
     """
     kind = preset.kind
-    _, _, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp, varlen)
-    return kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
+    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp,
+                              varlen)
+    metrics, preds = kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
+    if compute_metrics is not None:
+        rows = kind.evaluation_rows(examples, feats, preds, outs, labels)
+        metrics.update(own_metrics(compute_metrics, [r["prediction"] for r in rows], [r["label"] for r in rows],
+                                   metrics))
+    return metrics, preds
+
+
+def own_metrics(compute_metrics, predictions: list, gold: list, metrics: dict) -> dict[str, float]:
+    """What ``compute_metrics(predictions, gold)`` returns, checked: a dict of new metric names (not the task's own
+    ``metrics``) to numbers, as floats."""
+    from numbers import Real
+
+    from litebert.errors import ConfigError
+
+    got = compute_metrics(predictions, gold)
+    name = getattr(compute_metrics, "__name__", type(compute_metrics).__name__)
+    if not isinstance(got, dict) or not all(isinstance(k, str) and isinstance(v, Real) and not isinstance(v, bool)
+                                            for k, v in got.items()):
+        raise ConfigError("{compute_metrics}: returned " + literal(repr(got)[:80]) + "; return a dict of metric "
+                          "names to numbers", compute_metrics=name)
+    taken = [k for k in got if k in metrics]
+    if taken:
+        raise ConfigError("{compute_metrics}: returned " + literal(repr(taken[0])) + ", a metric the task computes "
+                          "already; name yours differently", compute_metrics=name)
+    return {k: float(v) for k, v in got.items()}
 
 
 def evaluate_rows(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,

@@ -3,7 +3,8 @@ evaluation every N steps keeping the best dev checkpoint, early stopping, progre
 
 The optimizer and schedule are the official ones (``litebert.optim``: AdamW without bias correction, LayerNorm and
 biases excluded from weight decay 0.01, lr warms up linearly and decays linearly to 0 at the last step, gradients
-clipped to global norm 1.0 — google-research/albert ``optimization.py``). One plain loop, no callbacks.
+clipped to global norm 1.0 — google-research/albert ``optimization.py``). One plain loop; what it reports (progress,
+metrics files, trackers) and early stopping are callbacks (`litebert.engine.callbacks`), as the caller's are.
 
 It runs on any device and on many processes with the pretraining loop's engine (`litebert.engine.step`: the train
 state, the optimizer step and its non-finite policy), in its vocabulary: ``batch_size`` examples per optimizer
@@ -23,24 +24,26 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE
 from litebert.engine.args import Machinery
-from litebert.errors import CheckpointError, DataError
+from litebert.errors import CheckpointError, ConfigError, DataError, literal
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.plan import RunPlan, local_plan
-from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
+from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
+from litebert.engine.checkpoint import checkpoint_path
+from litebert.engine.step import (MicroBatch, Runtime, TrainState, TrainingError, due, setup, stop_requested,
+                                  train_step)
 from litebert.engine.metrics_log import MetricsWriter
 from litebert.engine.signals import StopSignals
 
@@ -110,19 +113,21 @@ class LoopResult:
     best_metrics: Optional[dict]
     history: list = field(default_factory=list)
     steps: int = 0
-    stopped_early: bool = False
+    stopped_early: bool = False  # ended by early stopping or another callback's stop: the best model kept
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (or ``stop_after``): checkpoint saved, resumable
     signal: Optional[int] = None
 
 
 def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
           evaluate: Callable[[torch.nn.Module], dict] | None = None, metric: str | None = None,
-          save: Callable[[torch.nn.Module, int, dict], None] | None = None, pad_id: int = 0,
+          save: Callable[[torch.nn.Module, int, dict], Optional[Path]] | None = None, pad_id: int = 0,
           log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, plan: Optional[RunPlan] = None,
-          stop_after: int | None = None, keep_checkpoints: bool = False, run_config: dict | None = None) -> LoopResult:
+          stop_after: int | None = None, keep_checkpoints: bool = False, run_config: dict | None = None,
+          callbacks: Sequence[Callback] = ()) -> LoopResult:
     """Train for ``args.train_steps`` updates; every ``eval_every`` steps (and at the end) call ``evaluate(model)``
-    (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves, ``save(model, step, metrics)``.
-    Without ``evaluate`` the final model is saved.
+    (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves (higher is better),
+    ``save(model, step, metrics)`` (which returns the folder it wrote, for the callbacks). Without ``evaluate`` the
+    final model is saved.
 
     ``out_dir``: the run folder for ``metrics.jsonl``/CSV and ``checkpoints/`` (None: neither). Checkpoints are
     written after every evaluation, every ``save_every`` steps and on SIGTERM/SIGINT (which then end the call after
@@ -130,7 +135,10 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     with (`litebert.engine.plan`: the runtime, the batch split and micro-batch, the checkpoint to continue from, the
     trackers, what checkpoints record); default: a new run on this process (`plan.local_plan`). ``stop_after``: leave
     (with a checkpoint) after this many steps in this call, as on SIGTERM. ``run_config``: the settings sent once to
-    a new tracker run (default: ``args``)."""
+    a new tracker run (default: ``args``). ``callbacks``: called after each step, evaluation and save
+    (`litebert.engine.callbacks`: on rank 0), after the progress bar and the metrics files, and before the
+    `EarlyStopping` that ``args.patience`` makes; a stop they ask for ends the run as early stopping does (the last
+    evaluation unless this step's was, the best model kept)."""
     if not features:
         raise DataError("no training examples: nothing to fine-tune on")
     plan = plan or local_plan(args, model.config, identity={}, max_steps=args.train_steps)
@@ -140,16 +148,15 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     torch.manual_seed(args.seed + d.rank)  # dropout masks (differ per process, as pretraining's)
     if plan.checkpoint is not None:
         state.restore(plan.checkpoint.state, d, args.seed)
-    writer = _metrics(out_dir, d, plan, args, run_config)
+    calls = _callbacks(args, plan, state.step, out_dir, run_config, callbacks, metric if evaluate else None)
+    calls.restore(state.counters["callbacks"])
     # compiled: the padded layout (a packed batch's varying shapes would recompile)
     batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING and not args.compile)
-    stop, first_step, loss_ema = StopSignals(), state.step, None
-    bar = tqdm(total=args.train_steps, initial=state.step, desc="fine-tuning",
-               disable=not args.progress or not d.is_main, dynamic_ncols=True)
+    stop, first_step = StopSignals(), state.step
     result = LoopResult(None, None)
 
-    def run_eval() -> bool:  # rank 0 evaluates and saves; True (on every rank) when early stopping says stop
-        return _evaluate_and_keep(state, evaluate, metric, save, args, rt, log, writer)
+    def run_eval() -> bool:  # rank 0 evaluates and saves; True (on every rank) when a callback says stop
+        return _evaluate_and_keep(state, evaluate, metric, save, rt, log, calls)
 
     model.train()
     try:
@@ -168,33 +175,48 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 log(news)
             dt = time.perf_counter() - t0
             state.elapsed_s += dt
-            loss_ema = _ema(loss_ema, step.losses[0].item())
-            _log_step(writer, state, step, args, dt)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss_ema:.4f}")
+            asked = calls.step(state.step, _record(state, step, dt))
             evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
-            result.stopped_early = evaluated and run_eval()
+            result.stopped_early = (evaluated and run_eval()) or (asked and state.step < args.train_steps)
             if result.stopped_early:
                 break
             stopping = stop_requested(step.totals[1], state.step - first_step, stop_after)
             if stopping or evaluated or due(args.save_every, state.step, args.train_steps + 1):
-                _checkpoint(state, ckpt_dir, plan.identity, d, fatal=stopping)
+                _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=stopping)
             result.interrupted = stopping and state.step < args.train_steps
             if result.interrupted:
                 break
-        bar.close()
         if not result.interrupted:
-            _end(state, evaluate, save, run_eval, result.stopped_early, d)
+            _end(state, evaluate, save, run_eval, calls, d)
             if keep_checkpoints:
-                _checkpoint(state, ckpt_dir, plan.identity, d, fatal=True)
+                _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=True)
     finally:
-        bar.close()
-        if writer is not None:
-            writer.close()
         stop.restore()
+        calls.end(state.step)
     result.best_step, result.best_metrics = state.counters["best_step"], state.counters["best_metrics"]
     result.history, result.steps, result.signal = state.counters["history"], state.step, stop.signal
     return result
+
+
+def _callbacks(args: TrainArgs, plan: RunPlan, step: int, out_dir, run_config: dict | None,
+               given: Sequence[Callback], metric: Optional[str]) -> Callbacks:
+    """The run's callbacks: the progress bar (the loss smoothed), the metrics files and trackers (with a run
+    folder: the train record every ``log_every`` steps and at the last), the caller's, and early stopping on
+    ``metric`` when ``args.patience`` asks for it and the run evaluates."""
+    d = plan.runtime.dist
+    smoothed: list[float] = []
+
+    def postfix(record: dict) -> dict:
+        smoothed[:] = [_ema(smoothed[0] if smoothed else None, record["loss"])]
+        return {"loss": f"{smoothed[0]:.4f}"}
+
+    files = [] if out_dir is None else [  # first: a tracker that cannot start leaves no progress bar behind
+        MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
+                      columns={"train": TRAIN_COLUMNS, "eval": None}, config=run_config or dataclasses.asdict(args),
+                      every=args.log_every, last=args.train_steps)]
+    bar = Progress("fine-tuning", args.train_steps, step, postfix, enabled=args.progress and d.is_main)
+    early = [EarlyStopping(metric, args.patience)] if args.patience is not None and metric is not None else []
+    return Callbacks([bar, *files, *given, *early], d)
 
 
 def _ema(average: Optional[float], value: float) -> float:
@@ -202,36 +224,29 @@ def _ema(average: Optional[float], value: float) -> float:
     return value if average is None else 0.98 * average + 0.02 * value
 
 
-def _metrics(out_dir, d: D.Distributed, plan: RunPlan, args: TrainArgs,
-             run_config: dict | None) -> Optional[MetricsWriter]:
-    """The run's metrics files and trackers (None without a run folder)."""
-    if out_dir is None:
-        return None
-    return MetricsWriter(Path(out_dir), enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
-                         columns={"train": TRAIN_COLUMNS, "eval": None}, config=run_config or dataclasses.asdict(args))
-
-
-def _log_step(writer: Optional[MetricsWriter], state: TrainState, step, args: TrainArgs, dt: float) -> None:
-    """The step's train record, every ``log_every`` steps and at the last."""
-    if writer is None or (state.step % args.log_every and state.step != args.train_steps):
-        return
+def _record(state: TrainState, step, dt: float) -> dict:
+    """The step's numbers: a train line of metrics.jsonl."""
     examples = step.totals[0].item()
-    writer.log("train", {"step": state.step, "loss": step.losses[0].item(), "lr": step.lr, "grad_norm": step.grad_norm,
-                         "examples_per_s": examples / dt, "examples": int(examples),
-                         "elapsed_s": round(state.elapsed_s, 3), "skipped_steps": state.skipped_steps,
-                         **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})})
+    return {"step": state.step, "loss": step.losses[0].item(), "lr": step.lr, "grad_norm": step.grad_norm,
+            "examples_per_s": examples / dt, "examples": int(examples), "elapsed_s": round(state.elapsed_s, 3),
+            "skipped_steps": state.skipped_steps,
+            **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})}
 
 
-def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], stopped_early: bool,
+def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], calls: Callbacks,
          d: D.Distributed) -> None:
-    """The end of the run: the last evaluation (keeping the best model), or without dev data the final model."""
+    """The end of the run: the last evaluation unless this step's is done (keeping the best model), or without dev
+    data the final model."""
     if evaluate is not None:
-        if not stopped_early:
-            run_eval()
+        history = state.counters["history"]
+        if not (history and history[-1]["step"] == state.step):
+            run_eval()  # a stop asked here changes nothing: the run ends
         return
     state.counters.update(best_metrics={}, best_step=state.step)
     if save is not None and d.is_main:
-        save(state.model, state.step, {})
+        path = save(state.model, state.step, {})
+        if path is not None:
+            calls.save(state.step, path)
 
 
 def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
@@ -242,7 +257,7 @@ def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
         return build_optimizer(m, "adamw", lr=args.lr, weight_decay=args.weight_decay,
                                bias_correction=args.bias_correction)
 
-    counters = {"best_metrics": None, "best_step": None, "bad_evals": 0, "history": []}
+    counters = {"best_metrics": None, "best_step": None, "history": [], "callbacks": {}}
     # Every trainable parameter gets a gradient in every task's loss (the heads that do not read the pooler are built
     # without one), so DDP need not search the graph for unused ones (tests/engine/test_micro_batch_auto.py checks
     # each kind)
@@ -287,39 +302,49 @@ class _Batches:
                                 varlen=rt.varlen), share
 
 
-def _evaluate_and_keep(state: TrainState, evaluate, metric, save, args: TrainArgs, rt: Runtime, log,
-                       writer) -> bool:
-    """Rank 0 evaluates, records and keeps the best model; True (on every rank) when early stopping says stop."""
+def _evaluate_and_keep(state: TrainState, evaluate, metric, save, rt: Runtime, log, calls: Callbacks) -> bool:
+    """Rank 0 evaluates, logs and keeps the best model; the callbacks see the evaluation, then the save. True (on
+    every rank) when a callback asks the run to stop. An evaluation that fails on rank 0 fails on every rank."""
     d, c = rt.dist, state.counters
-    stop_now = False
+    metrics, saved, error = None, None, None
     if d.is_main:
-        with rt.autocast():
-            metrics = _plain(evaluate(state.model))
-        state.model.train()
+        try:
+            with rt.autocast():
+                metrics = _plain(evaluate(state.model))
+            state.model.train()
+            if metric not in metrics:
+                raise ConfigError("{metric}: not among the dev metrics (" + literal(", ".join(metrics)) + "); choose "
+                                  "one of them", metric=metric)
+        except BaseException as e:
+            error = e
+    if D.broadcast_int(int(error is not None), d):
+        raise error if error is not None else TrainingError("the evaluation failed on rank 0 (see its message)")
+    if d.is_main:
         c["history"].append({"step": state.step, **metrics})
-        if writer is not None:
-            writer.log("eval", {"step": state.step, **metrics})
         improved = c["best_metrics"] is None or metrics[metric] > c["best_metrics"][metric]
         log(f"step {state.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
             + (" (best)" if improved else ""))
         if improved:
-            c.update(best_metrics=metrics, best_step=state.step, bad_evals=0)
-            if save is not None:
-                save(state.model, state.step, metrics)
-        else:
-            c["bad_evals"] += 1
-        stop_now = args.patience is not None and c["bad_evals"] >= args.patience
-    return bool(D.broadcast_int(int(stop_now), d))
+            c.update(best_metrics=metrics, best_step=state.step)
+            saved = save(state.model, state.step, metrics) if save is not None else None
+    stop = calls.evaluate(state.step, metrics)
+    if saved is not None:
+        calls.save(state.step, saved)
+    return stop
 
 
-def _checkpoint(state: TrainState, folder: Optional[Path], identity: dict, d: D.Distributed, fatal: bool) -> None:
-    """A checkpoint of the current step (none without a run folder); a failed one (a full disk) is a warning unless
-    the run is leaving."""
+def _checkpoint(state: TrainState, folder: Optional[Path], identity: dict, d: D.Distributed, calls: Callbacks,
+                fatal: bool) -> None:
+    """A checkpoint of the current step, with the callbacks' state (none without a run folder); a failed one (a full
+    disk) is a warning unless the run is leaving."""
     if folder is None:
         return
+    state.counters["callbacks"] = calls.state()
     try:
         state.save(folder, identity, d, keep_last=2)
     except CheckpointError as e:
         if fatal:
             raise
         print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
+        return
+    calls.save(state.step, checkpoint_path(folder, state.step))

@@ -1,0 +1,188 @@
+"""Callbacks: what a training loop tells the code around it, and how that code asks it to stop.
+
+Both loops (pretraining's `litebert.pretraining.loop.train`, fine-tuning's `litebert.tasks.trainer.train`) call the
+same four hooks of each `Callback` in a list, in the list's order:
+
+    on_step(step, record)       after every optimizer step. ``record``: the step's numbers, the keys of a ``train``
+                                line of metrics.jsonl (loss, lr, grad_norm, throughput...), every step (the file
+                                keeps every ``log_every``-th)
+    on_evaluate(step, metrics)  after every evaluation: pretraining's held-out MLM/SOP metrics, fine-tuning's dev
+                                metrics (with what ``compute_metrics`` adds)
+    on_save(step, path)         after a checkpoint file or a model folder was written
+    on_end(step)                once, when the loop leaves (finished, stopped, interrupted, or on an error): close
+                                what the callback opened
+
+``on_step`` and ``on_evaluate`` return True to stop the run after this step (anything else: go on). Every callback
+still sees the event; the run then ends as a run that finished early, its model kept: pretraining as with
+``time_limit`` (a checkpoint, the final evaluation, the model in ``model/``; the run is not complete, and
+``resume=True`` continues it to ``max_steps``), fine-tuning as with early stopping (the best dev model is kept and the
+run is complete; a resume finds it finished).
+
+litebert's own progress bar (`Progress`), metrics files and trackers (`litebert.engine.metrics_log.MetricsWriter`)
+and early stopping (`EarlyStopping`, which ``FinetuneConfig.patience`` builds) are callbacks in the same list: the
+loop has no other way out. They come first; the caller's follow, in the order given.
+
+Processes: only rank 0 calls the callbacks (it alone evaluates in fine-tuning, writes files and logs); a stop asked
+there is broadcast, so that every process leaves after the same step. A callback whose state must survive a resume
+returns it from ``state_dict`` (JSON values): it is kept in each checkpoint and given back to ``load_state_dict``
+when the run resumes, matched by the callback's class name (and its place among callbacks of that class).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from litebert.errors import ConfigError, literal
+
+
+class Callback:
+    """Hooks a training loop calls (module docstring). Subclass it and override the hooks you need; each default
+    does nothing."""
+
+    def on_step(self, step: int, record: dict) -> Optional[bool]:
+        """After optimizer step ``step``; ``record``: its numbers. Return True to stop the run here."""
+        return None
+
+    def on_evaluate(self, step: int, metrics: dict) -> Optional[bool]:
+        """After the evaluation at ``step``. Return True to stop the run here."""
+        return None
+
+    def on_save(self, step: int, path: Path) -> None:
+        """After ``path`` (a checkpoint file, or a model folder) was written at ``step``."""
+
+    def on_end(self, step: int) -> None:
+        """The loop leaves at ``step`` (finished, stopped, interrupted or failing)."""
+
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of this callback (JSON values) to give back on resume."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state`` (what `state_dict` returned when the checkpoint was written)."""
+
+
+class Callbacks:
+    """The callbacks of one run, as the loop calls them: in order, on rank 0 only (``dist``: the run's processes);
+    a stop asked there is returned on every rank."""
+
+    def __init__(self, callbacks: Sequence[Callback], dist) -> None:
+        self.items, self.dist = list(callbacks), dist
+
+    def step(self, step: int, record: dict) -> bool:
+        return self._ask(lambda c: c.on_step(step, record))
+
+    def evaluate(self, step: int, metrics: Optional[dict]) -> bool:
+        """``metrics``: rank 0's (other ranks may have none)."""
+        return self._ask(lambda c: c.on_evaluate(step, metrics))
+
+    def save(self, step: int, path: Path) -> None:
+        if self.dist.is_main:
+            for c in self.items:
+                c.on_save(step, Path(path))
+
+    def end(self, step: int) -> None:
+        """Every callback's ``on_end``, even when one of them fails (the first failure is raised after)."""
+        if not self.dist.is_main:
+            return
+        failure = None
+        for c in self.items:
+            try:
+                c.on_end(step)
+            except Exception as e:  # the others still close their files
+                failure = failure or e
+        if failure is not None:
+            raise failure
+
+    def state(self) -> dict:
+        """{name: state} of the callbacks that keep one, for the checkpoint."""
+        return {name: s for name, c in self._named() if (s := c.state_dict())}
+
+    def restore(self, saved: dict) -> None:
+        for name, c in self._named():
+            if name in saved:
+                c.load_state_dict(saved[name])
+
+    def _named(self) -> list[tuple[str, Callback]]:
+        """Each callback's name in checkpoints: its class's, with ``#N`` from the second of a class on."""
+        seen: dict[str, int] = {}
+        out = []
+        for c in self.items:
+            base = type(c).__name__
+            seen[base] = seen.get(base, 0) + 1
+            out.append((base if seen[base] == 1 else f"{base}#{seen[base]}", c))
+        return out
+
+    def _ask(self, call: Callable[[Callback], Optional[bool]]) -> bool:
+        from litebert.engine import distributed as D
+
+        stop = False
+        if self.dist.is_main:
+            for c in self.items:
+                stop = call(c) is True or stop
+        return bool(D.broadcast_int(int(stop), self.dist))
+
+
+class EarlyStopping(Callback):
+    """Stop when ``metric`` of the evaluations has not improved by more than ``min_delta`` for ``patience``
+    evaluations in a row. ``mode``: ``max`` (higher is better, as every fine-tuning task's metric) or ``min``
+    (a loss). The first evaluation sets the best; ``FinetuneConfig(patience=N)`` is ``EarlyStopping(the task's
+    metric, N)``."""
+
+    def __init__(self, metric: str, patience: int, min_delta: float = 0.0, mode: str = "max") -> None:
+        def refuse(name: str, value, problem: str) -> ConfigError:
+            return ConfigError("EarlyStopping({" + name + "}): " + problem, **{name: value})
+
+        if not isinstance(metric, str) or not metric:
+            raise refuse("metric", metric, "name the metric to watch (a key of the evaluation's metrics)")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise refuse("patience", patience, "expected an integer >= 1 (evaluations without improvement)")
+        if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not min_delta >= 0:
+            raise refuse("min_delta", min_delta, "expected a number >= 0")
+        if mode not in ("max", "min"):
+            raise refuse("mode", mode, "expected 'max' (higher is better) or 'min' (lower is better)")
+        self.metric, self.patience, self.min_delta, self.mode = metric, patience, float(min_delta), mode
+        self.best: Optional[float] = None
+        self.bad = 0  # evaluations in a row without improvement
+
+    def on_evaluate(self, step: int, metrics: dict) -> bool:
+        if self.metric not in metrics:
+            raise ConfigError("EarlyStopping({metric}): the evaluation at step " + str(step) + " has no such metric; "
+                              "it has " + literal(", ".join(metrics)), metric=self.metric)
+        value = float(metrics[self.metric])
+        gain = None if self.best is None else (value - self.best if self.mode == "max" else self.best - value)
+        if gain is None or gain > self.min_delta:  # NaN never improves
+            self.best, self.bad = value, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+    def state_dict(self) -> dict:
+        return {"best": self.best, "bad": self.bad}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.bad = state.get("best"), int(state.get("bad", 0))
+
+
+class Progress(Callback):
+    """litebert's progress bar (tqdm, on stderr): a step advances it with ``postfix(record)`` beside the count.
+    The postfix is set before the bar moves, so a step draws one line (in a log file, where tqdm's redraws are
+    separate lines, each step is there at most once), and the last step is drawn once, by closing the bar."""
+
+    def __init__(self, desc: str, total: int, initial: int, postfix: Callable[[dict], dict],
+                 enabled: bool = True) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True)
+        self.postfix = postfix
+
+    def on_step(self, step: int, record: dict) -> None:
+        self.bar.set_postfix(self.postfix(record), refresh=False)
+        if step >= self.bar.total:
+            self.bar.n = step  # close() draws the final line (update() first would draw it twice)
+            self.bar.close()
+        else:
+            self.bar.update(1)
+
+    def on_end(self, step: int) -> None:
+        self.bar.close()
