@@ -81,7 +81,7 @@ def test_the_docs_show_the_recipes():
     them, the docs its rendering."""
     from pathlib import Path
 
-    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "pretraining.md").read_text().split())
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "pretraining.md").read_text().split())
     assert "| `--recipe NAME` | named settings: " + ", ".join(f"`{n}`" for n in RECIPES) + " |" in docs
     r = RECIPES["albert-paper"]
     assert (f"(`--recipe albert-paper`): {r['optimizer'].upper()}, lr {r['lr']}, global batch {r['global_batch']}, "

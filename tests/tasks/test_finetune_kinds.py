@@ -184,7 +184,7 @@ def test_the_docs_table_of_tasks_shows_the_presets():
         warmup = f"{p.warmup_steps:,}" if p.warmup_steps is not None else f"{p.warmup_proportion:.0%}".replace("%", " %")
         return f"{p.lr:.0e}".replace("e-0", "e-") + f" / {p.batch_size} / {steps} / {warmup}"
 
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "finetune.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "finetune.md").read_text()
     rows = {}
     for line in docs.split("## Tasks", 1)[1].split("\n\n", 2)[1].splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
