@@ -68,7 +68,7 @@ def test_sentence_accuracy_counts_the_datasets_labels(setup):
 def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
     from litebert.pretraining.config import TrainConfig
     from litebert.engine.distributed import Distributed
-    from litebert.engine.step import Runtime
+    from litebert.engine.runtime import Runtime
     from litebert.pretraining.loop import evaluate
 
     model = AlbertForPreTraining.from_pretrained(setup["model"])

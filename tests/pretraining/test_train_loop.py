@@ -16,7 +16,8 @@ from litebert.optim import lr_at
 from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
 from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
-from litebert.engine.step import Runtime, TrainingError
+from litebert.engine.runtime import Runtime
+from litebert.engine.step import TrainingError
 from litebert.pretraining.loop import train
 from litebert.engine.metrics_log import read_metrics
 

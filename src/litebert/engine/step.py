@@ -29,7 +29,7 @@ from torch import nn
 from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.engine import distributed as D
 from litebert.engine.checkpoint import save_checkpoint
-from litebert.engine.runtime import Runtime, check_compilable  # noqa: F401  (the training code imports them here)
+from litebert.engine.runtime import Runtime
 
 
 class TrainingError(LitebertError, RuntimeError):

@@ -47,7 +47,8 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
     from litebert.heads import AlbertForPreTraining
     from litebert.optim.param_groups import build_optimizer
     from litebert.engine import distributed as D
-    from litebert.engine.step import Runtime, TrainState, train_step
+    from litebert.engine.runtime import Runtime
+    from litebert.engine.step import TrainState, train_step
     from litebert.engine.metrics_log import flops_per_sequence
 
     config = AlbertConfig.from_preset(preset)

@@ -36,7 +36,8 @@ from litebert.engine.callbacks import Callback, Callbacks, Progress
 from litebert.engine.checkpoint import checkpoint_path, run_identity
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.plan import RunPlan, local_plan
-from litebert.engine.step import MicroBatch, Runtime, TrainState, due, setup, stop_requested, train_step
+from litebert.engine.runtime import Runtime
+from litebert.engine.step import MicroBatch, TrainState, due, setup, stop_requested, train_step
 from litebert.pretraining.feed import Feed
 from litebert.engine.metrics_log import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store

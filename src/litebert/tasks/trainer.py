@@ -42,8 +42,8 @@ from litebert.engine import distributed as D
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
 from litebert.engine.checkpoint import checkpoint_path
-from litebert.engine.step import (MicroBatch, Runtime, TrainState, TrainingError, due, setup, stop_requested,
-                                  train_step)
+from litebert.engine.runtime import Runtime
+from litebert.engine.step import MicroBatch, TrainState, TrainingError, due, setup, stop_requested, train_step
 from litebert.engine.metrics_log import MetricsWriter
 from litebert.engine.signals import StopSignals
 
