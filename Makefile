@@ -32,8 +32,11 @@ corpus-large: data/corpus-large/SOURCES.json
 data/corpus-large/SOURCES.json:
 	$(PY) scripts/build_corpus_large.py
 
+# The suite on TEST_WORKERS processes (pytest-xdist; each test file on one worker, one torch thread each).
+# TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

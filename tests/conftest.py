@@ -3,17 +3,20 @@
 The session fixtures build inputs once for the whole run; the tests only read them, and each checks at the end of
 the session that nothing was written into its folder (a test that needs to change one makes its own copy)."""
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import REPO, unchanged
+from helpers.demo_runs import build_demo_stores
 from helpers.separable_task import build_separable_task
 from helpers.tiny_setup import build_tiny_setup
 
 ALBERT_VOCAB = REPO / "data" / "albert-30k"  # bundled: see data/albert-30k/README.md
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One thread per pytest-xdist worker (the workers already fill the cores), at most two otherwise.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, torch.get_num_threads()))
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +64,13 @@ def separable_task(tmp_path_factory) -> tuple[Path, Path]:
     task = build_separable_task(folder)
     with unchanged(folder):
         yield task
+
+
+@pytest.fixture(scope="session")
+def demo_stores(tmp_path_factory) -> dict:
+    """``helpers.demo_runs.build_demo_stores``: the demo's corpus split, 8,000-piece tokenizer, train and held-out
+    stores, and its model config, built once per session (per worker under pytest-xdist)."""
+    folder = tmp_path_factory.mktemp("demo_stores")
+    stores = build_demo_stores(folder)
+    with unchanged(folder):
+        yield stores

@@ -1,11 +1,10 @@
 """The plateau guard (`litebert.pretraining.plateau`): its statistics against hand computations and brute force, its rules,
-the square-root learning-rate rule, and the guard in real runs of the demo's model: LAMB 0.01 is known to sit on the
-unigram plateau (docs/pretraining.md), 0.005 to learn."""
+the square-root learning-rate rule, and the gate. The guard in real runs of the demo's model is in
+test_plateau_demo_stop.py and test_plateau_demo_quiet.py (one run each, so that parallel workers run them side by
+side)."""
 
 import json
-import lzma
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +24,6 @@ from litebert.data.pretraining import collate_pretraining
 from litebert.engine.metrics_log import read_metrics
 from litebert.pretraining.plateau import (PlateauGuard, Probe, Unigram, advice, probe, sqrt_rule_lr, unigram_of_counts,
                                     unigram_of_store)
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -205,57 +202,6 @@ def test_cli_reads_lr_auto_and_refuses_another_word(tmp_path, capsys):
     assert main(["pretrain", "--preset", "tiny", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "r"),
                  "--lr", "quick"]) == 2
     assert "--lr quick" in capsys.readouterr().err
-
-
-# ---------------------------------------------------------------------------------------------------- real runs
-@pytest.fixture(scope="module")
-def demo_stores(tmp_path_factory):
-    """The demo's data: the bundled corpus split as scripts/demo.py splits it, its 8,000-piece vocabulary, stores."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import demo
-
-    from litebert import train_tokenizer
-
-    work = tmp_path_factory.mktemp("demo")
-    corpus = demo.split_corpus(sorted((REPO / "data" / "corpus").glob("*.txt.xz")), work / "corpus")
-    tok = train_tokenizer([corpus["train"]], work / "tokenizer", vocab_size=demo.VOCAB, num_threads=2, progress=False)
-    for name in ("train", "heldout"):
-        prepare_store([corpus[name]], tok, work / f"store-{name}", workers=1, progress=False)
-    return {"train": work / "store-train", "heldout": work / "store-heldout", "config": demo.model_config(8000)}
-
-
-def demo_run(demo_stores, out: Path, lr: float):
-    """The demo's model and recipe (LAMB, batch 16 x 128, warmup 100 of 1,100 steps, seed 1) for 200 steps, the
-    guard checking at warmup + 100 and stopping the run on a plateau."""
-    cfg = TrainConfig(optimizer="lamb", lr=lr, global_batch=16, micro_batch=16, max_steps=1100, warmup_steps=100,
-                      seq_len=128, max_predictions=20, seed=1, eval_every=0, eval_examples=64, save_every=1000,
-                      on_plateau="stop", plateau_check_steps=100, report_to="none")
-    return pretrain(demo_stores["train"], out, model=demo_stores["config"], train=cfg,
-                    eval_data=demo_stores["heldout"], progress=False, stop_after=200)
-
-
-def test_guard_stops_the_demo_model_on_the_plateau_at_lamb_0_01(demo_stores, tmp_path, capsys):
-    result = demo_run(demo_stores, tmp_path / "run", 0.01)
-    err = capsys.readouterr().err
-    assert result.stopped_on_plateau and result.interrupted and result.step == 200
-    assert (tmp_path / "run" / "checkpoints" / "step-00000200.pt").is_file()  # ended cleanly, resumable
-    [check] = read_metrics(tmp_path / "run", "guard")
-    h1 = check["unigram_entropy"]
-    assert check["plateau"] is True and h1 - 0.3 < check["mlm_loss"] < h1 + 0.3
-    assert check["probe_top_share"] > 0.95 and check["probe_cosine"] > 0.95
-    line = next(x for x in err.splitlines() if x.startswith("plateau guard: step 200"))
-    assert "unigram plateau" in line and "half: 0.005" in line
-    train = read_metrics(tmp_path / "run", "train")
-    assert all(r["unigram_entropy"] == h1 for r in train)  # every train record carries H1 beside its MLM loss
-
-
-def test_guard_stays_quiet_for_the_demo_model_at_lamb_0_005(demo_stores, tmp_path, capsys):
-    result = demo_run(demo_stores, tmp_path / "run", 0.005)
-    assert not result.stopped_on_plateau and result.plateau is None
-    [check] = read_metrics(tmp_path / "run", "guard")
-    assert check["plateau"] is False and check["probe_cosine"] < 0.9  # the states have come apart: context
-    assert "unigram plateau" not in capsys.readouterr().err
-    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["on_plateau"] == "stop"
 
 
 # ---------------------------------------------------------------------------------------------------- the gate
