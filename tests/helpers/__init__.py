@@ -3,6 +3,7 @@ builders those fixtures call and the helpers of one family of tests)."""
 
 import contextlib
 import hashlib
+import lzma
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,30 @@ REPO = Path(__file__).resolve().parents[2]  # the repository root
 PYTHON = sys.executable
 # for child processes: this checkout's litebert, whether or not it is installed
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def corpus_documents(count: int, lines: slice, most: int) -> list[str]:
+    """``count`` documents of 2 to ``most`` lines (each line a paragraph; the sizes cycle), cut in order from the
+    non-blank ``lines`` of the bundled Moby-Dick (a sentence a line)."""
+    text = lzma.decompress((REPO / "data" / "corpus" / "moby_dick.txt.xz").read_bytes()).decode("utf-8")
+    paragraphs = [line for line in text.splitlines()[lines] if line.strip()]
+    docs, i = [], 0
+    while len(docs) < count:
+        n = 2 + len(docs) % (most - 1)
+        docs.append("\n".join(paragraphs[i:i + n]))
+        i += n
+    return docs
+
+
+def crc32c_bitwise(data: bytes) -> int:
+    """Textbook CRC32C (reflected Castagnoli polynomial), one bit at a time: independent of litebert's table-driven
+    one."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
 
 
 class IntTokenizer:

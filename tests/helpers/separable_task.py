@@ -28,12 +28,14 @@ def build_separable_task(root: Path) -> tuple[Path, Path]:
     AlbertForPreTraining(cfg).save_pretrained(root / "model")
     data = root / "data"
     data.mkdir()
-    _separable(data / "train.jsonl", 96, 0)
-    _separable(data / "dev.jsonl", 24, 1)
+    write_separable(data / "train.jsonl", 96, 0)
+    write_separable(data / "dev.jsonl", 24, 1)
     return root / "model", data
 
 
-def _separable(path: Path, n: int, seed: int):
+def write_separable(path: Path, n: int, seed: int, text: str = "text", label: str = "label"):
+    """``n`` JSON lines of a two-class task a bag of words separates: filler words around one sentiment word, the
+    text under ``text``, "pos"/"neg" under ``label``."""
     rng = np.random.default_rng(seed)
     pos, neg = ["great", "wonderful", "excellent", "funny"], ["awful", "boring", "terrible", "dull"]
     filler = "the movie was and a plot with actors in story film it".split()
@@ -42,7 +44,7 @@ def _separable(path: Path, n: int, seed: int):
             y = int(rng.integers(2))
             words = list(rng.choice(filler, int(rng.integers(4, 12))))
             words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(pos if y else neg)))
-            f.write(json.dumps({"text": " ".join(words), "label": ["neg", "pos"][y]}) + "\n")
+            f.write(json.dumps({text: " ".join(words), label: ["neg", "pos"][y]}) + "\n")
 
 
 def finetune(task, out, *extra, dev=True):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import corpus_documents
 
 from litebert.cli import main
 from litebert.errors import DataError
@@ -34,19 +35,7 @@ STORE_FILES = ("shard-00000.tokens", "shard-00000.sentences", "shard-00000.docum
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def documents() -> list[str]:
-    """80 documents of 2-5 lines (each line a paragraph) from the bundled corpus (a sentence a line)."""
-    lines = [line for line in lzma.decompress((REPO / "data" / "corpus" / "moby_dick.txt.xz").read_bytes())
-             .decode("utf-8").splitlines()[2000:2600] if line.strip()]
-    docs, i = [], 0
-    while len(docs) < 80:
-        n = 2 + len(docs) % 4
-        docs.append("\n".join(lines[i:i + n]))
-        i += n
-    return docs
-
-
-DOCS = documents()
+DOCS = corpus_documents(80, slice(2000, 2600), 5)  # 2-5 lines each
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -11,7 +11,6 @@ import http.server
 import importlib.util
 import io
 import json
-import lzma
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import corpus_documents
 
 from litebert.cli import main
 from litebert.errors import DataError
@@ -106,19 +106,7 @@ def url_of(server) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- the data
-def documents() -> list[str]:
-    """60 documents of 2-4 lines from the bundled corpus."""
-    lines = [line for line in lzma.decompress((REPO / "data" / "corpus" / "moby_dick.txt.xz").read_bytes())
-             .decode("utf-8").splitlines()[3000:3400] if line.strip()]
-    docs, i = [], 0
-    while len(docs) < 60:
-        n = 2 + len(docs) % 3
-        docs.append("\n".join(lines[i:i + n]))
-        i += n
-    return docs
-
-
-DOCS = documents()
+DOCS = corpus_documents(60, slice(3000, 3400), 4)  # 2-4 lines each
 GLUE_SST = [("a gripping , funny film", "1"), ("dull and overlong", "0"), ("the cast is superb", "1"),
             ("nothing works here", "0"), ("warm and wise", "1")]
 GLUE_MNLI = [("A man plays.", "Someone plays.", "entailment"), ("A dog runs.", "A cat sleeps.", "contradiction"),

@@ -7,22 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import crc32c_bitwise
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError, LitebertError
 from litebert.io.tf_checkpoint import TFCheckpoint, crc32c, resolve_prefix, unmask_crc
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 ALL = ["pretrain", "hub", "classifier", "partitioned", "dtypes"]
-
-
-def _crc32c_bitwise(data: bytes) -> int:
-    """Textbook CRC32C (reflected Castagnoli polynomial), one bit at a time: independent of the vectorised one."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
 
 
 def test_crc32c_known_vectors():
@@ -36,13 +27,13 @@ def test_crc32c_known_vectors():
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 63, 64, 65, 127, 1000, 4097])
 def test_crc32c_matches_bitwise(n):
     data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8).tobytes()
-    assert crc32c(data) == _crc32c_bitwise(data)
+    assert crc32c(data) == crc32c_bitwise(data)
 
 
 def test_crc32c_large_path_matches_bitwise():
     # > 256 KiB takes the 1 KiB-chunk path and several folding rounds with an odd chunk count
     data = np.random.default_rng(1).integers(0, 256, (1 << 18) + 1029, dtype=np.uint8).tobytes()
-    assert crc32c(data) == _crc32c_bitwise(data)
+    assert crc32c(data) == crc32c_bitwise(data)
 
 
 def test_unmask_inverts_leveldb_mask():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import crc32c_bitwise
 
 from litebert.errors import CheckpointError
 from litebert.io.convert_tf import convert_tf_checkpoint
@@ -23,15 +24,6 @@ from litebert.protobuf import bytes_field, encode_varint, varint_field
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tf"
 PREFIX = "model.ckpt-best"
-
-
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
 
 
 def _mask(crc: int) -> int:  # leveldb crc32c::Mask
@@ -49,7 +41,7 @@ def _write_index(path: Path, entries: list[tuple[bytes, bytes]]) -> None:
 
     def put(contents: bytes) -> bytes:  # block + type 0 (uncompressed) + masked crc; returns its BlockHandle
         offset = len(out)
-        out.extend(contents + b"\x00" + struct.pack("<I", _mask(_crc32c(contents + b"\x00"))))
+        out.extend(contents + b"\x00" + struct.pack("<I", _mask(crc32c_bitwise(contents + b"\x00"))))
         return encode_varint(offset) + encode_varint(len(contents))
 
     data = put(_block(entries))

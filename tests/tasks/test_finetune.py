@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.separable_task import write_separable
 
 from litebert.cli import main
 from litebert.tasks import features as F
@@ -173,24 +174,12 @@ def test_collate_dynamic_and_fixed_padding():
     assert F.collate(mc)["input_ids"].shape == (1, 2, 4)
 
 
-def _separable(path: Path, n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    pos, neg = ["great", "wonderful", "excellent", "funny"], ["awful", "boring", "terrible", "dull"]
-    filler = "the movie was and a plot with actors in story film it".split()
-    with open(path, "w") as f:
-        for _ in range(n):
-            y = int(rng.integers(2))
-            words = list(rng.choice(filler, int(rng.integers(4, 12))))
-            words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(pos if y else neg)))
-            f.write(json.dumps({"review": " ".join(words), "stars": ["neg", "pos"][y]}) + "\n")
-
-
 def test_cli_finetune_evaluate_predict_on_a_separable_task(base, tmp_path, capsys):
     model, _ = base
     data = tmp_path / "data"
     data.mkdir()
-    _separable(data / "train.jsonl", 400, 0)
-    _separable(data / "dev.jsonl", 100, 1)
+    write_separable(data / "train.jsonl", 400, 0, text="review", label="stars")
+    write_separable(data / "dev.jsonl", 100, 1, text="review", label="stars")
     out = tmp_path / "out"
     code = main(["finetune", "classify", "--model", str(model), "--data", str(data), "--out", str(out),
                  "--columns", "text_a=review,label=stars", "--max-steps", "250", "--eval-every", "50",
