@@ -30,7 +30,7 @@ from tqdm import tqdm
 from litebert.data.pretraining import collate_pretraining
 from litebert.errors import CheckpointError
 from litebert.optim import build_optimizer, lr_at
-from litebert.padding import prepare_batch
+from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.callbacks import Callback, Callbacks, Progress
 from litebert.engine.checkpoint import checkpoint_path, run_identity
@@ -263,7 +263,7 @@ def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime,
     """This process's micro-batches of ``size`` sequences of the step (``per_process`` in all, see the module
     docstring), on the device, each weighted by its share of the global batch; counts their real tokens and model
     FLOPs into ``extra`` (from 0: a step run again at a smaller micro-batch counts once)."""
-    pack = cfg.skip_padding and not state.model.LOSS_READS_PADDING and not cfg.compile  # compiled: padded layout
+    pack = packs_in_training(state.model, cfg.skip_padding, cfg.compile)
     accum = per_process // size
     extra.zero_()
     for batch in feed.step(state.counters["data_step"], size):

@@ -37,7 +37,7 @@ from litebert.engine.args import Machinery
 from litebert.errors import CheckpointError, ConfigError, DataError, literal
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
-from litebert.padding import prepare_batch
+from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
@@ -150,8 +150,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
         state.restore(plan.checkpoint.state, d, args.seed)
     calls = _callbacks(args, plan, state.step, out_dir, run_config, callbacks, metric if evaluate else None)
     calls.restore(state.counters["callbacks"])
-    # compiled: the padded layout (a packed batch's varying shapes would recompile)
-    batches = _Batches(features, args, pack=args.skip_padding and not model.LOSS_READS_PADDING and not args.compile)
+    batches = _Batches(features, args, pack=packs_in_training(model, args.skip_padding, args.compile))
     stop, first_step = StopSignals(), state.step
     result = LoopResult(None, None)
 
