@@ -229,13 +229,15 @@ def test_gpu_run_needs_a_gpu_or_dry_run(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_run_dry_run_demo_and_experiment(tmp_path):
-    """The second and third device calls' stages at toy size (~2 minutes on 2 cores): the demo's report, plot and
-    log, and the sentence-objective experiment's results, each under its stage's name."""
+    """The second and third device calls' stages at toy size (~1 minute on 2 cores): the demo's report, plot, log
+    and the benchmark at its shape, and the sentence-objective experiment's results, each under its stage's name."""
     done, out = gpu_run(tmp_path, "--dry-run", "demo", "experiment")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == [
-        "demo.json", "demo.log", "demo.md", "demo.png", "experiment.json", "experiment.log", "experiment.md",
-        "experiment.png"]
+        "demo-mfu.json", "demo.json", "demo.log", "demo.md", "demo.png", "experiment.json", "experiment.log",
+        "experiment.md", "experiment.png"]
+    mfu = json.loads((out / "demo-mfu.json").read_text())  # the benchmark's step at the demo's (toy) shape
+    assert mfu["preset"] == "tiny" and mfu["batch"] == 2 and mfu["seq_len"] == 16 and mfu["step_ms"] > 0
     demo = json.loads((out / "demo.json").read_text())
     assert demo["complete"] and 0 <= demo["final_eval"]["sop_accuracy"] <= 1
     assert set(demo["sentiment"]) >= {"pretrained", "from_scratch", "bag_of_words", "majority"}
