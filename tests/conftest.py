@@ -26,8 +26,15 @@ def albert_vocab() -> Path:
     return ALBERT_VOCAB
 
 
+# The files of the longest tests (over a minute each on 2 cores): collected first, so that parallel workers start
+# them early and do not finish with one worker still running one while the other idles.
+LONG_FILES = ("test_plateau_demo_stop.py", "test_plateau_demo_quiet.py", "test_readme.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` skip cleanly on machines without CUDA (``pytest -m gpu`` on a CPU-only machine)."""
+    """The long files first (`LONG_FILES`, otherwise collection order); tests marked ``gpu`` skip cleanly on machines
+    without CUDA (``pytest -m gpu`` on a CPU-only machine)."""
+    items.sort(key=lambda item: item.path.name not in LONG_FILES)  # stable: the rest keep their order
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")

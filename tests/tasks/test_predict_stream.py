@@ -163,10 +163,10 @@ print("VmHWM_KB", code, hwm)
 def peak_rss_kb(args: list[str]) -> int:
     """Peak resident memory (VmHWM, KB) of a fresh process running ``litebert ARGS``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True, text=True, env=env,
-                         check=True).stdout
-    line = [l for l in out.splitlines() if l.startswith("VmHWM_KB")][-1].split()
-    assert line[1] == "0", out
+    done = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True, text=True, env=env,
+                          check=True)
+    line = [l for l in done.stdout.splitlines() if l.startswith("VmHWM_KB")][-1].split()
+    assert line[1] == "0", done.stdout + done.stderr
     return int(line[2])
 
 
@@ -180,9 +180,9 @@ def measure(models, folder: Path, sizes: tuple[int, ...]) -> dict[str, dict[int,
             for i in range(n):
                 f.write(json.dumps({"text": ts[i % len(ts)]}) + "\n")
         figures["predict"][n] = peak_rss_kb(["predict", "--model", str(ft), "--input", str(inp), "--output",
-                                             str(folder / "p.jsonl"), "--no-progress"])
+                                             str(folder / f"p{n}.jsonl"), "--no-progress"])
         figures["embed"][n] = peak_rss_kb(["embed", "--model", str(enc_dir), "--input", str(inp), "--output",
-                                           str(folder / "e.npy"), "--no-progress"])
+                                           str(folder / f"e{n}.npy"), "--no-progress"])
     print(json.dumps(figures))
     return figures
 
