@@ -119,3 +119,17 @@ def test_which_heads_skip(cls, skips):
     model = cls(tiny_model_config(num_labels=2))
     assert model.LOSS_READS_PADDING is not skips
     assert not any(hasattr(model.albert, name) for name in ("skip_padding", "validate_inputs"))
+
+
+@pytest.mark.parametrize("head, reads_padding", [
+    (AlbertForPreTraining, False), (AlbertForSequenceClassification, False), (AlbertForTokenClassification, False),
+    (AlbertForMultipleChoice, False), (AlbertForQuestionAnswering, True)])
+def test_both_loops_pack_by_one_rule(head, reads_padding):
+    """`packs_in_training`, which both loops call: packed only with skip_padding on, a loss that never reads the
+    padding (every head but the span head, whose softmax covers all positions) and no compile (padded shapes)."""
+    from litebert.padding import packs_in_training
+
+    model = head(tiny_model_config())
+    assert packs_in_training(model, skip_padding=True, compile=False) is (not reads_padding)
+    assert packs_in_training(model, skip_padding=False, compile=False) is False
+    assert packs_in_training(model, skip_padding=True, compile=True) is False
