@@ -393,3 +393,20 @@ def test_a_failed_checkpoint_write_warns_and_training_goes_on(separable_task, tm
     err = capsys.readouterr().err
     assert failed == [2] and err.count("No space left on device; training continues") == 1
     assert sorted(p.name for p in (out / "checkpoints").glob("*.pt")) == ["step-00000004.pt", "step-00000006.pt"]
+
+
+def test_batch_that_does_not_split_is_refused_before_the_data_is_read(separable_task, tmp_path, capsys):
+    """The split is known from the config and the preset alone: a training file with a broken line is not reached."""
+    model, data = separable_task
+    broken = tmp_path / "data"
+    broken.mkdir()
+    (broken / "train.jsonl").write_text((data / "train.jsonl").read_text() + '{"text": "unfinished\n')
+    assert main(["finetune", "classify", "--model", str(model), "--data", str(broken / "train.jsonl"),
+                 "--out", str(tmp_path / "o"), "--batch-size", "32", "--micro-batch", "5", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--batch-size 32 is not a multiple of --micro-batch 5 x 1 process(es)" in err
+    assert not (tmp_path / "o").exists()
+    # the same run with a batch that splits reads the file and names its broken line
+    assert main(["finetune", "classify", "--model", str(model), "--data", str(broken / "train.jsonl"),
+                 "--out", str(tmp_path / "o"), "--batch-size", "32", "--micro-batch", "8", "--no-progress"]) == 2
+    assert "train.jsonl:97" in capsys.readouterr().err

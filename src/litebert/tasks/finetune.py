@@ -106,6 +106,12 @@ class FinetuneConfig(Machinery):
             raise ConfigError("{warmup_steps:flag} and {warmup_proportion:flag} both set the warmup: give one",
                               warmup_steps=self.warmup_steps, warmup_proportion=self.warmup_proportion)
 
+    def batch_split(self, preset, processes: int):
+        """How the batch (this config's, else the preset's) splits over ``processes`` (`Machinery.split`): known
+        before the data is read, so a batch that does not split is refused before any reading."""
+        batch = self.batch_size if self.batch_size is not None else preset.batch_size
+        return dataclasses.replace(self, batch_size=batch).split(processes)
+
     def train_args(self, preset, n_features: int, max_len: int, progress: bool):
         """The loop's settings (`trainer.TrainArgs`): these values where given, the preset's elsewhere."""
         from litebert.tasks.trainer import TrainArgs, steps_for
@@ -325,6 +331,7 @@ def _finetune(job: _Job, opening, publish, dist) -> FinetuneResult:
 
     preset, cfg, log, metric = job.preset, job.cfg, job.log, job.metric
     model_dir = opening.inputs["model"]
+    cfg.batch_split(preset, dist.world_size)
     t = _read_task(preset, cfg, model_dir, job.inputs["data"], job.inputs["dev"], opening.inputs["tokenizer"],
                    job.columns, job.labels, job.encoding_errors)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress)
