@@ -40,7 +40,6 @@ def varlen_available() -> bool:
     return torch.cuda.is_available()
 
 
-@lru_cache(maxsize=None)
 def packs_in_training(model: torch.nn.Module, skip_padding: bool, compile: bool) -> bool:
     """Whether a training loop packs its batches (the rule both loops follow): the run's ``skip_padding`` is on, the
     model's loss never reads a padded position (its ``LOSS_READS_PADDING``), and the model is not compiled (a packed
@@ -48,6 +47,7 @@ def packs_in_training(model: torch.nn.Module, skip_padding: bool, compile: bool)
     return skip_padding and not model.LOSS_READS_PADDING and not compile
 
 
+@lru_cache(maxsize=None)
 def _flash_capable(device_index: int) -> bool:
     return varlen_available() and torch.cuda.get_device_capability(device_index) >= (8, 0)  # flash: Ampere or newer
 
