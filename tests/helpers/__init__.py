@@ -71,8 +71,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def cache_repo(hf_home, repo: str, folder, commit: str = COMMIT, ref: str | None = "main"):
     """Put ``folder``'s files into ``hf_home``'s hub cache as huggingface_hub lays them out: blobs by hash,
     snapshots/COMMIT/ symlinks to them, refs/REF naming the commit. Returns the snapshot folder."""
-    import os
-
     root = hf_home / "hub" / ("models--" + repo.replace("/", "--"))
     snapshot = root / "snapshots" / commit
     snapshot.mkdir(parents=True, exist_ok=True)

@@ -164,8 +164,8 @@ class TrainConfig(Machinery):
         resumed, so ``max_steps`` is None (the run's own) unless the file or ``changes`` give one: a recipe's does
         not move the end of a run."""
         settings = _settings_file(Path(file)) if file is not None else {}
-        name = recipe_name or settings.pop("recipe", None)
-        settings.pop("recipe", None)
+        file_recipe = settings.pop("recipe", None)
+        name = recipe_name or file_recipe
         preset = settings.pop("preset", None)
         given = {**settings, **(changes or {})}
         layers = {**(recipe(name) if name else {}), **given}

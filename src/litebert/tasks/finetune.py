@@ -109,14 +109,17 @@ class FinetuneConfig(Machinery):
     def batch_split(self, preset, processes: int):
         """How the batch (this config's, else the preset's) splits over ``processes`` (`Machinery.split`): known
         before the data is read, so a batch that does not split is refused before any reading."""
-        batch = self.batch_size if self.batch_size is not None else preset.batch_size
-        return dataclasses.replace(self, batch_size=batch).split(processes)
+        return dataclasses.replace(self, batch_size=self._batch(preset)).split(processes)
+
+    def _batch(self, preset) -> int:
+        """The examples of one optimizer step: this config's, else the preset's."""
+        return self.batch_size if self.batch_size is not None else preset.batch_size
 
     def train_args(self, preset, n_features: int, max_len: int, progress: bool):
         """The loop's settings (`trainer.TrainArgs`): these values where given, the preset's elsewhere."""
         from litebert.tasks.trainer import TrainArgs, steps_for
 
-        batch = self.batch_size if self.batch_size is not None else preset.batch_size
+        batch = self._batch(preset)
         if self.max_steps is not None:
             steps = self.max_steps
         elif self.epochs is not None or preset.train_steps is None:
