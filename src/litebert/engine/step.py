@@ -18,6 +18,7 @@ skipping.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from torch import nn
 
 from litebert.errors import CheckpointError, ConfigError, LitebertError
 from litebert.engine import distributed as D
-from litebert.engine.checkpoint import save_checkpoint
+from litebert.engine.checkpoint import checkpoint_path, save_checkpoint
 from litebert.engine.runtime import Runtime
 
 
@@ -146,6 +147,21 @@ class TrainState:
         D.barrier(dist)  # reached by every rank, whether the write failed or not
         if error is not None:
             raise error
+
+    def checkpoint(self, folder: Path, identity: dict, dist: D.Distributed, keep_last: int, calls, *,
+                   fatal: bool) -> None:
+        """`save`, with the callbacks' state (``calls``: `litebert.engine.callbacks.Callbacks`) among the counters,
+        then their ``on_save``: what both loops do at a checkpoint. A failed write (a full disk) is a warning, and
+        training goes on, unless ``fatal`` (the run is leaving)."""
+        self.counters["callbacks"] = calls.state()
+        try:
+            self.save(folder, identity, dist, keep_last)
+        except CheckpointError as e:
+            if fatal:
+                raise
+            print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
+            return
+        calls.save(self.step, checkpoint_path(folder, self.step))
 
 
 def setup(model: nn.Module, runtime: Runtime, micro: MicroBatch,

@@ -28,12 +28,11 @@ import torch
 from tqdm import tqdm
 
 from litebert.data.pretraining import collate_pretraining
-from litebert.errors import CheckpointError
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.callbacks import Callback, Callbacks, Progress
-from litebert.engine.checkpoint import checkpoint_path, run_identity
+from litebert.engine.checkpoint import run_identity
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.runtime import Runtime
@@ -301,17 +300,9 @@ def _train_record(state: TrainState, step, cfg: TrainConfig, dt: float, peak: Op
 
 def _checkpoint(state: TrainState, out: Path, identity: dict, rt: Runtime, keep_last: int, calls: Callbacks,
                 fatal: bool) -> None:
-    """A checkpoint of the current step, with the callbacks' state; a failed periodic one (a full disk) is a warning:
-    training goes on."""
-    state.counters["callbacks"] = calls.state()
-    try:
-        state.save(out / "checkpoints", identity, rt.dist, keep_last)
-    except CheckpointError as e:
-        if fatal:
-            raise
-        print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
-        return
-    calls.save(state.step, checkpoint_path(out / "checkpoints", state.step))
+    """A checkpoint of the current step in ``out/checkpoints`` (`TrainState.checkpoint`); a failed periodic one (a
+    full disk) is a warning: training goes on."""
+    state.checkpoint(out / "checkpoints", identity, rt.dist, keep_last, calls, fatal=fatal)
 
 
 @torch.no_grad()

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,14 +33,13 @@ import torch
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE
 from litebert.engine.args import Machinery
-from litebert.errors import CheckpointError, ConfigError, DataError, literal
+from litebert.errors import ConfigError, DataError, literal
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
-from litebert.engine.checkpoint import checkpoint_path
 from litebert.engine.runtime import Runtime
 from litebert.engine.step import MicroBatch, TrainState, TrainingError, due, setup, stop_requested, train_step
 from litebert.engine.metrics_log import MetricsWriter
@@ -336,14 +334,5 @@ def _checkpoint(state: TrainState, folder: Optional[Path], identity: dict, d: D.
                 fatal: bool) -> None:
     """A checkpoint of the current step, with the callbacks' state (none without a run folder); a failed one (a full
     disk) is a warning unless the run is leaving."""
-    if folder is None:
-        return
-    state.counters["callbacks"] = calls.state()
-    try:
-        state.save(folder, identity, d, keep_last=2)
-    except CheckpointError as e:
-        if fatal:
-            raise
-        print(f"warning: {e}; training continues", file=sys.stderr, flush=True)
-        return
-    calls.save(state.step, checkpoint_path(folder, state.step))
+    if folder is not None:
+        state.checkpoint(folder, identity, d, 2, calls, fatal=fatal)
