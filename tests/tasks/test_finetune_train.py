@@ -128,6 +128,19 @@ def test_two_processes_equal_one(separable_task, tmp_path):
     assert mb["best_step"] == ma["best_step"] and mb["dev_metrics"]["accuracy"] == ma["dev_metrics"]["accuracy"]
 
 
+def test_two_processes_stop_early_together(separable_task, tmp_path):
+    """Early stopping under torchrun: every process ends the run after the stopping evaluation (the last evaluation
+    is not run again by one process alone, which would wait for the other forever)."""
+    two = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          "-m", "litebert.cli",
+                          *finetune(separable_task, tmp_path / "two", "--max-steps", "40", "--batch-size", "16",
+                                    "--micro-batch", "8", "--eval-every", "2", "--patience", "1", "--lr", "1e-9")],
+                         env=ENV, capture_output=True, text=True, timeout=120)
+    assert two.returncode == 0, two.stderr[-3000:]
+    steps = [r["step"] for r in _records(tmp_path / "two", "eval")]
+    assert "stopped early" in two.stdout and steps[-1] < 40 and steps == sorted(set(steps))
+
+
 # ------------------------------------------------------------------------------------------------------ resume
 def _without_timing(records):
     return [{k: v for k, v in r.items() if k not in ("examples_per_s", "elapsed_s")} for r in records]

@@ -150,7 +150,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     calls.restore(state.counters["callbacks"])
     batches = _Batches(features, args, pack=packs_in_training(model, args.skip_padding, args.compile))
     stop, first_step = StopSignals(), state.step
-    result = LoopResult(None, None)
+    result, evaluated = LoopResult(None, None), False  # evaluated: at the last step run (the same on every rank)
 
     def run_eval() -> bool:  # rank 0 evaluates and saves; True (on every rank) when a callback says stop
         return _evaluate_and_keep(state, evaluate, metric, save, rt, log, calls)
@@ -184,7 +184,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             if result.interrupted:
                 break
         if not result.interrupted:
-            _end(state, evaluate, save, run_eval, calls, d)
+            _end(state, evaluate, save, run_eval, calls, d, evaluated)
             if keep_checkpoints:
                 _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=True)
     finally:
@@ -231,12 +231,11 @@ def _record(state: TrainState, step, dt: float) -> dict:
 
 
 def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], calls: Callbacks,
-         d: D.Distributed) -> None:
-    """The end of the run: the last evaluation unless this step's is done (keeping the best model), or without dev
-    data the final model."""
+         d: D.Distributed, evaluated: bool) -> None:
+    """The end of the run: the last evaluation unless this step's is done (``evaluated``, known on every process:
+    the history is rank 0's alone), keeping the best model; or without dev data the final model."""
     if evaluate is not None:
-        history = state.counters["history"]
-        if not (history and history[-1]["step"] == state.step):
+        if not evaluated:
             run_eval()  # a stop asked here changes nothing: the run ends
         return
     state.counters.update(best_metrics={}, best_step=state.step)
