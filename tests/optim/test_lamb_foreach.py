@@ -200,3 +200,81 @@ def test_foreach_on_cuda_matches_reference_without_sync(dtype):
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-3)
     for (name, a), b in zip(model_f.named_parameters(), model_r.parameters()):
         torch.testing.assert_close(a, b, **tol, msg=lambda m, n=name: f"{n}: {m}")
+
+
+# ------------------------------------------------------------------------------- the gated step (engine's policy)
+def gated_run(cls, dtype, foreach, flags, bias_correction):
+    """``run`` with ``step(finite=flag)`` for each step's flag (a 0-dim bool tensor, as the engine passes it)."""
+    model = make_model(dtype)
+    opt = cls(groups(model), lr=1.0, bias_correction=bias_correction, foreach=foreach)
+    gen = torch.Generator().manual_seed(1)
+    for t, flag in enumerate(flags, 1):
+        for g in opt.param_groups:
+            g["lr"] = LRS[(t - 1) % len(LRS)]
+        set_grads(model, t, gen)
+        if not flag:  # what a skipped step's gradients look like: NaN and inf among them
+            model.dense.weight.grad[0, 0] = float("nan")
+            model.out.bias.grad[0] = float("inf")
+        opt.step(finite=torch.tensor(flag))
+    return model, opt
+
+
+@pytest.mark.parametrize("cls", [Lamb, AdamW])
+@pytest.mark.parametrize("bias_correction", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("foreach", [None, False])
+def test_gated_step_equals_the_plain_step_bit_for_bit(cls, bias_correction, dtype, foreach):
+    """Every flag True: the weights and moments equal the plain step's exactly (not within a tolerance), and the step
+    counts (device tensors) hold the same numbers."""
+    plain_model, plain_opt, _ = run(cls, dtype, foreach=foreach, bias_correction=bias_correction)
+    model, opt = gated_run(cls, dtype, foreach, [True] * STEPS, bias_correction)
+    for (name, a), b in zip(plain_model.named_parameters(), model.parameters()):
+        assert torch.equal(a, b), name
+    for pa, pb in zip(plain_model.parameters(), model.parameters()):
+        sa, sb = plain_opt.state.get(pa, {}), opt.state.get(pb, {})
+        assert sa.keys() == sb.keys()
+        if sa:
+            assert isinstance(sb["step"], torch.Tensor) and sb["step"].dtype == torch.float64
+            assert sb["step"].tolist() == sa["step"]
+            assert torch.equal(sa["exp_avg"], sb["exp_avg"]) and torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
+
+
+@pytest.mark.parametrize("cls", [Lamb, AdamW])
+@pytest.mark.parametrize("bias_correction", [False, True])
+@pytest.mark.parametrize("foreach", [None, False])
+def test_a_gated_off_step_changes_nothing_and_the_run_equals_one_without_it(cls, bias_correction, foreach):
+    """Steps whose flag is False (their gradients hold NaN and inf) leave weights, moments and step counts as they
+    were, the very first step included; so the run equals the plain run of its True steps alone, bit for bit."""
+    dtype = torch.float64
+    flags = [False, True, True, False, False, True, True, True, False, True]
+    model, opt = gated_run(cls, dtype, foreach, flags, bias_correction)
+    # the same gradients and rates, the False steps left out
+    ref = make_model(dtype)
+    ref_opt = cls(groups(ref), lr=1.0, bias_correction=bias_correction, foreach=foreach)
+    gen = torch.Generator().manual_seed(1)
+    for t, flag in enumerate(flags, 1):
+        set_grads(ref, t, gen)
+        if flag:
+            for g in ref_opt.param_groups:
+                g["lr"] = LRS[(t - 1) % len(LRS)]
+            ref_opt.step()
+    for (name, a), b in zip(ref.named_parameters(), model.parameters()):
+        assert torch.isfinite(b).all() and torch.equal(a, b), name
+    for pa, pb in zip(ref.parameters(), model.parameters()):
+        sa, sb = ref_opt.state.get(pa, {}), opt.state.get(pb, {})
+        if sa:
+            assert sb["step"].tolist() == sa["step"]
+            assert torch.equal(sa["exp_avg"], sb["exp_avg"]) and torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
+
+
+def test_gated_step_never_reads_a_tensor_on_the_host(monkeypatch):
+    model = make_model(torch.float32)
+    opt = Lamb(groups(model), lr=0.01, bias_correction=True)
+    gen = torch.Generator().manual_seed(1)
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("host read")))
+    for t in range(1, 4):
+        set_grads(model, t, gen)
+        opt.step(finite=torch.tensor(t != 2))
+    monkeypatch.undo()
+    assert opt.state[model.dense.weight]["step"].tolist() == 2.0
