@@ -248,8 +248,10 @@ def output_rows(positions: torch.Tensor, packing: Optional[Packing], b: int, l: 
 def attention_bias(attention_mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
     """[B, L] of 1 (attend) / 0 (padding) -> additive bias [B, 1, 1, L] (0 or dtype min), or None if nothing is
     masked. Additive rather than boolean: a row whose keys are all masked then attends uniformly instead of giving
-    NaN. No bias at all when nothing is padded lets SDPA take its mask-free kernel."""
-    if attention_mask is None or (not _tracing() and bool(attention_mask.all())):
+    NaN. No bias at all when nothing is padded lets SDPA take its mask-free kernel: known for free of a mask on the
+    host (reading a device mask would make the host wait for the device; litebert's loops drop a mask of all ones
+    before it moves)."""
+    if attention_mask is None or (_host(attention_mask) and bool(attention_mask.all())):
         return None
     return (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 

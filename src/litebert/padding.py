@@ -100,7 +100,7 @@ def _varlen_obstacle(device: torch.device, dtype: Optional[torch.dtype], config,
 
 def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """CPU -> GPU through pinned memory, so that the copy is queued rather than waited for."""
-    if t.device.type == "cpu" and device.type == "cuda":
+    if t.device.type == "cpu" and device.type == "cuda" and not t.is_pinned():  # a data worker's batch is pinned
         t = t.pin_memory()
     return t.to(device, non_blocking=True)
 
@@ -126,10 +126,11 @@ class Packing:
         cu_seqlens, max_len = None, 0
         if varlen:
             lengths = mask.sum(1)
-            if bool((lengths > 0).all()):
+            counts = lengths.cpu().numpy()  # a host mask: no read (a device mask: one)
+            if (counts > 0).all():
                 cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
                 cu_seqlens = _to(cu_seqlens, device)
-                max_len = int(lengths.max())
+                max_len = int(counts.max())
         return cls(_to(index, device), b, l, cu_seqlens, max_len)
 
     @property
@@ -183,6 +184,11 @@ class Packing:
         return context.reshape(q.shape)
 
 
+def _all_ones(mask: torch.Tensor) -> bool:
+    """Whether nothing is masked: read through NumPy for a host mask (no tensor read), else one read."""
+    return bool(mask.numpy().all()) if mask.device.type == "cpu" else bool(mask.all())
+
+
 def prepare_batch(batch: dict, device: torch.device, pack: bool = False, varlen: bool = False) -> dict:
     """Move a collated batch (tensors on the CPU) to ``device`` without reading anything back from it.
 
@@ -191,7 +197,7 @@ def prepare_batch(batch: dict, device: torch.device, pack: bool = False, varlen:
     A mask with nothing masked is dropped: the model would otherwise have to read it back to find that out."""
     mask = batch.get("attention_mask")
     out = {k: _to(v, device) for k, v in batch.items() if k != "attention_mask"}
-    if mask is None or bool(mask.all()):
+    if mask is None or _all_ones(mask):
         return out
     if pack:
         out["packing"] = Packing.from_mask(mask, device, varlen=varlen)

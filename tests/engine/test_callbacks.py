@@ -88,10 +88,12 @@ def test_pretraining_calls_every_hook_in_order(stores, tmp_path):
 
 
 def test_pretraining_stop_ends_the_run_with_its_model_and_resume_continues(stores, tmp_path):
+    """``read_every=1`` (with ``log_every`` 1): the steps are read back one by one, so a stop asked at step 3 ends
+    the run at step 3."""
     out = tmp_path / "run"
     rec = Recorder(out, stop_at_step=3)
-    done = pretrain(stores["store"], out, model="tiny", train=pretraining(), eval_data=stores["eval_store"],
-                    progress=False, callbacks=[rec])
+    done = pretrain(stores["store"], out, model="tiny", train=pretraining(read_every=1),
+                    eval_data=stores["eval_store"], progress=False, callbacks=[rec])
     assert (done.step, done.stopped_early, done.interrupted, done.complete) == (3, True, False, False)
     assert rec.events[-4:] == [checkpoint(3), ("evaluate", 3), ("save", 3, "model", True), ("end", 3)]
     last = jsonl(out, "eval")[-1]  # the final evaluation's record (with H1 beside it), once
@@ -102,6 +104,20 @@ def test_pretraining_stop_ends_the_run_with_its_model_and_resume_continues(store
                      progress=False, resume=True)
     assert again.action == "resume" and again.complete and again.step == 6
     assert [r["step"] for r in jsonl(out, "train")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("read_every, ends, early", [(10, 8, False), (3, 3, True), (4, 4, True)])
+def test_pretraining_stop_takes_effect_at_the_read(stores, tmp_path, read_every, ends, early):
+    """A stop asked at step 3 ends the run at the read that delivered step 3's record: with ``read_every`` 3 at step
+    3 itself, with 4 at step 4; by default (10) the first read is the last step, 8, where the run ends anyway. Every
+    step's record was delivered, in order."""
+    out = tmp_path / "run"
+    rec = Recorder(out, stop_at_step=3)
+    done = pretrain(stores["store"], out, model="tiny", train=pretraining(read_every=read_every, eval_every=0,
+                                                                         save_every=0, max_steps=8),
+                    eval_data=stores["eval_store"], progress=False, callbacks=[rec])
+    assert (done.step, done.stopped_early) == (ends, early)
+    assert [e[1] for e in rec.events if e[0] == "step"] == list(range(1, done.step + 1))
 
 
 # ------------------------------------------------------------------------------------------------- fine-tuning
@@ -140,8 +156,8 @@ def test_finetuning_stop_ends_the_run_as_early_stopping(separable_task, tmp_path
     model, data = separable_task
     out = tmp_path / "ft"
     rec = Recorder(out, stop_at_step=5)
-    done = finetune("classify", model, data, out, config=fine_tuning(max_steps=20, eval_every=4), progress=False,
-                    log=None, callbacks=[rec])
+    done = finetune("classify", model, data, out, config=fine_tuning(max_steps=20, eval_every=4, read_every=1),
+                    progress=False, log=None, callbacks=[rec])
     assert (done.steps, done.stopped_early, done.complete, done.interrupted) == (5, True, True, False)
     assert [e for e in rec.events if e[0] == "evaluate"] == [("evaluate", 4), ("evaluate", 5)]
     assert rec.events[-1] == ("end", 5) and ("step", 6) not in rec.events

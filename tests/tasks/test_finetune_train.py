@@ -354,8 +354,8 @@ def test_finetune_on_cuda(separable_task, tmp_path, capsys, precision):
 
 def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     """The fp16 path on CPU (torch's CPU GradScaler and float16 autocast stand in for CUDA's): a step whose gradients
-    overflow is skipped by the scaler (no optimizer step, the scale halves, counted in skipped_steps); the others
-    are unscaled before clipping and applied."""
+    overflow is skipped (the optimizer applies nothing, decided on the device; the scale halves; counted in
+    skipped_steps); the others are unscaled before clipping and applied."""
     from helpers.tiny_setup import tiny_model_config
 
     import litebert.tasks.trainer as trainer
@@ -373,7 +373,8 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     model.classifier.weight.register_hook(
         lambda g: (calls.append(1), torch.full_like(g, float("inf")) if len(calls) == 2 else g)[1])
     steps = []
-    handle = register_optimizer_step_post_hook(lambda *a: steps.append(1))
+    handle = register_optimizer_step_post_hook(lambda *a: steps.append(
+        [p.detach().clone() for p in model.parameters()]))  # the weights after each step
     try:
         trainer.train(model, feats, trainer.TrainArgs(lr=1e-3, batch_size=4, train_steps=4, progress=False,
                                                       log_every=1), log=lambda _: None, out_dir=tmp_path)
@@ -383,7 +384,9 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     assert [r["loss_scale"] for r in records] == [65536.0, 65536.0, 32768.0, 32768.0]  # torch's default init scale
     assert [r["skipped_steps"] for r in records] == [0, 1, 1, 1] and not np.isfinite(records[1]["grad_norm"])
     assert all(np.isfinite(r["grad_norm"]) and r["grad_norm"] < 1e3 for r in records[::2])  # unscaled norms
-    assert len(steps) == 3
+    assert len(steps) == 4
+    assert all(torch.equal(a, b) for a, b in zip(steps[0], steps[1]))  # the skipped step changed nothing
+    assert all(not any(torch.equal(a, b) for a, b in zip(x, y)) for x, y in ((steps[1], steps[2]), (steps[2], steps[3])))
 
 
 def test_a_failed_checkpoint_write_warns_and_training_goes_on(separable_task, tmp_path, capsys, monkeypatch):

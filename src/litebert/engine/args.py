@@ -64,6 +64,9 @@ class Machinery:
         bias_correction: Adam bias correction in LAMB/AdamW (the official optimizers have none; without it the
             first hundreds of steps are up to ~3x larger than the rate says)
         log_every: a train record in metrics.jsonl every N steps
+        read_every: the host reads the steps' numbers back from the device every N steps (rounded up to a multiple
+            of log_every), and at evaluations, checkpoints and the end; callbacks see each step's record then, and a
+            stop they ask for takes effect there (between reads the device runs ahead of the host)
         save_every: a resumable checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
         max_bad_steps: stop after this many non-finite steps in a row
         report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
@@ -77,6 +80,7 @@ class Machinery:
     compile: bool = False            # torch.compile the model in place (needs a C++ compiler on CPU)
     bias_correction: bool = False    # the official LAMB/AdamW have none
     log_every: int = 10
+    read_every: int = 10             # `litebert.engine.readout`
     save_every: int = 0
     max_bad_steps: int = 10          # the non-finite policy's limit (`litebert.engine.step`)
     report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.engine.trackers`)
@@ -111,5 +115,5 @@ class Machinery:
         return BatchSplit(batch, processes, micro)
 
 
-_RANGES = {"micro_batch": AT_LEAST_1, "seed": AT_LEAST_0, "log_every": AT_LEAST_1, "save_every": AT_LEAST_0,
-           "max_bad_steps": AT_LEAST_1}
+_RANGES = {"micro_batch": AT_LEAST_1, "seed": AT_LEAST_0, "log_every": AT_LEAST_1, "read_every": AT_LEAST_1,
+           "save_every": AT_LEAST_0, "max_bad_steps": AT_LEAST_1}

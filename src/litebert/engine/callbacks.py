@@ -3,7 +3,10 @@
 Both loops (pretraining's `litebert.pretraining.loop.train`, fine-tuning's `litebert.tasks.trainer.train`) call the
 same four hooks of each `Callback` in a list, in the list's order:
 
-    on_step(step, record)       after every optimizer step. ``record``: the step's numbers, the keys of a ``train``
+    on_step(step, record)       for every optimizer step, when the loop reads the steps' numbers back from the
+                                device (`litebert.engine.readout`: every ``read_every`` steps, rounded up to a
+                                multiple of ``log_every``, and at evaluations, checkpoints and the end), the
+                                interval's steps in order. ``record``: the step's numbers, the keys of a ``train``
                                 line of metrics.jsonl (loss, lr, grad_norm, throughput...), every step (the file
                                 keeps every ``log_every``-th)
     on_evaluate(step, metrics)  after every evaluation: pretraining's held-out MLM/SOP metrics, fine-tuning's dev
@@ -12,8 +15,9 @@ same four hooks of each `Callback` in a list, in the list's order:
     on_end(step)                once, when the loop leaves (finished, stopped, interrupted, or on an error): close
                                 what the callback opened
 
-``on_step`` and ``on_evaluate`` return True to stop the run after this step (anything else: go on). Every callback
-still sees the event; the run then ends as a run that finished early, its model kept: pretraining as with
+``on_step`` and ``on_evaluate`` return True to stop the run (anything else: go on): after the step of that read (the
+last of the records delivered together; ``read_every=1`` with ``log_every=1`` makes it this very step) or of that
+evaluation. Every callback still sees the event; the run then ends as a run that finished early, its model kept: pretraining as with
 ``time_limit`` (a checkpoint, the final evaluation, the model in ``model/``; the run is not complete, and
 ``resume=True`` continues it to ``max_steps``), fine-tuning as with early stopping (the best dev model is kept and the
 run is complete; a resume finds it finished).
@@ -70,7 +74,19 @@ class Callbacks:
         self.items, self.dist = list(callbacks), dist
 
     def step(self, step: int, record: dict) -> bool:
-        return self._ask(lambda c: c.on_step(step, record))
+        return self.steps([(step, record)])
+
+    def steps(self, records: list[tuple[int, dict]]) -> bool:
+        """``on_step`` of every callback for each ``(step, record)`` of one read, in order; one stop decision for
+        them all."""
+        return self._ask(*[lambda c, s=step, r=record: c.on_step(s, r) for step, record in records])
+
+    def advance(self, step: int) -> None:
+        """A step was queued (its numbers not read yet): the progress bars move their count."""
+        if self.dist.is_main:
+            for c in self.items:
+                if isinstance(c, Progress):
+                    c.advance(step)
 
     def evaluate(self, step: int, metrics: Optional[dict]) -> bool:
         """``metrics``: rank 0's (other ranks may have none)."""
@@ -113,13 +129,15 @@ class Callbacks:
             out.append((base if seen[base] == 1 else f"{base}#{seen[base]}", c))
         return out
 
-    def _ask(self, call: Callable[[Callback], Optional[bool]]) -> bool:
+    def _ask(self, *calls: Callable[[Callback], Optional[bool]]) -> bool:
+        """Each of ``calls`` on every callback in order (rank 0); whether any asked to stop, on every rank."""
         from litebert.engine import distributed as D
 
         stop = False
         if self.dist.is_main:
-            for c in self.items:
-                stop = call(c) is True or stop
+            for call in calls:
+                for c in self.items:
+                    stop = call(c) is True or stop
         return bool(D.broadcast_int(int(stop), self.dist))
 
 
@@ -176,13 +194,19 @@ class Progress(Callback):
         self.bar = tqdm(total=total, initial=initial, desc=desc, disable=not enabled, dynamic_ncols=True)
         self.postfix = postfix
 
+    def advance(self, step: int) -> None:
+        """Step ``step`` was queued: the count moves every step, the postfix at the reads (the last step is drawn by
+        `on_step`, closing the bar)."""
+        if step < self.bar.total and step > self.bar.n:
+            self.bar.update(step - self.bar.n)
+
     def on_step(self, step: int, record: dict) -> None:
         self.bar.set_postfix(self.postfix(record), refresh=False)
         if step >= self.bar.total:
             self.bar.n = step  # close() draws the final line (update() first would draw it twice)
             self.bar.close()
-        else:
-            self.bar.update(1)
+        elif step > self.bar.n:
+            self.bar.update(step - self.bar.n)
 
     def on_end(self, step: int) -> None:
         self.bar.close()

@@ -10,6 +10,11 @@ entry point runs under ``python`` and under ``torchrun``:
 
 torchrun describes each process through the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...). Reading it
 happens here, at the boundary, once: ``from_environment`` is called by the CLI, never by library code.
+
+Two kinds of values cross processes. Device values (losses, gradients) go through the device's group (NCCL on GPUs).
+Host values (a stop flag, a micro-batch size, a decision of rank 0's) go through a gloo group on the host
+(`Distributed.host_group`, made beside NCCL's; gloo's own group on CPUs): sending them through NCCL would copy them to
+the GPU and read the result back, making the host wait for everything queued there.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import torch
 import torch.distributed as dist
@@ -30,6 +35,7 @@ class Distributed:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    host_group: Any = None  # the gloo group for host values when the default group is NCCL's (None: the default)
 
     @property
     def is_main(self) -> bool:
@@ -52,9 +58,13 @@ def from_environment(env: Mapping[str, str] | None = None, device: str | None = 
     if dev.type == "cuda":
         dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
-    return Distributed(rank, world_size, local_rank, dev)
+    host_group = None
+    if world_size > 1:
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+        if dist.get_backend() != "gloo":
+            host_group = dist.new_group(backend="gloo")
+    return Distributed(rank, world_size, local_rank, dev, host_group)
 
 
 def wrap(model: nn.Module, d: Distributed, find_unused_parameters: bool = False) -> nn.Module:
@@ -95,16 +105,18 @@ def min_int(value: int, d: Distributed) -> int:
     """The smallest of every rank's integer (the micro-batch all ranks agree on)."""
     if not d.enabled:
         return value
-    t = torch.tensor([value], dtype=torch.long, device=d.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
+    t = torch.tensor([value], dtype=torch.long)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=d.host_group)
+    return t.tolist()[0]
 
 
 def any_rank(flag: bool, d: Distributed) -> bool:
     """Whether ``flag`` is true on any rank (a step that ran out of memory somewhere)."""
     if not d.enabled:
         return flag
-    return bool(all_reduce_max(torch.tensor([int(flag)], dtype=torch.long, device=d.device), d).item())
+    t = torch.tensor([int(flag)], dtype=torch.long)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=d.host_group)
+    return bool(t.tolist()[0])
 
 
 def average_gradients(model: nn.Module, d: Distributed, bucket: int = 2**24) -> None:
@@ -131,9 +143,9 @@ def broadcast_int(value: int, d: Distributed) -> int:
     """Rank 0's integer on every rank (the resume decision, so that all ranks load the same checkpoint)."""
     if not d.enabled:
         return value
-    t = torch.tensor([value], dtype=torch.long, device=d.device)
-    dist.broadcast(t, src=0)
-    return int(t.item())
+    t = torch.tensor([value], dtype=torch.long)
+    dist.broadcast(t, src=0, group=d.host_group)
+    return t.tolist()[0]
 
 
 def all_gather(t: torch.Tensor, d: Distributed) -> list[torch.Tensor]:

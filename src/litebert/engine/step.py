@@ -1,28 +1,34 @@
 """The training engine shared by pretraining, fine-tuning and the speedup experiment: where a run executes
 (`Runtime`, from `litebert.engine.runtime`), the micro-batch it steps with (`MicroBatch`), what its checkpoints
 restore (`TrainState`) and one optimizer step (`train_step`). Where a run starts, and with what, is its plan
-(`litebert.engine.plan`).
+(`litebert.engine.plan`); when the host reads what the steps computed is `litebert.engine.readout`.
 
 One step consumes one batch, cut into micro-batches (accumulation, and processes under torchrun). Each micro-batch's
 loss is weighted by its share of the batch; forward and backward run under autocast, gradients are synchronised once
 (on the last micro-batch), unscaled (fp16), clipped to the global norm (official ``clip_by_global_norm``), and the
 optimizer steps at the learning rate the schedule gives this step.
 
+**A step reads nothing back from the device.** Its losses, gradient norm and non-finite flag stay there, in
+`StepResult.values`, until the loop reads a whole interval of steps at once (`litebert.engine.readout`): a read of a
+device value makes the host wait until the device has finished everything queued, so the next step's work could not
+be queued ahead and the device would idle for the host's time between steps.
+
 The non-finite policy, the same for every loop: a step whose gradient norm is not finite applies no update (fp16's
-loss scaler lowers its scale). It still counts as a step: the schedule and the data move on to the next batch, as
-with fp16 loss scaling, and it is counted in ``skipped_steps`` (and warned about, except for fp16's routine skips).
-``max_bad_steps`` such steps in a row stop the run with a `TrainingError`: a loss that stays NaN is not cured by
-skipping.
+loss scaler lowers its scale), decided on the device (`litebert.optim`'s ``step(finite=...)`` leaves weights and
+moments as they were). It still counts as a step: the schedule and the data move on to the next batch, as with fp16
+loss scaling, and it is counted in ``skipped_steps`` (and warned about, except for fp16's routine skips) when the
+interval is read. ``max_bad_steps`` such steps in a row stop the run with a `TrainingError` at that read: a loss that
+stays NaN is not cured by skipping.
 """
 
 from __future__ import annotations
 
-import math
+import functools
+import inspect
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import torch
 from torch import nn
@@ -201,51 +207,61 @@ def set_rng_state(state: torch.Tensor, device: torch.device) -> None:
 # ---------------------------------------------------------------------------------------------------- one step
 @dataclass
 class StepResult:
+    """One step's numbers, left on the device: ``values`` = [loss, its named parts (this process's weighted sums, not
+    yet summed over processes), the gradient norm, 1.0 if the step was skipped (non-finite) else 0.0, the loss scale
+    the step ran at (NaN without fp16)], float64. `litebert.engine.readout.Readout` reads them, an interval at a
+    time."""
+
     lr: float
-    grad_norm: float
-    losses: torch.Tensor  # [1 + parts]: the batch's loss and its named parts, summed over processes
-    totals: torch.Tensor  # the caller's per-step sums (``extra``), summed over processes
-    skipped: bool
-    loss_scale: Optional[float]
+    values: torch.Tensor
 
 
 def train_step(state: TrainState, wrapped: nn.Module,
                micro_batches: Iterable[tuple[dict, float]] | Callable[[int], Iterable[tuple[dict, float]]], *,
-               runtime: Runtime, lr: float, clip_norm: float, max_bad_steps: int, parts: tuple[str, ...] = (),
-               extra: Optional[Callable[[], torch.Tensor]] = None, micro: Optional[MicroBatch] = None) -> StepResult:
+               runtime: Runtime, lr: float, clip_norm: float, parts: tuple[str, ...] = (),
+               micro: Optional[MicroBatch] = None) -> StepResult:
     """One optimizer step on ``micro_batches``: this process's ``(batch on the device, weight)`` pairs, the weights
     summing, over all processes, to 1 (each micro-batch's share of the batch's mean loss). They are produced one
-    ahead of the one that runs (its host-to-device copy overlaps the forward pass). ``parts``: output fields reported
-    beside the loss (e.g. ``mlm_loss``). ``extra()``: a float64 tensor of the caller's sums for this step (tokens, a
-    stop flag), read once the micro-batches have run and reduced over processes with the losses.
+    ahead of the one that runs, on CUDA on a side stream (`_ahead`): the next micro-batch's host-to-device copy
+    overlaps the forward pass. ``parts``: output fields reported beside the loss (e.g. ``mlm_loss``).
 
     With ``micro`` (`MicroBatch`), ``micro_batches(size)`` makes the step's micro-batches of that size; an ``auto``
     one that runs out of memory is halved and the step's forward and backward passes run again (`_fitting`). The
-    size the step ran at is kept in ``state.counters["micro_batch"]``."""
-    d = runtime.dist
+    size the step ran at is kept in ``state.counters["micro_batch"]``. Nothing is read back from the device (the
+    module docstring); the step's numbers are in the returned `StepResult`."""
     if micro is None:
         losses = _backward(state, wrapped, micro_batches, runtime, parts)
     elif not micro.auto:
         losses = _backward(state, wrapped, micro_batches(micro.size), runtime, parts)
     else:
         losses = _fitting(state, wrapped, micro_batches, micro, runtime, parts)
-    sums = extra() if extra is not None else torch.zeros(0, dtype=torch.float64)
-    reduced = D.all_reduce_sum(torch.cat([losses.cpu(), sums]).to(d.device), d).cpu()
-    state.scaler.unscale_(state.optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), clip_norm).item()
-    finite = math.isfinite(grad_norm)
-    scale = state.scaler.get_scale() if state.scaler.is_enabled() else None
+    scaler = state.scaler
+    scale = scaler._get_scale_async().double() if scaler.is_enabled() else None  # copied before update() moves it
+    scaler.unscale_(state.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), clip_norm)
+    finite = torch.isfinite(grad_norm)
     for group in state.optimizer.param_groups:
         group["lr"] = lr
-    if finite or state.scaler.is_enabled():
-        state.scaler.step(state.optimizer)  # fp16: skipped (and the scale lowered) when a gradient is inf/NaN
-        state.scaler.update()
+    _update(state.optimizer, finite)
+    if scaler.is_enabled():
+        scaler.update()  # fp16: the scale halves after a step with inf/NaN gradients (found by unscale_)
     state.optimizer.zero_grad(set_to_none=True)
     state.step += 1
-    _count_bad_step(state, finite, grad_norm, max_bad_steps, warn=not state.scaler.is_enabled())
     if micro is not None:
         state.counters["micro_batch"] = micro.size  # checkpoints record it: a resumed auto run continues at it
-    return StepResult(lr, grad_norm, reduced[:len(losses)], reduced[len(losses):], not finite, scale)
+    nan = torch.full((1,), float("nan"), dtype=torch.float64, device=losses.device)
+    values = torch.cat([losses, grad_norm.detach().double().view(1), (~finite).double().view(1),
+                        scale.view(1) if scale is not None else nan])
+    return StepResult(lr, values)
+
+
+def _update(optimizer: torch.optim.Optimizer, finite: torch.Tensor) -> None:
+    """The optimizer step, or none where the gradient norm is not finite: decided on the device by litebert's
+    optimizers (``step(finite=...)``); another optimizer's step needs the host to read the flag."""
+    if _gated(type(optimizer)):
+        optimizer.step(finite=finite)
+    elif bool(finite):
+        optimizer.step()
 
 
 def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tuple[dict, float]], runtime: Runtime,
@@ -253,8 +269,8 @@ def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tup
     """Forward and backward of every micro-batch, gradients accumulated (synced by DDP on the last); the weighted
     loss and its parts, [1 + parts]."""
     d = runtime.dist
-    losses = torch.zeros(1 + len(parts), dtype=torch.float64, device=d.device)  # read once per step
-    batches = iter(micro_batches)
+    losses = torch.zeros(1 + len(parts), dtype=torch.float64, device=d.device)  # read with the interval's steps
+    batches = _ahead(iter(micro_batches), d.device)
     upcoming = next(batches, None)
     while upcoming is not None:
         batch, weight = upcoming
@@ -295,29 +311,54 @@ def _fitting(state: TrainState, wrapped: nn.Module, make: Callable[[int], Iterab
         micro.halve()
 
 
+def _ahead(batches: Iterator[tuple[dict, float]], device: torch.device) -> Iterator[tuple[dict, float]]:
+    """``batches`` as they come; on CUDA each one is made (its host-to-device copies issued) on a side stream, so
+    that the copy of the next micro-batch runs while the current one computes. Before a batch is used the compute
+    stream waits for its copies, and its tensors are marked as used there (the allocator then does not hand their
+    memory to the copy stream while the compute stream may still read it). Elsewhere: ``batches`` unchanged."""
+    if device.type != "cuda":
+        yield from batches
+        return
+    copies, compute = _copy_stream(device), torch.cuda.current_stream(device)
+    while True:
+        with torch.cuda.stream(copies):
+            item = next(batches, None)
+        if item is None:
+            return
+        compute.wait_stream(copies)
+        for t in _tensors(item[0]):
+            t.record_stream(compute)
+        yield item
+
+
+@functools.lru_cache(maxsize=None)
+def _gated(kind: type) -> bool:
+    """Whether an optimizer class's ``step`` takes the device flag ``finite``."""
+    try:
+        return "finite" in inspect.signature(kind.step).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+_COPY_STREAMS: dict = {}
+
+
+def _copy_stream(device: torch.device):
+    """One side stream per CUDA device for the batches' copies."""
+    if device not in _COPY_STREAMS:
+        _COPY_STREAMS[device] = torch.cuda.Stream(device)
+    return _COPY_STREAMS[device]
+
+
+def _tensors(batch: dict) -> Iterator[torch.Tensor]:
+    """The device tensors of a prepared batch, a `Packing`'s included."""
+    for v in batch.values():
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif hasattr(v, "__dataclass_fields__"):
+            yield from (getattr(v, f) for f in v.__dataclass_fields__ if isinstance(getattr(v, f), torch.Tensor))
+
+
 def due(every: int, step: int, before: int) -> bool:
     """Whether an action done every ``every`` steps (0: never) falls on ``step``, a step before ``before``."""
     return bool(every) and step % every == 0 and step < before
-
-
-def stop_requested(flag: torch.Tensor, steps_this_call: int, stop_after: Optional[int]) -> bool:
-    """Whether the loop leaves after this step: a SIGTERM/SIGINT on any process (``flag``, reduced over them), or the
-    caller's ``stop_after`` steps in this call."""
-    return flag.item() > 0 or steps_this_call == stop_after
-
-
-def _count_bad_step(state: TrainState, finite: bool, grad_norm: float, max_bad_steps: int, warn: bool) -> None:
-    """The non-finite policy's bookkeeping (module docstring): count, warn, and stop after too many in a row."""
-    if finite:
-        state.bad_in_row = 0
-        return
-    state.skipped_steps += 1
-    state.bad_in_row += 1
-    if warn:
-        warnings.warn(f"step {state.step}: non-finite loss/gradient norm ({grad_norm}); step skipped "
-                      f"({state.bad_in_row} in a row)", stacklevel=3)
-    if state.bad_in_row >= max_bad_steps:
-        raise TrainingError("{bad:value} steps in a row had a non-finite loss or gradient (last at step {step:value}); "
-                            "stopping. Lower {lr:flag}, raise {warmup_steps:flag}, or use {precision:flag} fp32; "
-                            "resume from the last checkpoint", bad=state.bad_in_row, step=state.step, lr=None,
-                            warmup_steps=None, precision=None)

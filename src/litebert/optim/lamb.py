@@ -129,7 +129,8 @@ class Lamb(torch.optim.Optimizer):
                 state["step"] += 1
             grads = [p.grad.to(dtype) for p in params]  # .to is a no-op (no copy) when the dtype already matches
         else:
-            torch._foreach_add_([s["step"] for s in states], gate.count)
+            # a list of tensors: the one-Tensor form reads its value on a CPU
+            torch._foreach_add_([s["step"] for s in states], [gate.count] * len(states))
             grads = [gate.grad(p.grad.to(dtype)) for p in params]
         ms = [s["exp_avg"] for s in states]
         vs = [s["exp_avg_sq"] for s in states]

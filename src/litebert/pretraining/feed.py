@@ -7,8 +7,9 @@ with ``workers`` > 0 a `torch.utils.data.DataLoader` over the same numbers build
 order, a few steps ahead, so that a GPU is not left waiting on the one host core that masks and collates. The values
 are the same either way: every example is a pure function of its number.
 
-The workers are forked (they share the token store's memory maps instead of copying them) where the platform can
-fork; a step that asks for something else than what was built ahead (a resumed run, an `auto` micro-batch halved
+With ``pin`` (a CUDA run) the loader's thread pins each batch's memory as it arrives, so that its copy to the GPU is
+queued without the training process copying it into pinned memory first. The workers are forked (they share the
+token store's memory maps instead of copying them) where the platform can fork; a step that asks for something else than what was built ahead (a resumed run, an `auto` micro-batch halved
 after running out of memory) restarts them from there.
 
 Stopping belongs to the training process. ``docker stop``, systemd and Slurm send SIGTERM (and a terminal's Ctrl-C
@@ -51,9 +52,9 @@ class Feed:
     workers."""
 
     def __init__(self, data, n: int, collate: Callable, starts: Callable[[int, int], list[int]], workers: int = 0,
-                 ahead: int = 4, seed: int = 0):
+                 ahead: int = 4, seed: int = 0, pin: bool = False):
         self.examples, self.collate, self.starts = _Examples(data, n), collate, starts
-        self.workers, self.ahead, self.seed = workers, ahead, seed
+        self.workers, self.ahead, self.seed, self.pin = workers, ahead, seed, pin
         self._batches: Optional[Iterator] = None
         self._at: Optional[tuple[int, int]] = None  # (step, size) the workers' next batches belong to
 
@@ -106,6 +107,7 @@ class Feed:
         loader = torch.utils.data.DataLoader(
             self.examples, batch_sampler=batches(), num_workers=self.workers,
             collate_fn=self.collate, prefetch_factor=max(2, self.ahead * len(self.starts(step, size)) // self.workers),
+            pin_memory=self.pin,  # pinned by the loader's thread: the copy to the GPU is then queued, not waited for
             multiprocessing_context="fork" if "fork" in methods else None, worker_init_fn=_ignore_stop_signals,
             generator=torch.Generator().manual_seed(self.seed))  # not the global generator: dropout's
         # A stop signal that arrives while the workers start waits (blocked) until they ignore it: it then reaches

@@ -36,12 +36,14 @@ from litebert.engine.checkpoint import run_identity
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.runtime import Runtime
-from litebert.engine.step import MicroBatch, TrainState, due, setup, stop_requested, train_step
+from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
+from litebert.engine.step import MicroBatch, TrainState, due, setup, train_step
 from litebert.pretraining.feed import Feed
 from litebert.engine.metrics_log import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
 from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
 from litebert.engine.signals import StopSignals
 
+PARTS = ("mlm_loss", "sop_loss")  # the loss's parts each step reports beside it
 PROBE_EXAMPLES = 64  # held-out sequences the plateau guard probes (~1,000 masked positions at 20 per sequence)
 
 
@@ -101,34 +103,39 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     feed = _feed(train_data, collate, cfg, plan.split.per_process, d)
     run_eval = functools.partial(_evaluation, model, eval_data, collate, cfg, rt, micro, guard, calls)
     evaluated: dict = {}  # the last evaluation: {"step", "metrics"}
+    readout = Readout(d, PARTS, cfg.max_bad_steps, warn=not state.scaler.is_enabled())
+    every = read_interval(cfg.read_every, cfg.log_every)
     try:
         result.stopped_early = asked = state.step == 0 and eval_data is not None and run_eval(0, evaluated)
         while state.step < cfg.max_steps and not asked:
-            t0 = time.perf_counter()
-            counts = torch.zeros(2, dtype=torch.float64)  # real tokens, model FLOPs: filled as the batches are made
-
-            def extra() -> torch.Tensor:  # + the stop and time-up flags once the step's batches ran: all ranks agree
-                flags = [stop.signal is not None, time.perf_counter() > deadline]
-                return torch.cat([counts, torch.tensor(flags, dtype=torch.float64)])
-
+            readout.start()
+            host = [0.0, 0.0]  # this process's real tokens and model FLOPs: counted as the batches are made
             step = train_step(state, wrapped,
-                              lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, counts,
+                              lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, host,
                                                           flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
-                              clip_norm=cfg.clip_norm, max_bad_steps=cfg.max_bad_steps,
-                              parts=("mlm_loss", "sop_loss"), extra=extra, micro=micro)
-            _news(micro, d)
+                              clip_norm=cfg.clip_norm, parts=PARTS, micro=micro)
             state.counters["data_step"] += 1
-            state.counters["tokens_seen"] += int(step.totals[0].item())
-            dt = time.perf_counter() - t0
-            state.elapsed_s += dt
-            record = {**_train_record(state, step, cfg, dt, peak, d.world_size), **_h1(guard)}
-            asked = calls.step(state.step, record)
+            readout.add(state.step, step, host)
+            calls.advance(state.step)
+            _news(micro, d)
+            flags = [stop.signal is not None, time.perf_counter() > deadline]  # this process's: agreed at the read
+            steps_this_call = state.step - first_step
+            if not (state.step % every == 0 or state.step >= cfg.max_steps or steps_this_call == stop_after
+                    or due(cfg.eval_every, state.step, cfg.max_steps) or due(cfg.save_every, state.step, cfg.max_steps)
+                    or (guard is not None and guard.due(state.step)) or (not d.enabled and any(flags))):
+                continue  # no read: the next step is queued while the device still runs this one
+            read = readout.read(state, flags)
+            records = [{**_train_record(n, read, cfg, peak, d.world_size, state), **_h1(guard)} for n in read.steps]
+            asked = calls.steps([(n.step, r) for n, r in zip(read.steps, records)])
+            if read.error is not None:
+                raise read.error
             if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
                 asked = run_eval(state.step, evaluated) or asked
-            result.interrupted, result.time_limited = _ending(step, state.step - first_step, stop_after,
-                                                              state.step < cfg.max_steps)
-            if guard is not None and _watch(guard, record, model, cfg, rt, log, state.step, result):
+            result.interrupted = read.flags[0] > 0 or steps_this_call == stop_after
+            result.time_limited = not result.interrupted and read.flags[1] > 0 and state.step < cfg.max_steps
+            if guard is not None and any([_watch(guard, r, model, cfg, rt, log, n.step, result)
+                                          for n, r in zip(read.steps, records)]):
                 result.interrupted = result.stopped_on_plateau = True
             result.stopped_early = asked and not result.interrupted and state.step < cfg.max_steps
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
@@ -152,12 +159,6 @@ def _news(micro: MicroBatch, d) -> None:
     news = micro.news()
     if news and d.is_main:
         print(news, file=sys.stderr, flush=True)
-
-
-def _ending(step, steps_this_call: int, stop_after: Optional[int], more_to_go: bool) -> tuple[bool, bool]:
-    """Whether the run stops here: (interrupted by a signal or ``stop_after``, ended by the time limit)."""
-    stopping = stop_requested(step.totals[2], steps_this_call, stop_after)
-    return stopping, not stopping and step.totals[3].item() > 0 and more_to_go
 
 
 def _evaluation(model, eval_data, collate: Callable, cfg: TrainConfig, rt: Runtime, micro: MicroBatch,
@@ -258,17 +259,17 @@ def _setup(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime,
 
 
 def _micro_batches(feed: Feed, cfg: TrainConfig, state: TrainState, rt: Runtime, size: int, per_process: int,
-                   extra: torch.Tensor, flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
+                   host: list, flops_at: Callable[[int], float]) -> Iterator[tuple[dict, float]]:
     """This process's micro-batches of ``size`` sequences of the step (``per_process`` in all, see the module
     docstring), on the device, each weighted by its share of the global batch; counts their real tokens and model
-    FLOPs into ``extra`` (from 0: a step run again at a smaller micro-batch counts once)."""
+    FLOPs into ``host`` (from 0: a step run again at a smaller micro-batch counts once)."""
     pack = packs_in_training(state.model, cfg.skip_padding, cfg.compile)
     accum = per_process // size
-    extra.zero_()
+    host[:] = [0.0, 0.0]
     for batch in feed.step(state.counters["data_step"], size):
-        lengths = batch["attention_mask"].sum(1).tolist()  # on the CPU, before the batch moves
-        extra[0] += sum(lengths)
-        extra[1] += sum(flops_at(int(k)) for k in lengths)
+        lengths = batch["attention_mask"].numpy().sum(1).tolist()  # on the host, before the batch moves
+        host[0] += sum(lengths)
+        host[1] += sum(flops_at(int(k)) for k in lengths)
         if cfg.objective == "none":  # MLM only: no sentence-level loss
             batch.pop("sentence_order_label")
         yield prepare_batch(batch, rt.dist.device, pack=pack, varlen=rt.varlen), 1 / (accum * rt.dist.world_size)
@@ -282,17 +283,21 @@ def _feed(data, collate: Callable, cfg: TrainConfig, per: int, dist) -> Feed:
         first = step * cfg.global_batch + dist.rank * accum * size  # run-wide number of the slice's first example
         return [first + j * size for j in range(accum)]
 
-    return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers, seed=cfg.seed)
+    return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers, seed=cfg.seed,
+                pin=dist.device.type == "cuda")
 
 
-def _train_record(state: TrainState, step, cfg: TrainConfig, dt: float, peak: Optional[float], world: int) -> dict:
-    """The step's line in metrics.jsonl / train.csv."""
-    record = {"step": state.step, "loss": step.losses[0].item(), "mlm_loss": step.losses[1].item()}
+def _train_record(n: StepNumbers, read: Read, cfg: TrainConfig, peak: Optional[float], world: int,
+                  state: TrainState) -> dict:
+    """A step's line in metrics.jsonl / train.csv (its tokens added to the run's count). Its own loss, parts and
+    gradient norm; throughput and TFLOP/s are its read interval's (`litebert.engine.readout`)."""
+    state.counters["tokens_seen"] += int(n.host[0])
+    record = {"step": n.step, "loss": n.loss, "mlm_loss": n.parts["mlm_loss"]}
     if cfg.objective != "none":
-        record[f"{cfg.objective}_loss"] = step.losses[2].item()
-    record.update({"lr": step.lr, "grad_norm": step.grad_norm, "tokens_per_s": step.totals[0].item() / dt,
-                   "tokens": state.counters["tokens_seen"], "elapsed_s": round(state.elapsed_s, 3),
-                   "tflops": step.totals[1].item() / dt / 1e12, "skipped_steps": state.skipped_steps})
+        record[f"{cfg.objective}_loss"] = n.parts["sop_loss"]
+    record.update({"lr": n.lr, "grad_norm": n.grad_norm, "tokens_per_s": read.rate(0),
+                   "tokens": state.counters["tokens_seen"], "elapsed_s": round(n.elapsed_s, 3),
+                   "tflops": read.rate(1) / 1e12, "skipped_steps": n.skipped_steps})
     if peak:
         record["mfu"] = record["tflops"] / (peak * world)
     return record
@@ -312,7 +317,8 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, rt: Runtime, b
     ``batch``: sequences per forward (default: the config's micro-batch; 32 for auto)."""
     d, n = rt.dist, min(cfg.eval_examples, _num_examples(dataset))
     size = batch or (cfg.micro_batch if isinstance(cfg.micro_batch, int) else 32)
-    sums = torch.zeros(6, dtype=torch.float64)  # mlm nll, mlm correct, mlm weight, sop nll, sop correct, sequences
+    sums = torch.zeros(6, dtype=torch.float64, device=d.device)  # mlm nll, mlm correct, mlm weight, sop nll,
+    # sop correct, sequences: summed on the device, read once at the end
     was_training = model.training
     model.eval()
     for b, start in enumerate(range(0, n, size)):
@@ -326,17 +332,17 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, rt: Runtime, b
         w = batch["mlm_weights"].float()  # [B, P]
         nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["mlm_ids"].flatten(), reduction="none")
         sop_logits, sop_y = out.sop_logits.float(), batch["sentence_order_label"].view(-1)
-        sums += torch.tensor([
-            (nll * w.flatten()).sum().item(), ((logits.argmax(-1) == batch["mlm_ids"]).float() * w).sum().item(),
-            w.sum().item(), torch.nn.functional.cross_entropy(sop_logits, sop_y, reduction="sum").item(),
-            (sop_logits.argmax(-1) == sop_y).sum().item(), sop_y.numel()], dtype=torch.float64)
+        sums += torch.stack([t.double() for t in (  # each batch's fp32 sums, added up in fp64
+            (nll * w.flatten()).sum(), ((logits.argmax(-1) == batch["mlm_ids"]).float() * w).sum(), w.sum(),
+            torch.nn.functional.cross_entropy(sop_logits, sop_y, reduction="sum"), (sop_logits.argmax(-1) == sop_y).sum(),
+            torch.tensor(sop_y.numel(), device=d.device))])
     model.train(was_training)
-    sums = D.all_reduce_sum(sums.to(d.device), d).cpu()
-    mlm_w, seqs = max(sums[2].item(), 1e-9), max(sums[5].item(), 1)
-    out = {"mlm_loss": sums[0].item() / mlm_w, "mlm_accuracy": sums[1].item() / mlm_w}
+    nll, correct, weight, sop_nll, sop_correct, sequences = D.all_reduce_sum(sums, d).tolist()
+    mlm_w, seqs = max(weight, 1e-9), max(sequences, 1)
+    out = {"mlm_loss": nll / mlm_w, "mlm_accuracy": correct / mlm_w}
     if cfg.objective != "none":  # the sentence task's metrics under its own name: sop_* or nsp_*
-        out.update({f"{cfg.objective}_loss": sums[3].item() / seqs, f"{cfg.objective}_accuracy": sums[4].item() / seqs})
-    return {**out, "examples": int(sums[5].item())}
+        out.update({f"{cfg.objective}_loss": sop_nll / seqs, f"{cfg.objective}_accuracy": sop_correct / seqs})
+    return {**out, "examples": int(sequences)}
 
 
 def _num_examples(dataset) -> int:

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,8 @@ from litebert.engine import distributed as D
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
 from litebert.engine.runtime import Runtime
-from litebert.engine.step import MicroBatch, TrainState, TrainingError, due, setup, stop_requested, train_step
+from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
+from litebert.engine.step import MicroBatch, TrainState, TrainingError, due, setup, train_step
 from litebert.engine.metrics_log import MetricsWriter
 from litebert.engine.signals import StopSignals
 
@@ -156,28 +156,35 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
         return _evaluate_and_keep(state, evaluate, metric, save, rt, log, calls)
 
     model.train()
+    readout = Readout(d, (), args.max_bad_steps, warn=not state.scaler.is_enabled())
+    every = read_interval(args.read_every, args.log_every)
     try:
         while state.step < args.train_steps:
-            t0 = time.perf_counter()
-
-            def extra() -> torch.Tensor:  # examples and the stop flag, read once the step's batches ran
-                return torch.tensor([batches.examples, stop.signal is not None], dtype=torch.float64)
-
+            readout.start()
             idx = batches.of_step(state.step)
             step = train_step(state, wrapped, lambda size: batches.micro(idx, micro.per_process // size, rt, pad_id),
                               runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
-                              clip_norm=args.max_grad_norm, max_bad_steps=args.max_bad_steps, extra=extra, micro=micro)
+                              clip_norm=args.max_grad_norm, micro=micro)
+            readout.add(state.step, step, [batches.examples])
+            calls.advance(state.step)
             news = micro.news()
             if news:
                 log(news)
-            dt = time.perf_counter() - t0
-            state.elapsed_s += dt
-            asked = calls.step(state.step, _record(state, step, dt))
             evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
+            steps_this_call = state.step - first_step
+            flags = [stop.signal is not None]  # this process's: agreed at the read
+            if not (state.step % every == 0 or state.step >= args.train_steps or evaluated
+                    or steps_this_call == stop_after or due(args.save_every, state.step, args.train_steps + 1)
+                    or (not d.enabled and any(flags))):
+                continue  # no read: the next step is queued while the device still runs this one
+            read = readout.read(state, flags)
+            asked = calls.steps([(n.step, _record(n, read)) for n in read.steps])
+            if read.error is not None:
+                raise read.error
             result.stopped_early = (evaluated and run_eval()) or (asked and state.step < args.train_steps)
             if result.stopped_early:
                 break
-            stopping = stop_requested(step.totals[1], state.step - first_step, stop_after)
+            stopping = read.flags[0] > 0 or steps_this_call == stop_after
             if stopping or evaluated or due(args.save_every, state.step, args.train_steps + 1):
                 _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=stopping)
             result.interrupted = stopping and state.step < args.train_steps
@@ -221,13 +228,12 @@ def _ema(average: Optional[float], value: float) -> float:
     return value if average is None else 0.98 * average + 0.02 * value
 
 
-def _record(state: TrainState, step, dt: float) -> dict:
-    """The step's numbers: a train line of metrics.jsonl."""
-    examples = step.totals[0].item()
-    return {"step": state.step, "loss": step.losses[0].item(), "lr": step.lr, "grad_norm": step.grad_norm,
-            "examples_per_s": examples / dt, "examples": int(examples), "elapsed_s": round(state.elapsed_s, 3),
-            "skipped_steps": state.skipped_steps,
-            **({"loss_scale": step.loss_scale} if step.loss_scale is not None else {})}
+def _record(n: StepNumbers, read: Read) -> dict:
+    """A step's numbers: a train line of metrics.jsonl. Its own loss and gradient norm; examples/s is its read
+    interval's (`litebert.engine.readout`)."""
+    return {"step": n.step, "loss": n.loss, "lr": n.lr, "grad_norm": n.grad_norm, "examples_per_s": read.rate(0),
+            "examples": int(n.host[0]), "elapsed_s": round(n.elapsed_s, 3), "skipped_steps": n.skipped_steps,
+            **({"loss_scale": n.loss_scale} if n.loss_scale is not None else {})}
 
 
 def _end(state: TrainState, evaluate, save, run_eval: Callable[[], bool], calls: Callbacks,
