@@ -41,7 +41,8 @@ def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_pa
     padded_batches = [min(lengths[i:i + 4]) < max(lengths[i:i + 4]) for i in range(0, 32, 4)]
     assert 1 <= sum(padded_batches) < 8  # some micro-batches carry padding, some do not
     cfg = TrainConfig(max_steps=4, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=1, seq_len=64,
-                      max_predictions=10, eval_every=0, save_every=4, seed=3)
+                      max_predictions=10, eval_every=0, save_every=4, seed=3,
+                      read_every=1)  # each step read by itself: its own rates
     runs, ranks = {}, {}
     for name in ("skipping", "padded"):
         torch.manual_seed(0)

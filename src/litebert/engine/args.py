@@ -66,7 +66,7 @@ class Machinery:
         log_every: a train record in metrics.jsonl every N steps
         read_every: the host reads the steps' numbers back from the device every N steps (rounded up to a multiple
             of log_every), and at evaluations, checkpoints and the end; callbacks see each step's record then, and a
-            stop they ask for takes effect there (between reads the device runs ahead of the host)
+            stop they ask for takes effect there (between reads the host queues steps ahead of the device)
         save_every: a resumable checkpoint every N steps (also on SIGTERM/SIGINT and at the end)
         max_bad_steps: stop after this many non-finite steps in a row
         report_to: trackers that also receive the metrics: a comma list of tensorboard, wandb, mlflow; none; or
