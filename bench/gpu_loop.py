@@ -9,7 +9,7 @@ Each variant trains --steps steps from scratch in a scratch folder (no evaluatio
 reports its tokens/s from `metrics.jsonl` between the first logged step at or after --skip and the last one (tokens
 counted over the loop's elapsed time, evaluations and checkpoints not included), and the MFU at that rate. The variants: the demo's loop as it runs (`demo`: 6 data workers, the plateau guard, log every 10),
 then each with one thing changed: no data workers, 12 workers, SDPA on the padded layout instead of varlen
-attention, the guard off, logging every 100 steps, torch.compile. The store is built once from the bundled corpus
+attention, the guard off, logging (and reading back) every 100 steps, reading back every step, torch.compile. The store is built once from the bundled corpus
 (`data/corpus`, the 30k ALBERT vocabulary) unless --store names one.
 """
 
@@ -33,6 +33,7 @@ VARIANTS = {
     "sdpa-padded": ({}, {"attention": "sdpa"}),
     "guard-off": ({"on_plateau": "off"}, {}),
     "log-every-100": ({"log_every": 100}, {}),
+    "read-every-1": ({"log_every": 1, "read_every": 1}, {}),  # the device read back after every step
     "compiled": ({"compile": True}, {}),
 }
 

@@ -6,7 +6,8 @@
 #   scripts/gpu_run.sh demo            # scripts/demo_gpu.py: ALBERT-base pretrained DEMO_MINUTES, then sentiment;
 #                                      # then bench/gpu_mfu.py at the demo's shape (demo-mfu.json)
 #   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
-#   scripts/gpu_run.sh loop            # bench/gpu_loop.py: the demo's loop, one change at a time (where its speed goes)
+#   scripts/gpu_run.sh loop            # bench/bench_loop.py: the demo's loop against its bare step (loop-vs-step.json);
+#                                      # bench/gpu_loop.py: the demo's loop, one change at a time (where its speed goes)
 #   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
 #   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/scripts/test_gpu_script.py)
 #
@@ -170,9 +171,20 @@ stage_experiment() {
 
 stage_loop() {
   header loop
-  local args=(--steps 300)
-  [ "$DRY_RUN" = 1 ] && args=(--device cpu --toy --steps 12 --skip 2)
+  # the real loop against its bare step at the GPU demo's shape, blocks of one read interval (10 steps)
+  local pairs=(--device cuda --shapes gpu-demo --pairs 30) args=(--steps 300 --store "$WORK/loop/store-30k")
+  if [ "$DRY_RUN" = 1 ]; then
+    pairs=(--device cpu --shapes tiny --pairs 2 --warmup 1 --block 3)
+    args=(--device cpu --toy --steps 12 --skip 2)  # its own toy store (the 30k vocabulary)
+  fi
+  rm -f "$OUT/loop-vs-step.json"
+  step "$OUT/loop.log" 240 "$PYTHON" bench/bench_loop.py "${pairs[@]}" --no-doc --work "$WORK/loop" \
+    --json "$OUT/loop-vs-step.json"
+  local rc=$?
   step "$OUT/loop.log" 480 "$PYTHON" bench/gpu_loop.py "${args[@]}" --work "$WORK/loop" --json "$OUT/loop.json"
+  local grc=$?
+  [ $rc -eq 0 ] && rc=$grc
+  return $rc
 }
 
 for s in "${stages[@]}"; do

@@ -5,7 +5,8 @@ wait for everything queued. `HostReads` counts, on a CPU run, what would be a re
 
 - a *device value* is a tensor computed from a module's parameters or from what a module is given (forward inputs,
   the `Packing` among them; ``nn.Module.__call__`` is wrapped to taint both, for every module called while counting): a
-  `TorchDispatchMode` taints every op's outputs when one of its inputs is tainted (the gradients, the optimizer's moments, the losses, the norms...). Values the host made itself (a CPU
+  `TorchDispatchMode` taints every op's outputs when one of its inputs is tainted (the gradients, the optimizer's
+  moments, the losses, the norms...). Values the host made itself (a CPU
   mask's lengths, a flag, a collective's host tensor) stay untainted, as they would be on the host beside a GPU;
 - a *read* is ``aten._local_scalar_dense`` of a tainted tensor (``.item()``, ``float()``, ``int()``, ``bool()``) or
   ``.tolist()`` / ``.numpy()`` of one (no dispatch: they are patched);

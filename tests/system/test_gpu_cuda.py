@@ -6,7 +6,9 @@
 - bf16 and fp16 training steps whose losses track fp32's;
 - unpadded (varlen) attention equal to the padded computation within bf16 rounding, in training (loss, gradients)
   and inference, for the pretraining, classification and multiple-choice heads;
-- a training step with its batch prepared on the CPU reads nothing back from the GPU (CUDA sync debug mode);
+- a training step with its batch prepared on the CPU reads nothing back from the GPU (CUDA sync debug mode), and so
+  does the engine's whole step (`train_step`: micro-batches copied on a side stream, the non-finite policy and fp16's
+  loss scaler on the device), whose side-stream copies change nothing;
 - `litebert pretrain` on CUDA: killed and resumed (losses equal to an uninterrupted run), and with --compile.
 """
 
@@ -237,6 +239,86 @@ def test_training_step_reads_nothing_back_from_the_gpu():
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss).item()
+
+
+def _engine(precision: str, seed: int = 0):
+    from litebert.engine import distributed as D
+    from litebert.engine.runtime import Runtime
+    from litebert.engine.step import MicroBatch, setup
+
+    torch.manual_seed(seed)
+    config = AlbertConfig(**SMALL)
+    rt = Runtime.resolve(D.Distributed(device=CUDA), precision, "auto", config, training=True)
+    micro = MicroBatch(3, 6)
+    state, wrapped = setup(AlbertForPreTraining(config), rt, micro, lambda m: build_optimizer(m, "lamb", lr=0.01), {},
+                           gradient_checkpointing=False, compile=False, find_unused_parameters=False)
+    return rt, micro, state, wrapped
+
+
+def _micro_batches(rt, seed: int):
+    def make(size):
+        batch = padded_batch(seed)
+        for start in range(0, 6, size):
+            part = {k: v[start:start + size] for k, v in batch.items()}
+            yield prepare_batch(part, CUDA, pack=True, varlen=rt.varlen), size / 6
+    return make
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_engine_step_reads_nothing_back_from_the_gpu(precision):
+    """`train_step` with accumulation (2 micro-batches, copied on the side stream), clipping, the gated LAMB step and
+    (fp16) the loss scaler, an overflowing step among them: no host synchronisation after the first step; the
+    skipped step is known at the read."""
+    from litebert.engine.readout import Readout
+    from litebert.engine.step import train_step
+
+    rt, micro, state, wrapped = _engine(precision)
+    readout = Readout(rt.dist, ("mlm_loss", "sop_loss"), max_bad_steps=5, warn=False)
+    original = AlbertForPreTraining.forward
+
+    def overflow_at_third(self, *a, **k):  # the 5th and 6th forward calls: step 3's micro-batches
+        out = original(self, *a, **k)
+        overflow_at_third.calls += 1
+        if overflow_at_third.calls in (5, 6):
+            out.loss = out.loss * float("inf")
+        return out
+
+    overflow_at_third.calls = 0
+    AlbertForPreTraining.forward = overflow_at_third
+    try:
+        for step in range(5):
+            torch.cuda.set_sync_debug_mode("error" if step > 0 else "default")
+            try:
+                result = train_step(state, wrapped, _micro_batches(rt, 10 + step), runtime=rt, lr=0.01,
+                                    clip_norm=1.0, parts=("mlm_loss", "sop_loss"), micro=micro)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            readout.add(step + 1, result, [6])
+    finally:
+        AlbertForPreTraining.forward = original
+    read = readout.read(state)
+    assert [n.skipped for n in read.steps] == [False, False, True, False, False] and state.skipped_steps == 1
+    if precision == "fp16":
+        scales = [n.loss_scale for n in read.steps]
+        assert scales[3] == scales[2] / 2  # halved after the overflow
+
+
+def test_side_stream_copies_change_nothing(monkeypatch):
+    """The same steps with the micro-batches copied on the default stream (`_ahead` replaced by the plain iterator):
+    the same losses and weights (within the run-to-run spread of GPU atomics)."""
+    import litebert.engine.step as engine
+
+    runs = {}
+    for name in ("side", "default"):
+        if name == "default":
+            monkeypatch.setattr(engine, "_ahead", lambda batches, device: batches)
+        rt, micro, state, wrapped = _engine("bf16")
+        losses = [engine.train_step(state, wrapped, _micro_batches(rt, 20 + s), runtime=rt, lr=0.01, clip_norm=1.0,
+                                    parts=("mlm_loss", "sop_loss"), micro=micro).values[0] for s in range(4)]
+        runs[name] = (torch.stack(losses).cpu(), {k: v.float().cpu() for k, v in state.model.state_dict().items()})
+    torch.testing.assert_close(runs["side"][0], runs["default"][0], rtol=1e-5, atol=1e-6)
+    for k, v in runs["side"][1].items():
+        torch.testing.assert_close(v, runs["default"][1][k], rtol=1e-4, atol=1e-5, msg=k)
 
 
 # ------------------------------------------------------------------------------------------ the CLI on CUDA

@@ -17,10 +17,10 @@ same four hooks of each `Callback` in a list, in the list's order:
 
 ``on_step`` and ``on_evaluate`` return True to stop the run (anything else: go on): after the step of that read (the
 last of the records delivered together; ``read_every=1`` with ``log_every=1`` makes it this very step) or of that
-evaluation. Every callback still sees the event; the run then ends as a run that finished early, its model kept: pretraining as with
-``time_limit`` (a checkpoint, the final evaluation, the model in ``model/``; the run is not complete, and
-``resume=True`` continues it to ``max_steps``), fine-tuning as with early stopping (the best dev model is kept and the
-run is complete; a resume finds it finished).
+evaluation. Every callback still sees the event; the run then ends as a run that finished early, its model kept:
+pretraining as with ``time_limit`` (a checkpoint, the final evaluation, the model in ``model/``; the run is not
+complete, and ``resume=True`` continues it to ``max_steps``), fine-tuning as with early stopping (the best dev model
+is kept and the run is complete; a resume finds it finished).
 
 litebert's own progress bar (`Progress`), metrics files and trackers (`litebert.engine.metrics_log.MetricsWriter`)
 and early stopping (`EarlyStopping`, which ``FinetuneConfig.patience`` builds) are callbacks in the same list: the

@@ -334,7 +334,8 @@ def evaluate(model, dataset, collate: Callable, cfg: TrainConfig, rt: Runtime, b
         sop_logits, sop_y = out.sop_logits.float(), batch["sentence_order_label"].view(-1)
         sums += torch.stack([t.double() for t in (  # each batch's fp32 sums, added up in fp64
             (nll * w.flatten()).sum(), ((logits.argmax(-1) == batch["mlm_ids"]).float() * w).sum(), w.sum(),
-            torch.nn.functional.cross_entropy(sop_logits, sop_y, reduction="sum"), (sop_logits.argmax(-1) == sop_y).sum(),
+            torch.nn.functional.cross_entropy(sop_logits, sop_y, reduction="sum"),
+            (sop_logits.argmax(-1) == sop_y).sum(),
             torch.tensor(sop_y.numel(), device=d.device))])
     model.train(was_training)
     nll, correct, weight, sop_nll, sop_correct, sequences = D.all_reduce_sum(sums, d).tolist()
