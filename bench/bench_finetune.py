@@ -32,7 +32,7 @@ def tokenizer():
 
 
 def run(model, feats, steps, batch, pad_to, group, skip, seed):
-    from litebert.tasks.trainer import TrainArgs, train
+    from litebert.finetuning.loop import TrainArgs, train
 
     args = TrainArgs(lr=1e-5, batch_size=batch, train_steps=steps, warmup_steps=0, seed=seed, group_by_length=group,
                      pad_to=pad_to, skip_padding=skip, progress=False)

@@ -45,16 +45,16 @@ sys.path.insert(0, str(REPO))
 SHAPES = {
     "tiny": (dict(embedding_size=32, hidden_size=64, num_hidden_layers=1, num_attention_heads=1,
                   intermediate_size=256, max_position_embeddings=64),
-             dict(global_batch=8, micro_batch=8, seq_len=64, max_predictions=10, data_workers=1)),
+             dict(batch_size=8, micro_batch=8, seq_len=64, max_predictions=10, data_workers=1)),
     "demo": (dict(embedding_size=128, hidden_size=256, num_hidden_layers=6, num_attention_heads=4,
                   intermediate_size=1024, max_position_embeddings=128, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0),
-             dict(global_batch=16, micro_batch=16, seq_len=128, max_predictions=20, data_workers=1, lr=0.005)),
+             dict(batch_size=16, micro_batch=16, seq_len=128, max_predictions=20, data_workers=1, lr=0.005)),
     "gpu-demo": (dict(num_hidden_layers=6),
-                 dict(global_batch=128, micro_batch=128, seq_len=128, max_predictions=20, data_workers=6)),
+                 dict(batch_size=128, micro_batch=128, seq_len=128, max_predictions=20, data_workers=6)),
     "albert-large": (dict(embedding_size=128, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                           intermediate_size=4096),
-                     dict(global_batch=32, micro_batch=32, seq_len=512, max_predictions=20, data_workers=6)),
+                     dict(batch_size=32, micro_batch=32, seq_len=512, max_predictions=20, data_workers=6)),
 }
 TARGETS = {"tiny": ("overhead_ms", 2.0), "demo": ("share", 0.97)}
 THREADS = {"tiny": 1}  # torch threads by default: the tiny model gains nothing from a second (its data worker takes it)
@@ -128,14 +128,14 @@ class BareArm:
         self.rt = Runtime.resolve(dist, cfg.precision, "auto", config, training=True)
         torch.manual_seed(1)
         model = AlbertForPreTraining(config)
-        self.micro = MicroBatch(cfg.micro_batch, cfg.global_batch)
+        self.micro = MicroBatch(cfg.micro_batch, cfg.batch_size)
         self.state, self.wrapped = setup(
             model, self.rt, self.micro, lambda m: build_optimizer(m, cfg.optimizer, lr=cfg.lr,
                                                                   weight_decay=cfg.weight_decay),
             {}, gradient_checkpointing=False, compile=cfg.compile, find_unused_parameters=False)
         data = PretrainingDataset(store, max_seq_length=cfg.seq_len, max_predictions_per_seq=cfg.max_predictions,
                                   seed=cfg.seed)
-        per_step = cfg.global_batch // cfg.micro_batch
+        per_step = cfg.batch_size // cfg.micro_batch
         self.batches = [[collate_pretraining([data.example(0, (s * per_step + j) * cfg.micro_batch + i)
                                               for i in range(cfg.micro_batch)]) for j in range(per_step)]
                         for s in range(block)]
@@ -153,7 +153,7 @@ class BareArm:
             result = train_step(self.state, self.wrapped,
                                 lambda size, micro=micro: ((prepare_batch(b, self.rt.device, pack=self.pack,
                                                                           varlen=self.rt.varlen), w) for b in micro),
-                                runtime=self.rt, lr=self.cfg.lr, clip_norm=1.0, parts=("mlm_loss", "sop_loss"),
+                                runtime=self.rt, lr=self.cfg.lr, max_grad_norm=1.0, parts=("mlm_loss", "sop_loss"),
                                 micro=self.micro)
         result.values.tolist()
         return time.perf_counter() - t0

@@ -244,7 +244,8 @@ def section_finetune(args, peak: float) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- inference
 def section_inference(args, peak: float) -> list[dict]:
-    from litebert.tasks.finetuned import predict_outputs
+    from litebert.engine.runtime import Runtime
+    from litebert.inference.finetuned import predict_outputs
     from litebert.padding import varlen_available
 
     config = AlbertConfig.from_preset("albert-base-v2", num_labels=2)
@@ -264,7 +265,7 @@ def section_inference(args, peak: float) -> list[dict]:
     hf_batches = [padded(ids[k:k + 64]) for k in range(0, n, 64)]
 
     def run_ours():
-        return predict_outputs(ours, features, batch_size=64, amp=BF16, varlen=varlen_available())
+        return predict_outputs(ours, features, batch_size=64, runtime=Runtime.of_model(ours, BF16, varlen_available()))
 
     def run_ours_by_tokens():  # `litebert predict --batch-tokens 32768`: short texts many to a batch
         return predict_outputs(ours, features, batch_size=32768, amp=BF16, max_tokens=32768,

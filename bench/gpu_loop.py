@@ -75,9 +75,9 @@ def shape(toy: bool):
     if toy:
         return AlbertConfig.from_preset("albert-base-v2", vocab_size=30000, embedding_size=16, hidden_size=32,
                                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64), \
-            dict(global_batch=4, micro_batch=4, seq_len=32, max_predictions=5, data_workers=1)
+            dict(batch_size=4, micro_batch=4, seq_len=32, max_predictions=5, data_workers=1)
     return AlbertConfig.from_preset("albert-base-v2", vocab_size=30000, num_hidden_layers=6), \
-        dict(global_batch=128, micro_batch=128, seq_len=128, max_predictions=20, data_workers=6)
+        dict(batch_size=128, micro_batch=128, seq_len=128, max_predictions=20, data_workers=6)
 
 
 def run_variant(name: str, store: Path, work: Path, args) -> dict:

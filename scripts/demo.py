@@ -154,14 +154,14 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
     else:
         per_step = _seconds_per_step(config, stores, settings)
         # 5 evaluations of EVAL_EXAMPLES (forward only, ~1/3 of a training sequence's cost) come on top of the steps.
-        expect = per_step * (args.steps + 5 * EVAL_EXAMPLES / 3 / settings["global_batch"])
+        expect = per_step * (args.steps + 5 * EVAL_EXAMPLES / 3 / settings["batch_size"])
         plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step,
                                     "expected_s": round(expect)}) + "\n")
-        print(f"[pretrain] {args.steps} steps of {settings['global_batch']} x {settings['seq_len']}: "
+        print(f"[pretrain] {args.steps} steps of {settings['batch_size']} x {settings['seq_len']}: "
               f"~{per_step:.2f} s per step ({PROBE_STEPS} timed) -> expect ~{expect / 60:.0f} min on this machine "
               "(a busy machine takes longer; the results do not depend on it)", flush=True)
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
-    print(f"[pretrain] E=128 H=256 6 layers (all shared); LAMB lr {cfg.lr}, global batch {cfg.global_batch}, "
+    print(f"[pretrain] E=128 H=256 6 layers (all shared); LAMB lr {cfg.lr}, global batch {cfg.batch_size}, "
           f"length {cfg.seq_len}", flush=True)
     # An interrupted earlier demo run is continued.
     result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,

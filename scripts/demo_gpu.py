@@ -51,7 +51,7 @@ class Recipe:
     model: dict               # AlbertConfig fields over the albert-base-v2 preset
     seq_len: int
     max_predictions: int
-    global_batch: int
+    batch_size: int
     micro_batch: int
     lr: float
     warmup_steps: int         # in steps, whatever the run's length (a share of a short run is a handful)
@@ -69,14 +69,14 @@ class Recipe:
 
 # The depth, rate and warmup the CPU gate passed (docs/GPU.md, "The gate": `litebert gate` on this recipe).
 GATED_LAYERS, GATED_LR, GATED_WARMUP = 6, 0.00176, 100
-GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model=dict(num_hidden_layers=GATED_LAYERS), seq_len=128, max_predictions=20, global_batch=128,
+GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model=dict(num_hidden_layers=GATED_LAYERS), seq_len=128, max_predictions=20, batch_size=128,
              micro_batch=128, lr=GATED_LR, warmup_steps=GATED_WARMUP, bias_correction=False, eval_examples=2000,
              minutes=5.0, finetune_lrs=(1e-5, 3e-5, 1e-4), control_lrs=(3e-5, 1e-4), data_workers=6, log_every=10,
              finetune=dict(epochs=3.0, batch_size=32, seq_len=128, eval_every=100, warmup_proportion=0.1,
                            bias_correction=True))
 TOY = Recipe(corpus="data/corpus/*.txt.xz", model=dict(embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                                        num_attention_heads=2, intermediate_size=64),
-             seq_len=64, max_predictions=10, global_batch=8, micro_batch=4, lr=0.005, warmup_steps=4,
+             seq_len=64, max_predictions=10, batch_size=8, micro_batch=4, lr=0.005, warmup_steps=4,
              bias_correction=False, eval_examples=64, minutes=0.05, finetune_lrs=(1e-3,), control_lrs=(1e-3, 3e-3),
              max_documents=30, steps=40, data_workers=1,
              finetune=dict(max_steps=10, batch_size=16, seq_len=64, eval_every=10, max_train_examples=160,
@@ -124,7 +124,7 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     from litebert.engine.metrics_log import read_metrics
 
     run = work / "pretrain"
-    settings = dict(optimizer="lamb", lr=recipe.lr, global_batch=recipe.global_batch, micro_batch=recipe.micro_batch,
+    settings = dict(optimizer="lamb", lr=recipe.lr, batch_size=recipe.batch_size, micro_batch=recipe.micro_batch,
                     seq_len=recipe.seq_len, max_predictions=recipe.max_predictions, seed=1,
                     warmup_steps=recipe.warmup_steps, bias_correction=recipe.bias_correction,
                     log_every=recipe.log_every, data_workers=recipe.data_workers, on_plateau="stop",
@@ -141,17 +141,17 @@ def stage_pretrain(work: Path, recipe: Recipe, stores: dict, device) -> dict:
     else:
         per_step = demo._seconds_per_step(config, stores, settings, device)
         # 6 evaluations of eval_examples sequences, forward only (~1/3 of a training sequence's cost)
-        eval_share = 6 * recipe.eval_examples / 3 * per_step / recipe.global_batch
+        eval_share = 6 * recipe.eval_examples / 3 * per_step / recipe.batch_size
         settings["max_steps"] = max(recipe.warmup_steps + 150, int((recipe.minutes * 60 - eval_share) /
                                                                    (per_step * 1.05)))
         settings["eval_every"] = max(1, settings["max_steps"] // 5)
         settings["save_every"] = max(1, settings["max_steps"] // 2)
         plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step}) + "\n")
-        print(f"[pretrain] {per_step:.3f} s per step of {recipe.global_batch} x {recipe.seq_len} -> "
+        print(f"[pretrain] {per_step:.3f} s per step of {recipe.batch_size} x {recipe.seq_len} -> "
               f"{settings['max_steps']} steps in ~{recipe.minutes:g} minutes", flush=True)
     cfg = TrainConfig(**{**settings, "eval_examples": recipe.eval_examples, "keep_last": 1})
     print(f"[pretrain] E {config.embedding_size}, H {config.hidden_size}, {config.num_hidden_layers} layers "
-          f"(all shared); LAMB lr {cfg.lr}, batch {cfg.global_batch} ({cfg.micro_batch} per micro-batch), "
+          f"(all shared); LAMB lr {cfg.lr}, batch {cfg.batch_size} ({cfg.micro_batch} per micro-batch), "
           f"length {cfg.seq_len}, {cfg.max_predictions} predictions", flush=True)
     result = pretrain(stores["train"], run, model=config, train=cfg, eval_data=stores["heldout"], resume=True,
                       device=device, progress=False, time_limit=None if recipe.steps else recipe.minutes * 60 * 1.05)
@@ -202,7 +202,7 @@ def stage_report(work: Path, pre: dict, stores: dict, corpus: dict, recipe: Reci
                                                               "num_attention_heads", "intermediate_size", "sharing")},
             "final_eval": final, "baselines": base, "tokens_per_s": pre["tokens_per_s"], "mfu": pre["mfu"],
             "plateau_check": pre["plateau_check"], "recipe": {"lr": recipe.lr, "warmup_steps": recipe.warmup_steps,
-                                                              "global_batch": recipe.global_batch,
+                                                              "batch_size": recipe.batch_size,
                                                               "seq_len": recipe.seq_len,
                                                               "bias_correction": recipe.bias_correction},
             "model_dir": str(pre["run"] / "model")}

@@ -1,7 +1,7 @@
 """The typed Python API refuses wrong values at one boundary (`litebert.arguments.checked`), for every public function
 and every pipeline's options: generated cases, not a list.
 
-For every function in ``litebert.__all__`` (and `litebert.fill_mask.fill_mask`), every parameter and every value of
+For every function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`), every parameter and every value of
 a pool that the parameter's annotation does not admit, the call must raise a `LitebertError` that is a ``TypeError``
 or ``ValueError`` and whose one-line message starts with the parameter's name, before anything else happens: the
 other arguments are placeholders (paths that do not exist), so a check made anywhere but at the boundary would name
@@ -26,7 +26,7 @@ import torch
 
 import litebert
 from litebert.errors import ArgumentError, ConfigError, LitebertError
-from litebert.fill_mask import fill_mask
+from litebert.inference.fill_mask import fill_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -152,7 +152,7 @@ def cases():
 
 def test_every_annotation_is_known():
     """Every parameter of every public function (and pipeline option) is annotated with a type this file knows."""
-    from litebert.pipelines import _PIPELINES
+    from litebert.inference.pipelines import _PIPELINES
 
     fns = list(public_functions().items()) + [(c.__name__, c.answer) for c in _PIPELINES.values()]
     unknown = [(f, n, a) for f, fn in fns for n, a, _ in annotated(fn) if a not in ANNOTATIONS]
@@ -254,7 +254,7 @@ def call(pipe, task, inputs=TEXT, **options):
 
 
 def option_cases():
-    from litebert.pipelines import _PIPELINES
+    from litebert.inference.pipelines import _PIPELINES
 
     for task, cls in _PIPELINES.items():
         for name, annotation, _ in annotated(cls.answer):

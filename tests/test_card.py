@@ -26,7 +26,7 @@ from huggingface_hub.repocard_data import model_index_to_eval_results  # noqa: E
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 REPO = Path(__file__).resolve().parent.parent
-TRAIN = TrainConfig(max_steps=3, global_batch=4, micro_batch=4, seq_len=64, max_predictions=10, warmup_steps=1,
+TRAIN = TrainConfig(max_steps=3, batch_size=4, micro_batch=4, seq_len=64, max_predictions=10, warmup_steps=1,
                     report_to="none")
 
 
@@ -250,7 +250,7 @@ def test_card_info_is_checked():
 def test_the_command_lines_card_options(tiny_setup, tmp_path, capsys):
     out = tmp_path / "cli-run"
     argv = ["pretrain", "--data", str(tiny_setup["store"]), "--out", str(out), "--preset", "tiny", "--max-steps", "1",
-            "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+            "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
             "--report-to", "none", "--no-progress"]
     assert main(argv + ["--license", "Apache 2.0"]) == 2
     err = capsys.readouterr().err.strip()

@@ -8,7 +8,7 @@ import pytest
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, LitebertError
 from litebert.tasks.presets import PRESETS, preset_from_json
-from litebert.tasks.trainer import TrainArgs
+from litebert.finetuning.config import TrainArgs
 from litebert.pretraining.config import TrainConfig
 
 
@@ -41,7 +41,7 @@ def test_a_huge_integer_for_a_float_is_a_range_error_not_an_overflow():
 
 
 def test_train_config_accepts_ints_for_floats_and_null_for_optional():
-    c = TrainConfig(lr=1, poly_power=2, clip_norm=1, peak_tflops=None, gradient_checkpointing=True)
+    c = TrainConfig(lr=1, poly_power=2, max_grad_norm=1, peak_tflops=None, gradient_checkpointing=True)
     assert c.lr == 1 and c.poly_power == 2 and c.gradient_checkpointing is True
 
 

@@ -214,7 +214,7 @@ def test_pretrain_init_from_hub_id(hf_home, tmp_path, capsys):
     prepare_store([corpus], AlbertTokenizer.from_pretrained("albert/albert-tiny"), tmp_path / "store",
                   progress=False)
     code = main(["pretrain", "--data", str(tmp_path / "store"), "--out", str(tmp_path / "run"), "--init-from",
-                 "albert/albert-tiny", "--max-steps", "1", "--global-batch", "2", "--micro-batch", "2",
+                 "albert/albert-tiny", "--max-steps", "1", "--batch-size", "2", "--micro-batch", "2",
                  "--seq-len", "32", "--no-progress"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "run" / "model" / "config.json").is_file()

@@ -21,7 +21,7 @@ from helpers import write_wordpiece_vocab
 
 import litebert
 from litebert.errors import CheckpointError, TokenizerError
-from litebert.fill_mask import fill_mask
+from litebert.inference.fill_mask import fill_mask
 from litebert.pairing import check_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

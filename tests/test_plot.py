@@ -24,7 +24,7 @@ def runs(tmp_path_factory, tiny_setup, separable_task):
     stores = tiny_setup
     out = []
     for name, lr in (("lr-5e-3", 5e-3), ("lr-2e-3", 2e-3)):
-        cfg = TrainConfig(max_steps=6, global_batch=8, micro_batch=4, lr=lr, warmup_steps=2, seq_len=64,
+        cfg = TrainConfig(max_steps=6, batch_size=8, micro_batch=4, lr=lr, warmup_steps=2, seq_len=64,
                           max_predictions=10, eval_every=3, eval_examples=16, seed=3, report_to="none")
         pretrain(stores["store"], root / name, model="tiny", train=cfg, eval_data=stores["eval_store"],
                  progress=False)

@@ -322,7 +322,7 @@ def test_pretrain_pushes_the_runs_model_folder(fake_hub, tiny_setup, tmp_path, m
     setup = tiny_setup
     monkeypatch.setattr(hf_constants, "ENDPOINT", fake_hub.url)
     done = pretrain(setup["store"], tmp_path / "run", model="tiny", progress=False, push_to_hub="me/tiny",
-                    train=TrainConfig(max_steps=1, global_batch=4, micro_batch=4, seq_len=64, max_predictions=10,
+                    train=TrainConfig(max_steps=1, batch_size=4, micro_batch=4, seq_len=64, max_predictions=10,
                                       report_to="none"))
     assert done.hub_url == f"{fake_hub.url}/me/tiny"
     files = fake_hub.repos["me/tiny"]["files"]

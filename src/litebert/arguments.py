@@ -1,6 +1,6 @@
 """`checked`: every public function's arguments checked against its own signature, once, where a call enters litebert.
 
-Each function in ``litebert.__all__`` (and `litebert.fill_mask.fill_mask`, and the options of each pipeline's call)
+Each function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`, and the options of each pipeline's call)
 is decorated with `checked`. Before the function body runs, each argument is compared with its annotation under the
 rules the config dataclasses follow (`litebert.checks.matches`), so a Python call, a JSON config and a command line
 are held to one standard:
@@ -50,7 +50,7 @@ def checked(fn: Callable | None = None, /, **ranges: Range) -> Callable:
         hints = resolved[0]
         try:
             bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
+        except TypeError:
             extra = next((k for k in kwargs if k not in signature.parameters), None)
             takes_more = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
             if extra is None or takes_more:

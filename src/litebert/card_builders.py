@@ -18,6 +18,7 @@ from litebert.card import (HUB_METRICS, HUB_TASKS, PAPER, PLACEHOLDER, CardInfo,
                            license_section, metric_entries, model_index, name_of, settings_table, tags, usage)
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import read_json
+from litebert import folders
 
 _OBJECTIVES = {"sop": "masked language modelling (MLM) + sentence-order prediction (SOP)",
                "nsp": "masked language modelling (MLM) + next-sentence prediction (NSP)",
@@ -71,7 +72,7 @@ def pretraining_card(run: Path, info: CardInfo, model_id: Optional[str] = None) 
     """The card of the pretraining run ``run`` (written into ``run/model``)."""
     from litebert.engine.metrics_log import read_metrics
 
-    record = read_json(run / "train_config.json", CheckpointError)
+    record = read_json(run / folders.TRAIN_CONFIG, CheckpointError)
     model = Model.read(run / "model")
     trains, evals = read_metrics(run, "train"), read_metrics(run, "eval")
     last = trains[-1] if trains else {}
@@ -104,14 +105,17 @@ def _pretraining_data(record: dict, last: dict, step: int) -> list[str]:
 
 
 def _pretraining_settings(record: dict) -> list[str]:
+    from litebert.engine.args import Machinery
+
+    record = {**record, **{new: record[old] for old, new in Machinery.ALIASES.items() if old in record}}  # earlier names
     runtime = record.get("runtime") if isinstance(record.get("runtime"), dict) else {}
     table = settings_table([
-        ("steps", record.get("max_steps")), ("global batch (sequences)", record.get("global_batch")),
+        ("steps", record.get("max_steps")), ("batch (sequences per step)", record.get("batch_size")),
         ("micro-batch", record.get("micro_batch")), ("processes", record.get("world_size")),
         ("sequence length", record.get("seq_len")), ("optimizer", record.get("optimizer")),
         ("learning rate", record.get("lr")), ("warmup steps", record.get("warmup_steps")),
         ("decay power", record.get("poly_power")), ("weight decay", record.get("weight_decay")),
-        ("gradient clipping", record.get("clip_norm")), ("objective", record.get("objective")),
+        ("gradient clipping", record.get("max_grad_norm")), ("objective", record.get("objective")),
         ("masked fraction", record.get("masked_lm_prob")), ("predictions per sequence", record.get("max_predictions")),
         ("longest masked n-gram", record.get("max_ngram")), ("precision", runtime.get("precision")),
         ("device", runtime.get("device")), ("attention", runtime.get("attention")), ("seed", record.get("seed"))])
@@ -139,7 +143,7 @@ def _pretraining_results(final: Optional[dict], last: dict, step: int, held_out:
 
 def finetuned_card(folder: Path, info: CardInfo, model_id: Optional[str] = None) -> str:
     """The card of the fine-tuned folder ``folder``, from its finetune.json."""
-    meta = read_json(folder / "finetune.json", CheckpointError)
+    meta = read_json(folder / folders.FINETUNE_META, CheckpointError)
     model = Model.read(folder)
     train = meta.get("train") if isinstance(meta.get("train"), dict) else {}
     task = HUB_TASKS.get(model.architecture)

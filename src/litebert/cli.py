@@ -40,11 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("litebert.pretraining.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): PLATEAU, SLOW or "
                                         "PASS"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
-    "finetune": ("litebert.tasks.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
-    "evaluate": ("litebert.tasks.cli", "evaluate a fine-tuned model"),
-    "predict": ("litebert.tasks.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
-    "embed": ("litebert.tasks.cli", "write pooled or mean embeddings to .npy"),
-    "fill-mask": ("litebert.fill_mask", "fill [MASK] with a pretrained model's MLM head (top-k pieces, as HF's)"),
+    "finetune": ("litebert.finetuning.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
+    "evaluate": ("litebert.inference.cli", "evaluate a fine-tuned model"),
+    "predict": ("litebert.inference.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
+    "embed": ("litebert.inference.cli", "write pooled or mean embeddings to .npy"),
+    "fill-mask": ("litebert.inference.cli", "fill [MASK] with a pretrained model's MLM head (top-k pieces, as HF's)"),
     "export": ("litebert.io.export", "export a model to ONNX"),
     "evaluate-pretraining": ("litebert.experiments.cli", "held-out MLM, SOP and NSP accuracy of pretrained models"),
     "analyze": ("litebert.experiments.cli", "analyses of pretrained models (transitions: the paper's Figure 2)"),
@@ -149,7 +149,7 @@ def _float_or_word(text: str) -> float | str:
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
                          title: Optional[str] = None) -> list[str]:
-    """One option for each field of the config dataclass ``cls`` (``--global-batch`` sets ``global_batch``): typed
+    """One option for each field of the config dataclass ``cls`` (``--batch-size`` sets ``batch_size``): typed
     from its annotation, helped by its docstring, default None ("not given": the dataclass, a recipe or a file
     decides). A bool field that defaults to True gets ``--no-NAME``. Values are checked where the dataclass is built
     (its ranges and choices), so a flag and a config file give the same one-line error. Returns the field names."""
@@ -170,6 +170,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: It
                 group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=text)
         else:
             group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(), help=text + shown)
+    for alias, name in getattr(cls, "ALIASES", {}).items():  # earlier names: accepted, not shown
+        if name in names:
+            group.add_argument("--" + alias.replace("_", "-"), dest=name, type=_scalar(hints[name]), default=None,
+                               help=argparse.SUPPRESS)
     return names
 
 
@@ -200,18 +204,47 @@ def ranged(action: argparse.Action, rng) -> argparse.Action:
     return action
 
 
-def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+def add_runtime_arguments(parser: argparse.ArgumentParser, precision: bool = True) -> None:
     """``--device``, ``--precision`` and ``--attention``: where and how a command runs its model, the same flags with
-    the same meaning for every command that runs one (`litebert.engine.runtime.Runtime`)."""
+    the same meaning for every command that runs one (`litebert.engine.runtime.Runtime`). ``precision`` False: the
+    command takes it from its config (``pretrain``'s `TrainConfig`)."""
     from litebert.engine.device import PRECISIONS
     from litebert.padding import ATTENTION
 
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)")
-    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
-                        help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); auto: "
-                             "fp32 on CPU, bf16 on GPUs that have it, else fp16")
+    if precision:
+        parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                            help="fp32, or bf16/fp16 autocast (fp16 with loss scaling when training; GPU only); "
+                                 "auto: fp32 on CPU, bf16 on GPUs that have it, else fp16")
     parser.add_argument("--attention", choices=ATTENTION, default="auto",
                         help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every command that reads data and runs a model takes: ``--encoding-errors``, ``--threads``, the runtime
+    flags (`add_runtime_arguments`) and ``--no-progress``."""
+    from litebert.checks import AT_LEAST_1
+
+    parser.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
+                        help="invalid UTF-8 in the data: stop with file, line and byte offset, or substitute U+FFFD")
+    ranged(parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)"), AT_LEAST_1)
+    add_runtime_arguments(parser)
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+
+
+def parse_columns(spec: Optional[str]) -> dict[str, str]:
+    """``--columns text_a=COL[,text_b=COL][,label=COL]`` as a dict (None or empty: {})."""
+    from litebert.errors import ConfigError
+
+    if not spec:
+        return {}
+    out = {}
+    for part in spec.split(","):
+        key, sep, col = part.partition("=")
+        if not sep or key not in ("text_a", "text_b", "label"):
+            raise ConfigError(f"--columns: expected text_a=COL[,text_b=COL][,label=COL], got {part!r}")
+        out[key] = col
+    return out
 
 
 def check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

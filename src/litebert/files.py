@@ -22,7 +22,6 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Callable, Union
 
 from litebert.errors import LitebertError, WriteError
-from litebert.inputs.remote import as_path
 
 Content = Union[bytes, str, Callable[[Path], Any]]
 
@@ -108,8 +107,9 @@ def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2, so
 
 def read_json(path: str | os.PathLike, error: type[LitebertError], *, expect: type = dict) -> Any:
     """The JSON document in ``path``; a missing file, bad UTF-8, bad JSON or a document that is not an ``expect``
-    raises ``error`` with the file (and line) in its message. ``path`` may be a URL (`litebert.inputs.remote`)."""
-    path = as_path(path)
+    raises ``error`` with the file (and line) in its message. ``path``: a local path, or an object that reads like one
+    (a URL's `litebert.inputs.remote.RemotePath`: the caller turns URLs into paths)."""
+    path = _local(path)
     if not path.is_file():
         raise error(f"{path}: no such file")
     try:
@@ -174,7 +174,12 @@ def file_in(folder: str | os.PathLike, name: Any, source: str | os.PathLike, err
     if not plain:
         raise error(f"{source}: names {name!r}, which is not a file name inside {folder} (a name read from a file "
                     f"may not lead out of its folder); fix the file, or copy the folder again")
-    return as_path(folder) / name  # a URL's folder stays a URL
+    return _local(folder) / name  # a URL's folder (a RemotePath) stays a URL
+
+
+def _local(path):
+    """A path as given when it reads as one (a `Path`, a `RemotePath`), else a local `Path` (a str, an os.PathLike)."""
+    return path if hasattr(path, "read_bytes") else Path(path)
 
 
 def sha256_file(path: str | os.PathLike) -> str:

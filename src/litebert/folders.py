@@ -76,6 +76,17 @@ def _legacy(kind: str, needs: tuple[str, ...], complete: Optional[bool]) -> Call
     return recognise
 
 
+# The names of the files litebert writes in its folders, here once: the writers and readers use these, and the layouts
+# below list them (what a folder of that kind may hold, and `overwrite` may delete)
+CHECKPOINT = "step-{step:08d}.pt"  # a training checkpoint (`litebert.engine.checkpoint`), beside it its .sha256
+CHECKPOINT_PATTERN = r"step-(\d{8,})\.pt"  # the step in the file name
+METRICS_JSONL, TRAIN_CSV, EVAL_CSV, GUARD_CSV = "metrics.jsonl", "train.csv", "eval.csv", "guard.csv"
+METRICS_FILES = (METRICS_JSONL, TRAIN_CSV, EVAL_CSV, GUARD_CSV)  # `litebert.engine.metrics_log`
+TRACKER_STATE = "trackers.json"  # the tracker runs' ids (`litebert.engine.trackers`)
+TRAIN_CONFIG = "train_config.json"  # a pretraining run's settings (`litebert.pretraining.run`)
+FINETUNE_META = "finetune.json"  # a fine-tuned folder's task, labels and results (`litebert.inference.finetuned`)
+GRID = "grid.json"  # a learning-rate grid's runs (`litebert.finetuning.grid`)
+
 TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer_config.json", "tokenizer.json",
                          "special_tokens_map.json")
 # README.md: litebert's model card (`litebert.card`); a README.md without its marker is the user's (`foreign`)
@@ -91,25 +102,24 @@ _W_AND_B_RUN_FOLDERS[r".+"] = W_AND_B_RUN
 WANDB = Layout(None, files=_names("latest-run", "debug.log", "debug-internal.log"),
                folders={r"(?:offline-)?run-\d{8}_\d{6}-[^/]+": W_AND_B_RUN,
                         "logs": Layout(None, files=(r"(?:core|symon)-debug-\d{8}_\d{6}\.log",))})
-CHECKPOINTS = Layout(None, files=(r"step-\d{8,}\.pt(?:\.sha256)?",))
+CHECKPOINTS = Layout(None, files=(CHECKPOINT_PATTERN + r"(?:\.sha256)?",))
 TOKENIZER = Layout("tokenizer", "tokenizer", TOKENIZER_FILES)
 ADAPTER = Layout("adapter", "adapter", _names("adapter_config.json", "adapter_model.safetensors"))  # peft's, HF names
 MODEL = Layout("model", "model", MODEL_FILES)
 STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy", r"normal_ids\.npy",
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
                {"tokenizer": Layout(None, files=TOKENIZER_FILES)}, legacy=_legacy("token-store", ("manifest.json",), None))
-RUN = Layout("pretraining-run", "pretraining run", _names("train_config.json", "metrics.jsonl", "train.csv", "eval.csv",
-                                                         "guard.csv", "trackers.json"),
+RUN = Layout("pretraining-run", "pretraining run", _names(TRAIN_CONFIG, *METRICS_FILES, TRACKER_STATE),
              {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD,
               "wandb": WANDB},
-             resumable=True, legacy=_legacy("pretraining-run", ("train_config.json", "checkpoints"), False))
+             resumable=True, legacy=_legacy("pretraining-run", (TRAIN_CONFIG, "checkpoints"), False))
 _FINETUNED_FOLDERS: dict = {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOARD, "wandb": WANDB,
                             "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))}
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
-                   MODEL_FILES + _names("finetune.json", "answerability.safetensors", "metrics.jsonl", "train.csv",
-                                        "eval.csv", "trackers.json", "grid.json"),
-                   _FINETUNED_FOLDERS, resumable=True, legacy=_legacy("fine-tuned-model", ("finetune.json",), True))
-_FINETUNED_FOLDERS[r"lr-[^/]+"] = FINETUNED  # a learning-rate grid's runs, one per rate (`litebert.tasks.grid`)
+                   MODEL_FILES + _names(FINETUNE_META, "answerability.safetensors", METRICS_JSONL, TRAIN_CSV, EVAL_CSV,
+                                        TRACKER_STATE, GRID),
+                   _FINETUNED_FOLDERS, resumable=True, legacy=_legacy("fine-tuned-model", (FINETUNE_META,), True))
+_FINETUNED_FOLDERS[r"lr-[^/]+"] = FINETUNED  # a learning-rate grid's runs, one per rate (`litebert.finetuning.grid`)
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),
                     {"data": Layout(None, folders={"text": Layout(None, files=_names("train.txt", "heldout.txt")),

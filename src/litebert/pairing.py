@@ -4,12 +4,12 @@ Two checks, each made at the one place where the two things meet:
 
 * `check_head`: the head a folder holds is the one asked for. config.json's ``architectures`` (written by litebert's
   and HF's ``save_pretrained``) names it; a sequence classifier and a token classifier both hold ``classifier.*``
-  tensors, so the tensors alone cannot tell them apart. Called by `litebert.pipelines` and
-  `litebert.tasks.finetuned.load_finetuned` before the weights load.
+  tensors, so the tensors alone cannot tell them apart. Called by `litebert.inference.pipelines` and
+  `litebert.inference.finetuned.load_finetuned` before the weights load.
 * `check_tokenizer`: the tokenizer's vocabulary is the model's: as many pieces as the model's ``vocab_size`` (a
   tokenizer of another vocabulary would feed ids that mean other pieces, and answers would be decoded with the
   wrong pieces), and its special tokens ([PAD], [UNK], [CLS], [SEP], [MASK]) ids inside it. Called by
-  `litebert.tasks.finetuned.load_tokenizer`, which every command and pipeline that reads a model folder with a
+  `litebert.inference.finetuned.load_tokenizer`, which every command and pipeline that reads a model folder with a
   tokenizer goes through (predict, evaluate, embed, finetune, fill-mask, every pipeline). Pretraining checks its
   tokenizer against the token store's fingerprint instead (`litebert.pretraining.run`).
 

@@ -115,7 +115,7 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
     from litebert.engine.metrics_log import read_metrics
 
     run = Path(run)
-    if not (run / "metrics.jsonl").is_file():
+    if not (run / folders.METRICS_JSONL).is_file():
         raise DataError(f"{literal(run)}: no metrics.jsonl; give the folder of a `litebert pretrain` or "
                         f"`litebert finetune` run")
     train, evals = read_metrics(run, "train"), read_metrics(run, "eval")
@@ -125,8 +125,8 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
         return [s for s, _ in points], [float(v) for _, v in points]
 
     accuracy = {}
-    if folders.output_kind(run) == "fine-tuned-model" and (run / "finetune.json").is_file():
-        metric = read_json(run / "finetune.json", DataError).get("metric")
+    if folders.output_kind(run) == "fine-tuned-model" and (run / folders.FINETUNE_META).is_file():
+        metric = read_json(run / folders.FINETUNE_META, DataError).get("metric")
         keys = [metric] if isinstance(metric, str) else []
     else:  # a pretraining run: held-out MLM accuracy, and the sentence task's where trained
         keys = [k for k in ("mlm_accuracy", "sop_accuracy", "nsp_accuracy") if any(k in r for r in evals)]

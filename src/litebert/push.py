@@ -31,8 +31,8 @@ from litebert.arguments import checked
 from litebert.card import CARD_NAME, CardInfo, is_own_card, retarget
 from litebert.errors import CheckpointError, ConfigError, LitebertError, first_line, literal
 
-_LOGS = ("metrics.jsonl", "train.csv", "eval.csv")
-_FINETUNED_MODEL = ("finetune.json", "answerability.safetensors")
+_LOGS = (folders.METRICS_JSONL, folders.TRAIN_CSV, folders.EVAL_CSV)
+_FINETUNED_MODEL = (folders.FINETUNE_META, "answerability.safetensors")
 
 
 class HubError(LitebertError, RuntimeError):
@@ -93,7 +93,7 @@ def upload_files(folder: str | os.PathLike, logs: bool = False) -> tuple[Path, l
     kind, parent = folders.output_kind(folder), folders.output_kind(folder.parent)
     if kind == "pretraining-run" or (kind is None and parent == "pretraining-run" and folder.name == "model"):
         run = folder if kind else folder.parent
-        model, extra = run / "model", (["train_config.json", *_LOGS] if logs else [])
+        model, extra = run / "model", ([folders.TRAIN_CONFIG, *_LOGS] if logs else [])
         picked = _model_files(model, ()) + [(n, run / n) for n in extra if _plain_file(run / n)]
     elif kind in ("model", "fine-tuned-model"):
         _check_finished(folder, kind)

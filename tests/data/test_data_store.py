@@ -255,7 +255,7 @@ def test_resume_fingerprint_covers_the_whole_store(tmp_path):
     import shutil
 
     from litebert.data.pretraining import PretrainingDataset
-    from litebert.engine.checkpoint import data_fingerprint
+    from litebert.pretraining.identity import data_fingerprint
 
     rng = np.random.default_rng(3)
     lines = "\n\n".join("\n".join(" ".join(map(str, rng.integers(5, 999, 12))) for _ in range(6)) for _ in range(50))

@@ -304,7 +304,7 @@ def _loads(data: bytes):
         return None
 
 
-PRETRAIN_TINY = ["--preset", "tiny", "--max-steps", "2", "--global-batch", "4", "--micro-batch", "4", "--seq-len",
+PRETRAIN_TINY = ["--preset", "tiny", "--max-steps", "2", "--batch-size", "4", "--micro-batch", "4", "--seq-len",
                  "32", "--warmup-steps", "1", "--threads", "1", "--no-progress", "--save-every", "1"]
 
 

@@ -68,7 +68,7 @@ def stores(tiny_setup):
 
 
 def pretraining(**kw) -> TrainConfig:
-    return TrainConfig(**{**dict(max_steps=6, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64,
+    return TrainConfig(**{**dict(max_steps=6, batch_size=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64,
                                  max_predictions=10, eval_every=2, eval_examples=16, save_every=2, seed=3), **kw})
 
 

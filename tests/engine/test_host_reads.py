@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def pretraining(**kw) -> TrainConfig:
-    base = dict(max_steps=13, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
+    base = dict(max_steps=13, batch_size=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
                 eval_every=0, eval_examples=16, save_every=0, keep_last=1, seed=3, read_every=4, on_plateau="off")
     return TrainConfig(**{**base, **kw})
 
@@ -63,7 +63,7 @@ def assert_reads_only_at(reads: HostReads, points: set[int], last: int, per_poin
 @pytest.mark.parametrize("kw, points", [
     (dict(), {4, 8, 12}),  # every read_every steps
     (dict(log_every=3), {6, 12}),  # read_every rounded up to a multiple of log_every: 6
-    (dict(global_batch=16, micro_batch=4), {4, 8, 12}),  # 4 micro-batches per step
+    (dict(batch_size=16, micro_batch=4), {4, 8, 12}),  # 4 micro-batches per step
     (dict(data_workers=1), {4, 8, 12}),
     (dict(read_every=1), set(range(1, 13))),  # every step read: one read each
 ])
@@ -127,7 +127,7 @@ def features(n=40):
 
 
 def count_finetuning(tmp_path, monkeypatch, **kw):
-    import litebert.tasks.trainer as trainer
+    import litebert.finetuning.loop as trainer
 
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(tiny_model_config(num_labels=2))
@@ -187,7 +187,7 @@ from helpers.host_reads import HostReads
 from litebert import TrainConfig, pretrain
 
 torch.set_num_threads(1)
-cfg = TrainConfig(max_steps=13, global_batch=8, micro_batch=2, lr=5e-3, warmup_steps=2, seq_len=64,
+cfg = TrainConfig(max_steps=13, batch_size=8, micro_batch=2, lr=5e-3, warmup_steps=2, seq_len=64,
                   max_predictions=10, eval_every=0, save_every=0, keep_last=1, seed=3, read_every=4,
                   on_plateau="off")
 mp = pytest.MonkeyPatch()

@@ -24,7 +24,8 @@ from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.engine import distributed as D
 from litebert.engine import step as engine
-from litebert.engine.checkpoint import latest_valid, run_identity
+from litebert.engine.checkpoint import latest_valid
+from litebert.pretraining.identity import run_identity
 from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.step import MicroBatch, TrainingError
@@ -90,7 +91,7 @@ def test_auto_is_validated_like_every_field(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------------------------- pretraining
 def _cfg(**kw):
-    base = dict(max_steps=6, global_batch=8, micro_batch=8, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
+    base = dict(max_steps=6, batch_size=8, micro_batch=8, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
                 eval_every=0, eval_examples=16, save_every=3, keep_last=0, seed=3)
     return TrainConfig(**{**base, **kw})
 
@@ -144,7 +145,7 @@ def test_out_of_memory_even_at_1_is_a_one_line_error(tiny_setup, tmp_path, monke
     m = _model()
     m.register_forward_hook(oom_above(0, []), with_kwargs=True)
     with pytest.raises(TrainingError, match="runs out of GPU memory even at micro-batch 1") as e:
-        train(m, tr, None, _cfg(micro_batch="auto", global_batch=4), tmp_path, progress=False)
+        train(m, tr, None, _cfg(micro_batch="auto", batch_size=4), tmp_path, progress=False)
     assert "\n" not in str(e.value)
 
 
@@ -326,7 +327,7 @@ def test_auto_on_a_full_gpu_picks_a_smaller_micro_batch(tiny_setup, tmp_path, ca
     free, _ = torch.cuda.mem_get_info()
     hog = torch.empty(int(free - 3 * 2**30), dtype=torch.uint8, device="cuda")  # leave ~3 GiB
     try:
-        cfg = TrainConfig(max_steps=2, global_batch=64, micro_batch="auto", seq_len=512, max_predictions=10,
+        cfg = TrainConfig(max_steps=2, batch_size=64, micro_batch="auto", seq_len=512, max_predictions=10,
                           precision="fp32", save_every=0, eval_examples=8, seed=1)
         result = train(model, tr, None, cfg, tmp_path / "run", progress=False)
     finally:

@@ -12,7 +12,7 @@ from helpers.separable_task import finetune
 
 from litebert.cli import main
 from litebert.errors import ConfigError
-from litebert.tasks.finetune import FinetuneConfig
+from litebert.finetuning.run import FinetuneConfig
 from litebert.engine import trackers
 from litebert.pretraining.config import TrainConfig
 
@@ -41,7 +41,7 @@ def offline(tmp_path, monkeypatch):
 
 
 def tiny(**kw) -> TrainConfig:
-    return TrainConfig(**{**dict(max_steps=4, global_batch=8, micro_batch=4, lr=5e-3, seq_len=64, max_predictions=10,
+    return TrainConfig(**{**dict(max_steps=4, batch_size=8, micro_batch=4, lr=5e-3, seq_len=64, max_predictions=10,
                                  eval_every=2, eval_examples=16, save_every=2, keep_last=0, seed=3), **kw})
 
 
@@ -243,7 +243,7 @@ def test_a_tracker_that_cannot_start_is_one_line(tiny_setup, tmp_path, offline, 
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")  # MLflow 3 refuses its file store without it
     out = tmp_path / "r"
     assert main(["pretrain", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--out", str(out), "--report-to",
-                 "mlflow", "--max-steps", "2", "--global-batch", "8", "--micro-batch", "4", "--seq-len", "64",
+                 "mlflow", "--max-steps", "2", "--batch-size", "8", "--micro-batch", "4", "--seq-len", "64",
                  "--no-progress"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and err[0].startswith("litebert pretrain: error: mlflow: cannot start the run "

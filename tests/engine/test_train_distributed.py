@@ -19,7 +19,7 @@ from litebert.engine.metrics_log import read_metrics
 
 def command(paths, model_config, out):
     return ["pretrain", "--model-config", str(model_config), "--data", str(paths["store"]),
-            "--eval-data", str(paths["eval_store"]), "--out", str(out), "--max-steps", "6", "--global-batch", "16",
+            "--eval-data", str(paths["eval_store"]), "--out", str(out), "--max-steps", "6", "--batch-size", "16",
             "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005", "--warmup-steps", "2",
             "--eval-examples", "16", "--save-every", "0", "--threads", "1", "--no-progress"]
 

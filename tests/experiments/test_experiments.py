@@ -77,7 +77,7 @@ def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
     scores = intrinsic_accuracy(model, setup["eval_store"], ("mlm", "sop"), examples=48, seq_len=64, seed=5,
                                 batch_size=7)
     ds = PretrainingDataset(setup["eval_store"], max_seq_length=64, objective="sop", seed=5, short_seq_prob=0.0)
-    ref = evaluate(model, ds, collate_pretraining, TrainConfig(eval_examples=48, micro_batch=8, global_batch=8),
+    ref = evaluate(model, ds, collate_pretraining, TrainConfig(eval_examples=48, micro_batch=8, batch_size=8),
                    Runtime(Distributed(), None, "sdpa"))
     assert scores["mlm"].accuracy == pytest.approx(ref["mlm_accuracy"], abs=1e-12)
     assert scores["sop"].accuracy == pytest.approx(ref["sop_accuracy"], abs=1e-12)

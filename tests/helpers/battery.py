@@ -57,7 +57,7 @@ def build_inputs(root: Path) -> dict:
     tok = setup["tokenizer"].parent
     run = root / "run"
     assert ok(["pretrain", "--preset", "tiny", "--data", setup["store"], "--out", run, "--max-steps", "2",
-                 "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+                 "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
                  "--warmup-steps", "1", "--save-every", "2", "--eval-every", "0", "--seed", "3",
                  "--no-progress"])
     cls = root / "cls"
@@ -86,7 +86,7 @@ def build_inputs(root: Path) -> dict:
 def pretrain_argv(inp, out, *extra):
     """A one-step pretraining run on the shared inputs."""
     return ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "1",
-            "--global-batch", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5", "--no-progress",
+            "--batch-size", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5", "--no-progress",
             *extra]
 
 
@@ -109,12 +109,12 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
     if path == "pretrain":
         out = tmp / "run"
         return ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "1",
-                "--global-batch", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5",
+                "--batch-size", "2", "--micro-batch", "2", "--seq-len", "32", "--max-predictions", "5",
                 "--no-progress"], [out]
     if path == "gate":
         out = tmp / "gate"
         return ["gate", "--preset", "tiny", "--data", inp["store"], "--out", out, "--max-steps", "4",
-                "--warmup-steps", "1", "--after-warmup", "1", "--global-batch", "2", "--seq-len", "32",
+                "--warmup-steps", "1", "--after-warmup", "1", "--batch-size", "2", "--seq-len", "32",
                 "--max-predictions", "5", "--proxy-seq-len", "32", "--no-progress"], [out]
     if path == "finetune":
         out = tmp / "ft"

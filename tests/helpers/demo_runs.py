@@ -25,7 +25,7 @@ def build_demo_stores(work: Path) -> dict:
 def demo_run(demo_stores: dict, out: Path, lr: float):
     """The demo's model and recipe (LAMB, batch 16 x 128, warmup 100 of 1,100 steps, seed 1) for 200 steps, the
     plateau guard checking at warmup + 100 and stopping the run on a plateau."""
-    cfg = TrainConfig(optimizer="lamb", lr=lr, global_batch=16, micro_batch=16, max_steps=1100, warmup_steps=100,
+    cfg = TrainConfig(optimizer="lamb", lr=lr, batch_size=16, micro_batch=16, max_steps=1100, warmup_steps=100,
                       seq_len=128, max_predictions=20, seed=1, eval_every=0, eval_examples=64, save_every=1000,
                       on_plateau="stop", plateau_check_steps=100, report_to="none")
     return pretrain(demo_stores["train"], out, model=demo_stores["config"], train=cfg,

@@ -24,7 +24,7 @@ def dead_pid() -> int:
 def pretrain(setup, out, *extra, steps=4):
     """``litebert pretrain`` of the tiny preset on ``tiny_setup``, saving every 2 steps."""
     return ["pretrain", "--preset", "tiny", "--data", str(setup["store"]), "--out", str(out), "--max-steps",
-            str(steps), "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+            str(steps), "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
             "--lr", "0.005", "--warmup-steps", "1", "--save-every", "2", "--keep-last", "2", "--seed", "3",
             "--no-progress", *extra]
 

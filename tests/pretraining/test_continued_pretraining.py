@@ -38,7 +38,7 @@ def hf_folder(folder, tiny_setup, cls="AlbertForPreTraining", seed=0, vocab_size
     return model
 
 
-ARGS = ["--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
+ARGS = ["--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
         "--warmup-steps", "1", "--seed", "3", "--no-progress"]
 
 

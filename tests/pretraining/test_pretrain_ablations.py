@@ -12,7 +12,7 @@ from litebert.config import AlbertConfig
 from litebert.params import count_parameters
 from litebert.engine.metrics_log import read_metrics
 
-ARGS = ["--preset", "tiny", "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+ARGS = ["--preset", "tiny", "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
         "--lr", "0.005", "--warmup-steps", "1", "--seed", "3", "--max-steps", "3", "--eval-examples", "8",
         "--no-progress"]
 

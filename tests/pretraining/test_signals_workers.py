@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fi
 
 def command(paths, out, *extra):
     return [PYTHON, "-m", "litebert.cli", "pretrain", "--preset", "tiny", "--data", str(paths["store"]),
-            "--out", str(out), "--max-steps", "2000", "--global-batch", "8", "--micro-batch", "4", "--seq-len", "64",
+            "--out", str(out), "--max-steps", "2000", "--batch-size", "8", "--micro-batch", "4", "--seq-len", "64",
             "--max-predictions", "10", "--save-every", "4", "--keep-last", "2", "--seed", "5", "--threads", "1",
             "--no-progress", "--data-workers", "2", *extra]
 

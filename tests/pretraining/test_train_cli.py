@@ -20,9 +20,9 @@ def parse(*argv):
 def test_paper_recipe_is_the_papers_numbers():
     cfg, _ = build_train_config(parse("--recipe", "albert-paper"))
     # Lan et al. 2020 Section 4.1 and the official README's run_pretraining flags
-    assert (cfg.optimizer, cfg.lr, cfg.global_batch, cfg.max_steps, cfg.warmup_steps, cfg.seq_len) == \
+    assert (cfg.optimizer, cfg.lr, cfg.batch_size, cfg.max_steps, cfg.warmup_steps, cfg.seq_len) == \
         ("lamb", 0.00176, 4096, 125_000, 3125, 512)
-    assert (cfg.max_predictions, cfg.max_ngram, cfg.objective, cfg.weight_decay, cfg.clip_norm) == \
+    assert (cfg.max_predictions, cfg.max_ngram, cfg.objective, cfg.weight_decay, cfg.max_grad_norm) == \
         (20, 3, "sop", 0.01, 1.0)
     assert cfg.split(1).accumulation == 4096 // 32
 
@@ -31,7 +31,7 @@ def test_layering_recipe_then_file_then_flags(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(json.dumps({"recipe": "albert-paper", "preset": "albert-base-v2", "lr": 0.001, "max_steps": 10}))
     cfg, preset = build_train_config(parse("--config", str(f), "--max-steps", "20"))
-    assert preset == "albert-base-v2" and cfg.lr == 0.001 and cfg.max_steps == 20 and cfg.global_batch == 4096
+    assert preset == "albert-base-v2" and cfg.lr == 0.001 and cfg.max_steps == 20 and cfg.batch_size == 4096
     cfg, preset = build_train_config(parse("--config", str(f), "--preset", "tiny"))
     assert preset == "tiny" and cfg.max_steps == 10
 
@@ -41,7 +41,7 @@ def test_a_recipe_flag_beside_a_file_that_names_one(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(json.dumps({"recipe": "albert-paper", "preset": "tiny", "lr": 0.001}))
     cfg, preset = build_train_config(parse("--recipe", "demo", "--config", str(f)))
-    assert (cfg.global_batch, cfg.max_steps, cfg.lr, preset) == (16, 1100, 0.001, "tiny")  # demo's batch and steps
+    assert (cfg.batch_size, cfg.max_steps, cfg.lr, preset) == (16, 1100, 0.001, "tiny")  # demo's batch and steps
     assert TrainConfig.from_json(f) == TrainConfig(**{**RECIPES["albert-paper"], "lr": 0.001})
 
 
@@ -84,7 +84,7 @@ def test_the_docs_show_the_recipes():
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "pretraining.md").read_text().split())
     assert "| `--recipe NAME` | named settings: " + ", ".join(f"`{n}`" for n in RECIPES) + " |" in docs
     r = RECIPES["albert-paper"]
-    assert (f"(`--recipe albert-paper`): {r['optimizer'].upper()}, lr {r['lr']}, global batch {r['global_batch']}, "
+    assert (f"(`--recipe albert-paper`): {r['optimizer'].upper()}, lr {r['lr']}, global batch {r['batch_size']}, "
             f"{r['max_steps']:,} steps, {r['warmup_steps']:,} warmup steps, length {r['seq_len']}, "
             f"{r['max_predictions']} predictions per sequence, {r['max_ngram']}-gram masking, "
             f"{r['short_seq_prob']:.0%} short sequences, {r['objective'].upper()}") in docs

@@ -10,7 +10,8 @@ from helpers.tiny_setup import datasets, tiny_model_config
 from litebert.data.pretraining import collate_pretraining
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
-from litebert.engine.checkpoint import latest_valid, run_identity
+from litebert.engine.checkpoint import latest_valid
+from litebert.pretraining.identity import run_identity
 from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.feed import Feed
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def cfg(**kw):
-    base = dict(max_steps=10, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
+    base = dict(max_steps=10, batch_size=8, micro_batch=4, lr=5e-3, warmup_steps=2, seq_len=64, max_predictions=10,
                 eval_every=0, eval_examples=16, save_every=5, keep_last=2, seed=3)
     return TrainConfig(**{**base, **kw})
 
@@ -32,12 +33,12 @@ def model(**config):
     return AlbertForPreTraining(tiny_model_config(**config))
 
 
-def starts_for(global_batch, rank=0, world=1):
-    per = global_batch // world
+def starts_for(batch_size, rank=0, world=1):
+    per = batch_size // world
 
     def starts(step, size):
         accum = per // size
-        return [step * global_batch + rank * accum * size + j * size for j in range(accum)]
+        return [step * batch_size + rank * accum * size + j * size for j in range(accum)]
     return starts
 
 

@@ -11,7 +11,7 @@ from litebert.engine.metrics_log import read_metrics
 
 def command(paths, out, *extra):
     return [PYTHON, "-m", "litebert.cli", "pretrain", "--preset", "tiny", "--data", str(paths["store"]),
-            "--eval-data", str(paths["eval_store"]), "--out", str(out), "--max-steps", "40", "--global-batch", "8",
+            "--eval-data", str(paths["eval_store"]), "--out", str(out), "--max-steps", "40", "--batch-size", "8",
             "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
             "--warmup-steps", "4", "--save-every", "4", "--keep-last", "2", "--eval-examples", "16",
             "--seed", "5", "--threads", "1", "--no-progress", *extra]

@@ -13,7 +13,8 @@ from helpers.tiny_setup import datasets, tiny_model_config
 from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.optim import lr_at
-from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints, run_identity
+from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints
+from litebert.pretraining.identity import run_identity
 from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.runtime import Runtime
@@ -32,7 +33,7 @@ def setup(tiny_setup):
 
 
 def cfg(**kw):
-    base = dict(max_steps=12, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=3, seq_len=64, max_predictions=10,
+    base = dict(max_steps=12, batch_size=8, micro_batch=4, lr=5e-3, warmup_steps=3, seq_len=64, max_predictions=10,
                 eval_every=0, eval_examples=16, save_every=4, keep_last=2, seed=3)
     return TrainConfig(**{**base, **kw})
 
@@ -185,10 +186,10 @@ def test_resume_with_different_config_or_data_is_refused(setup, tmp_path):
 
 
 def test_global_batch_must_split_evenly():
-    with pytest.raises(ConfigError, match=r"TrainConfig.global_batch = 10 is not a multiple of TrainConfig.micro_batch "
+    with pytest.raises(ConfigError, match=r"TrainConfig.batch_size = 10 is not a multiple of TrainConfig.micro_batch "
                                           r"= 4 x 1 process\(es\) = 4"):
-        cfg(global_batch=10).split(1)
-    assert cfg(global_batch=4096, micro_batch=32).split(8).accumulation == 16  # the paper's batch on 8 devices
+        cfg(batch_size=10).split(1)
+    assert cfg(batch_size=4096, micro_batch=32).split(8).accumulation == 16  # the paper's batch on 8 devices
 
 
 def test_gradient_checkpointing_and_adamw_paths(setup, tmp_path):

@@ -184,11 +184,11 @@ def test_sqrt_rule_by_hand():
 
 
 def test_lr_auto_is_the_sqrt_rule_decided_when_the_config_is_built():
-    cfg = TrainConfig(lr="auto", global_batch=256)
+    cfg = TrainConfig(lr="auto", batch_size=256)
     assert cfg.lr == pytest.approx(0.00044) and "the sqrt rule" in cfg.describe_lr()
-    assert TrainConfig.from_dict({"lr": "auto", "global_batch": 128, "optimizer": "adamw"}).lr == pytest.approx(
+    assert TrainConfig.from_dict({"lr": "auto", "batch_size": 128, "optimizer": "adamw"}).lr == pytest.approx(
         1e-4 / math.sqrt(2))
-    assert "4x the sqrt rule" in TrainConfig(lr=0.00176, global_batch=256).describe_lr()
+    assert "4x the sqrt rule" in TrainConfig(lr=0.00176, batch_size=256).describe_lr()
     with pytest.raises(ConfigError, match="lr"):
         TrainConfig(lr="fast")
 
@@ -209,7 +209,7 @@ def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_setup, tmp_path, capsys
     out = tmp_path / "gate"
     argv = ["gate", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--eval-data",
             str(tiny_setup["eval_store"]), "--out", str(out), "--lr", "0.001", "--warmup-steps", "2",
-            "--max-steps", "40", "--global-batch", "64", "--seq-len", "64", "--max-predictions", "10",
+            "--max-steps", "40", "--batch-size", "64", "--seq-len", "64", "--max-predictions", "10",
             "--after-warmup", "3", "--proxy-seq-len", "64", "--margin", "2", "--no-progress"]
     code = main(argv)
     stdout = capsys.readouterr().out
@@ -222,7 +222,7 @@ def test_gate_runs_the_proxy_and_writes_its_verdict(tiny_setup, tmp_path, capsys
     proxy = json.loads((out / "proxy" / "train_config.json").read_text())
     # the candidate's optimizer and schedule; the proxy's batch (8) and length; the tiny model is narrower than the
     # proxy's 512 and keeps its own width
-    assert (proxy["lr"], proxy["warmup_steps"], proxy["max_steps"], proxy["global_batch"]) == (0.001, 2, 40, 8)
+    assert (proxy["lr"], proxy["warmup_steps"], proxy["max_steps"], proxy["batch_size"]) == (0.001, 2, 40, 8)
     assert proxy["model"]["hidden_size"] == AlbertConfig.from_preset("tiny").hidden_size
     tiny = AlbertConfig.from_preset("tiny")  # the report gives the proxy as it ran, not the defaults it was cut to
     assert report["proxy"] == {"hidden_size": tiny.hidden_size, "num_heads": tiny.num_attention_heads,
@@ -241,7 +241,7 @@ def test_gate_narrows_a_wide_candidate_and_scales_its_predictions():
     proxy = Proxy().model(base)
     assert (proxy.hidden_size, proxy.num_attention_heads, proxy.intermediate_size) == (512, 8, 2048)
     assert (proxy.num_hidden_layers, proxy.sharing, proxy.embedding_size) == (12, "all", 128)
-    cfg = Proxy().train(TrainConfig(lr=0.00176, global_batch=256, seq_len=512, max_predictions=76, warmup_steps=119,
+    cfg = Proxy().train(TrainConfig(lr=0.00176, batch_size=256, seq_len=512, max_predictions=76, warmup_steps=119,
                                     max_steps=1198, bias_correction=True), 369)
-    assert (cfg.global_batch, cfg.seq_len, cfg.max_predictions) == (8, 128, 19)
+    assert (cfg.batch_size, cfg.seq_len, cfg.max_predictions) == (8, 128, 19)
     assert (cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.bias_correction) == (0.00176, 119, 1198, True)

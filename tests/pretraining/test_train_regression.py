@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for --re
 from helpers.tiny_setup import build_tiny_setup, datasets, tiny_model_config  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "loss_curve_tiny.json"
-SETTINGS = dict(max_steps=50, global_batch=16, micro_batch=8, lr=0.01, warmup_steps=5, seq_len=64, max_predictions=10,
+SETTINGS = dict(max_steps=50, batch_size=16, micro_batch=8, lr=0.01, warmup_steps=5, seq_len=64, max_predictions=10,
                 eval_every=25, eval_examples=64, save_every=0, seed=11)
 
 

@@ -86,7 +86,7 @@ def _numeric_hint(hint) -> bool:
 def numeric_config_fields() -> set[str]:
     from litebert.config import AlbertConfig
     from litebert.experiments.runner import Settings
-    from litebert.tasks.finetune import FinetuneConfig
+    from litebert.finetuning.run import FinetuneConfig
     from litebert.pretraining.config import TrainConfig
 
     out = set()
@@ -332,7 +332,7 @@ def test_a_second_writer_is_refused_and_a_killed_one_leaves_no_lock(inp, tmp_pat
     shutil.copytree(inp["run"], run, symlinks=True)
     # the run's own settings, extended by a step: it has to write (and so lock) the folder
     argv = ["pretrain", "--preset", "tiny", "--data", inp["store"], "--out", run, "--resume", "--max-steps", "3",
-            "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
+            "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
             "--warmup-steps", "1", "--save-every", "2", "--eval-every", "0", "--seed", "3", "--no-progress"]
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
     try:

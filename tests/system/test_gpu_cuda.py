@@ -290,7 +290,7 @@ def test_engine_step_reads_nothing_back_from_the_gpu(precision):
             torch.cuda.set_sync_debug_mode("error" if step > 0 else "default")
             try:
                 result = train_step(state, wrapped, _micro_batches(rt, 10 + step), runtime=rt, lr=0.01,
-                                    clip_norm=1.0, parts=("mlm_loss", "sop_loss"), micro=micro)
+                                    max_grad_norm=1.0, parts=("mlm_loss", "sop_loss"), micro=micro)
             finally:
                 torch.cuda.set_sync_debug_mode("default")
             readout.add(step + 1, result, [6])
@@ -313,7 +313,7 @@ def test_side_stream_copies_change_nothing(monkeypatch):
         if name == "default":
             monkeypatch.setattr(engine, "_ahead", lambda batches, device: batches)
         rt, micro, state, wrapped = _engine("bf16")
-        losses = [engine.train_step(state, wrapped, _micro_batches(rt, 20 + s), runtime=rt, lr=0.01, clip_norm=1.0,
+        losses = [engine.train_step(state, wrapped, _micro_batches(rt, 20 + s), runtime=rt, lr=0.01, max_grad_norm=1.0,
                                     parts=("mlm_loss", "sop_loss"), micro=micro).values[0] for s in range(4)]
         runs[name] = (torch.stack(losses).cpu(), {k: v.float().cpu() for k, v in state.model.state_dict().items()})
     torch.testing.assert_close(runs["side"][0], runs["default"][0], rtol=1e-5, atol=1e-6)
@@ -326,7 +326,7 @@ def _command(paths, out, *extra):
     from helpers import PYTHON
 
     return [PYTHON, "-m", "litebert.cli", "pretrain", "--preset", "tiny", "--data", str(paths["store"]),
-            "--out", str(out), "--max-steps", "40", "--global-batch", "16", "--micro-batch", "8", "--seq-len", "64",
+            "--out", str(out), "--max-steps", "40", "--batch-size", "16", "--micro-batch", "8", "--seq-len", "64",
             "--max-predictions", "10", "--lr", "0.005", "--warmup-steps", "4", "--save-every", "4", "--keep-last",
             "2", "--eval-every", "0", "--seed", "5", "--no-progress", "--device", "cuda", "--precision", "bf16",
             *extra]

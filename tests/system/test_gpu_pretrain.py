@@ -12,7 +12,7 @@ from litebert.engine.metrics_log import read_metrics
 
 pytestmark = pytest.mark.gpu
 
-ARGS = ["--preset", "tiny", "--global-batch", "16", "--micro-batch", "8", "--seq-len", "64", "--max-predictions",
+ARGS = ["--preset", "tiny", "--batch-size", "16", "--micro-batch", "8", "--seq-len", "64", "--max-predictions",
         "10", "--lr", "0.005", "--warmup-steps", "5", "--seed", "3", "--eval-every", "0", "--eval-examples", "64",
         "--no-progress"]
 

@@ -27,7 +27,7 @@ from litebert.cli import COMMANDS, main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = ["--preset", "tiny", "--max-steps", "2", "--global-batch", "8", "--micro-batch", "4", "--seq-len", "64",
+TINY = ["--preset", "tiny", "--max-steps", "2", "--batch-size", "8", "--micro-batch", "4", "--seq-len", "64",
         "--no-progress"]
 # Where libraries write by default when these are set: unset, their defaults lie under HOME
 CLEARED = ("XDG_", "WANDB_", "MLFLOW_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH_HOME", "MPLCONFIGDIR",

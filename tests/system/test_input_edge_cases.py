@@ -20,7 +20,7 @@ from litebert.data.documents import read_documents
 from litebert.data.store import TokenStore
 from litebert.errors import DataError, TokenizerError
 from litebert.tasks import readers as R
-from litebert.tasks.predict import iter_texts
+from litebert.inference.predict import iter_texts
 from litebert.tokenizer import AlbertTokenizer, corpus_lines
 
 LONE = r"caf\ud800 x"  # the six characters \ud800 in the file: JSON decodes them to a lone surrogate

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The test set and the optional packages: none is needed to train or to run a pipeline
 NOT_NEEDED = ("transformers", "pytest", "hypothesis", "datasets", "huggingface_hub", "tokenizers", "pyarrow",
               "zstandard", "sklearn", "scipy", "matplotlib", "wandb", "mlflow", "onnx", "onnxruntime", "tensorboard")
-PRETRAIN = ["--preset", "tiny", "--max-steps", "2", "--global-batch", "4", "--micro-batch", "4", "--seq-len", "64",
+PRETRAIN = ["--preset", "tiny", "--max-steps", "2", "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64",
             "--warmup-steps", "1", "--threads", "1", "--no-progress"]
 TEXT = "Call me [MASK]."
 # Run in the venv: the pipeline's answer, and which of NOT_NEEDED got imported on the way

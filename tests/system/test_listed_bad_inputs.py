@@ -135,7 +135,7 @@ def test_evaluate_pretraining_reports_the_examples_scored(objectives, inp, tmp_p
 # ---------------------------------------------------------------------------------------------------- 5. pretrain
 PRETRAIN_CASES = {
     "fp16-on-cpu": (["--device", "cpu", "--precision", "fp16"], "--precision"),
-    "global-batch-not-a-multiple": (["--global-batch", "6", "--micro-batch", "4"], "--global-batch"),
+    "global-batch-not-a-multiple": (["--batch-size", "6", "--micro-batch", "4"], "--batch-size"),
 }
 
 

@@ -104,7 +104,7 @@ def test_sop_segments_are_cut_at_sentence_boundaries(pipeline):
 
 def test_pretrains_a_few_steps(pipeline):
     tmp, _, _, _ = pipeline
-    cfg = TrainConfig(max_steps=2, global_batch=4, micro_batch=4, seq_len=64, warmup_steps=1, eval_examples=1)
+    cfg = TrainConfig(max_steps=2, batch_size=4, micro_batch=4, seq_len=64, warmup_steps=1, eval_examples=1)
     result = pretrain(tmp / "store", tmp / "run", model="tiny", train=cfg, progress=False)
     assert result.complete and result.step == 2
     assert (result.model_dir / "spiece.model").read_bytes() == (tmp / "tok" / "spiece.model").read_bytes()

@@ -13,7 +13,7 @@ from litebert.cli import main
 from litebert.data.store import prepare_store
 
 REPO = Path(__file__).resolve().parents[2]
-PRETRAIN_TINY = ["--preset", "tiny", "--max-steps", "2", "--global-batch", "4", "--micro-batch", "4",
+PRETRAIN_TINY = ["--preset", "tiny", "--max-steps", "2", "--batch-size", "4", "--micro-batch", "4",
                  "--seq-len", "64", "--warmup-steps", "1", "--threads", "1", "--no-progress"]
 
 

@@ -232,7 +232,7 @@ def test_a_shape_from_model_config_is_named_as_the_files_field(store, tmp_path, 
                                   "max_position_embeddings": 64}))
     out = tmp_path / "run"
     line = one_line_error(["pretrain", "--model-config", config, "--data", store, "--out", out, "--max-steps", 1,
-                           "--global-batch", 2, "--micro-batch", 2, "--seq-len", 32, "--device", "cpu",
+                           "--batch-size", 2, "--micro-batch", 2, "--seq-len", 32, "--device", "cpu",
                            "--no-progress"], capsys)
     assert f"{config}: num_hidden_layers = 1000000000: this shape needs at least" in line, line
     assert "--num-layers" not in line
@@ -242,6 +242,6 @@ def test_a_shape_from_model_config_is_named_as_the_files_field(store, tmp_path, 
 def test_a_shape_flag_given_is_still_named_as_the_flag(store, tmp_path, capsys):
     out = tmp_path / "run"
     line = one_line_error(["pretrain", "--preset", "tiny", "--num-layers", 10**9, "--data", store, "--out", out,
-                           "--max-steps", 1, "--global-batch", 2, "--micro-batch", 2, "--seq-len", 32, "--device",
+                           "--max-steps", 1, "--batch-size", 2, "--micro-batch", 2, "--seq-len", 32, "--device",
                            "cpu", "--no-progress"], capsys)
     assert "--num-layers 1000000000: this shape needs at least" in line, line

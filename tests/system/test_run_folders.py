@@ -158,7 +158,7 @@ def test_pretrain_resume_before_the_first_checkpoint_says_restart(tiny_setup, tm
     from litebert import TrainConfig, pretrain as run
 
     out = tmp_path / "run"
-    train = TrainConfig(max_steps=2, global_batch=4, micro_batch=4, seq_len=64, max_predictions=10, lr=0.005,
+    train = TrainConfig(max_steps=2, batch_size=4, micro_batch=4, seq_len=64, max_predictions=10, lr=0.005,
                         save_every=0, seed=3, report_to="none")
     first = run(tiny_setup["store"], out, model="tiny", train=train, progress=False, stop_after=1)
     assert first.interrupted and first.action == "new"
@@ -224,7 +224,7 @@ def test_finetune_folders(word_cycle_task, tmp_path, capsys, monkeypatch):
     assert main(finetune(word_cycle_task, out, "--overwrite")) == 0 and read_marker(out)["complete"] is True
 
     # a run killed after its first best-so-far save: the folder says it is incomplete, evaluate/predict refuse
-    import litebert.tasks.trainer as trainer
+    import litebert.finetuning.loop as trainer
 
     real = trainer.train
 

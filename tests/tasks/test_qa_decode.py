@@ -15,7 +15,7 @@ import torch
 
 import litebert
 from litebert.cli import main
-from litebert.tasks.finetune import FinetuneConfig, finetune
+from litebert.finetuning.run import FinetuneConfig, finetune
 from helpers.pipelines import hf_pipeline
 
 transformers = pytest.importorskip("transformers")
@@ -91,7 +91,7 @@ def test_official_answers_are_the_n_best_read_by_hand(squad):
     """The official answer of a question (run_squad's `write_predictions`, read here from the model's logits): of
     each window's 20 best starts and 20 best ends, the pair with the best start + end logit, the start in its
     max-context window, at most 30 pieces; its score the softmax over the n-best."""
-    from litebert.tasks.finetuned import load_finetuned
+    from litebert.inference.finetuned import load_finetuned
     from litebert.tasks.qa_decode import QADecoding, windows
     from litebert.tasks.readers import SquadExample
 

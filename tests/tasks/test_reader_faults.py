@@ -17,7 +17,7 @@ from litebert.cli import main
 from litebert.errors import DataError, LitebertError
 from litebert.tasks import readers as R
 from litebert.tasks.kinds import Classification
-from litebert.tasks.predict import iter_texts
+from litebert.inference.predict import iter_texts
 
 ROWS = [("a fine film", "pos"), ("dull, and long", "neg"), ('he said "wow"', "pos"), ("café au lait", "neg")]
 

@@ -30,7 +30,7 @@ TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attentio
 # English words outside the vocabulary's whole words: WordPiece splits them into a word piece and ## pieces
 ENGLISH = ["whales", "quickly", "shipped", "unaffable", "seaing", "brownish", "zebra", "the", "sea", "dog", "over",
            "hello", "world", "jumps", "lazily", "berliner", "capitalised", "naïve", "Café"]
-PRETRAIN = ["--global-batch", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
+PRETRAIN = ["--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
             "--warmup-steps", "1", "--seed", "3", "--no-progress"]
 
 

@@ -85,7 +85,9 @@ class Machinery:
     max_bad_steps: int = 10          # the non-finite policy's limit (`litebert.engine.step`)
     report_to: str = "auto"          # trackers beside metrics.jsonl (`litebert.engine.trackers`)
 
-    BATCH: ClassVar[str] = "batch_size"  # the field holding the examples of one optimizer step, over all processes
+    # Earlier names of settings, read from config files (and their flags, hidden) as the names they became: one name
+    # per setting in both commands
+    ALIASES: ClassVar[dict[str, str]] = {"global_batch": "batch_size", "clip_norm": "max_grad_norm"}
     RANGES: ClassVar[dict[str, Range]] = {}  # a config's own fields' ranges and choices, checked with these
     CHOICES: ClassVar[dict[str, tuple]] = {}
 
@@ -95,23 +97,35 @@ class Machinery:
         check_fields(self, {**_RANGES, **self.RANGES}, {"precision": PRECISIONS, **self.CHOICES})
         parse(self.report_to, type(self).__name__)
 
+    @classmethod
+    def unalias(cls, data: dict[str, Any], source: str) -> dict[str, Any]:
+        """``data`` (a config file's settings) with the earlier names of settings (`ALIASES`) as their names; an
+        earlier name beside its own is a `ConfigError` naming both."""
+        out = dict(data)
+        for old, new in cls.ALIASES.items():
+            if old in out:
+                if new in out:
+                    raise ConfigError(f"{source}: {old!r} is the earlier name of {new!r}; give one of them")
+                out[new] = out.pop(old)
+        return out
+
     def machinery(self) -> dict[str, Any]:
         """The shared settings by name (what a config hands to another that shares them)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(Machinery)}
 
     def split(self, processes: int) -> BatchSplit:
-        """How the batch (the field ``BATCH``) splits over ``processes``: a `ConfigError` naming the fields when it
-        does not split evenly. ``micro_batch`` None: the per-process batch, in one micro-batch."""
-        batch, owner = getattr(self, self.BATCH), type(self).__name__
+        """How the batch (``batch_size``: examples per optimizer step, over all processes) splits over
+        ``processes``: a `ConfigError` naming the fields when it does not split evenly. ``micro_batch`` None: the
+        per-process batch, in one micro-batch."""
+        batch, owner = self.batch_size, type(self).__name__
         if batch % processes:
-            raise ConfigError("{" + self.BATCH + "} is not a multiple of " + f"{processes} processes; change "
-                              "{" + self.BATCH + ":flag}", **{self.BATCH: Field(owner, batch)})
+            raise ConfigError("{batch_size} is not a multiple of " + f"{processes} processes; change "
+                              "{batch_size:flag}", batch_size=Field(owner, batch))
         micro = batch // processes if self.micro_batch is None else self.micro_batch
         if micro != "auto" and batch % (micro * processes):
-            raise ConfigError("{" + self.BATCH + "} is not a multiple of {micro_batch} x " + f"{processes} "
-                              f"process(es) = {micro * processes}; change " + "{" + self.BATCH + ":flag} or "
-                              "{micro_batch:flag}", **{self.BATCH: Field(owner, batch),
-                                                       "micro_batch": Field(owner, micro)})
+            raise ConfigError("{batch_size} is not a multiple of {micro_batch} x " + f"{processes} "
+                              f"process(es) = {micro * processes}; change " + "{batch_size:flag} or "
+                              "{micro_batch:flag}", batch_size=Field(owner, batch), micro_batch=Field(owner, micro))
         return BatchSplit(batch, processes, micro)
 
 

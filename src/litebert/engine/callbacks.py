@@ -1,6 +1,6 @@
 """Callbacks: what a training loop tells the code around it, and how that code asks it to stop.
 
-Both loops (pretraining's `litebert.pretraining.loop.train`, fine-tuning's `litebert.tasks.trainer.train`) call the
+Both loops (pretraining's `litebert.pretraining.loop.train`, fine-tuning's `litebert.finetuning.loop.train`) call the
 same four hooks of each `Callback` in a list, in the list's order:
 
     on_step(step, record)       for every optimizer step, when the loop reads the steps' numbers back from the

@@ -19,7 +19,6 @@ resuming training.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import warnings
@@ -27,19 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
 
+from litebert import folders
+from litebert.engine.args import Machinery
 from litebert.errors import CheckpointError, CheckpointNotFoundError, first_line, literal
 from litebert.files import atomic_write, sha256_file
 
 FORMAT = "litebert-train-checkpoint"
 VERSION = 1
-_NAME = re.compile(r"step-(\d{8,})\.pt")
+_NAME = re.compile(folders.CHECKPOINT_PATTERN)
 
 
 def checkpoint_path(folder: Path, step: int) -> Path:
-    return Path(folder) / f"step-{step:08d}.pt"
+    return Path(folder) / folders.CHECKPOINT.format(step=step)
 
 
 def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
@@ -168,40 +168,6 @@ def latest_valid(folder: Path, map_location="cpu") -> Checkpoint | None:
     return None
 
 
-def run_identity(model: torch.nn.Module, cfg, train_data, init: dict | None = None) -> dict:
-    """What a checkpoint records of its run, compared on resume (`check_compatible`): model config, the training
-    settings that shape the trajectory, the data fingerprint, the weights the run started from (``init``:
-    ``{"path", "sha256"}`` of an ``--init-from`` model, None for a random start) and the ``max_steps`` in force."""
-    return {"model_config": model.config.to_dict(), "train": cfg.trajectory(), "data": data_fingerprint(train_data),
-            "init": init, "max_steps": cfg.max_steps}
-
-
-def data_fingerprint(dataset) -> str:
-    """sha256 identifying the training data. For a dataset on a token store (``dataset.store.manifest``): the
-    checksums the store recorded for every file, its counts and tokenizer, and every setting that shapes examples
-    (seq_len, objective, seed, masking, dupe_factor...), so any change of the corpus is seen. For other datasets: the
-    size and the first examples."""
-    store = getattr(dataset, "store", None)
-    manifest = getattr(store, "manifest", None)
-    if isinstance(manifest, dict):
-        settings = {key: getattr(dataset, key, None) for key in (
-            "max_seq_length", "objective", "seed", "masked_lm_prob", "max_predictions_per_seq", "max_ngram",
-            "short_seq_prob", "dupe_factor", "shuffle", "num_examples")}
-        files = {r["name"]: r["sha256"] for s in manifest["shards"] for r in s["files"].values()}
-        files.update({name: r["sha256"] for name, r in manifest["aux_files"].items()})
-        data = {"tokenizer": manifest["tokenizer"], "dtype": manifest["dtype"], "files": files, "settings": settings,
-                **{key: manifest[key] for key in ("num_tokens", "num_sentences", "num_documents")}}
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    n = getattr(dataset, "num_examples", None)
-    n = int(n if n is not None else len(dataset))
-    h = hashlib.sha256(str(n).encode())
-    for i in range(min(4, n)):
-        for key, value in sorted(dataset.example(0, i).items()):
-            h.update(key.encode())
-            h.update(np.ascontiguousarray(value).tobytes())
-    return h.hexdigest()
-
-
 def check_compatible(saved: dict, current: dict, where: Path) -> None:
     """Refuse to resume when anything that shapes the training trajectory differs from the saved run.
 
@@ -216,9 +182,10 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
         a, b = saved.get("model_config") or {}, current["model_config"]
         keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         problems += [f"model config {k}: checkpoint {a.get(k)!r}, now {b.get(k)!r}" for k in keys]
+    then = Machinery.unalias(saved.get("train") or {}, str(where))  # a checkpoint written under earlier names
     for k, v in current["train"].items():
-        if saved.get("train", {}).get(k) != v:
-            problems.append(f"{k}: checkpoint {saved.get('train', {}).get(k)!r}, now {v!r}")
+        if then.get(k) != v:
+            problems.append(f"{k}: checkpoint {then.get(k)!r}, now {v!r}")
     if saved.get("data") != current["data"]:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
     init_then, init_now = saved.get("init"), current.get("init")

@@ -27,6 +27,7 @@ from litebert.engine.callbacks import Callback
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
 from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
+from litebert import folders
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
@@ -83,10 +84,10 @@ def read_jsonl_records(path: Path, warn: bool = True) -> list[tuple[str, dict]]:
 
 def check_metrics(folder: Path) -> None:
     """Raise `MetricsError` (naming file:line) when the metrics files of a run cannot be continued; writes nothing."""
-    jsonl = Path(folder) / "metrics.jsonl"
+    jsonl = Path(folder) / folders.METRICS_JSONL
     if jsonl.is_file():
         read_jsonl_records(jsonl, warn=False)
-    for name in ("train.csv", "eval.csv", "guard.csv"):
+    for name in (folders.TRAIN_CSV, folders.EVAL_CSV, folders.GUARD_CSV):
         if (Path(folder) / name).is_file():
             _csv_rows(Path(folder) / name, warn=False)
 
@@ -136,7 +137,7 @@ class MetricsWriter(Callback):
         if not enabled:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.jsonl = self.folder / "metrics.jsonl"
+        self.jsonl = self.folder / folders.METRICS_JSONL
         columns = columns or {"train": TRAIN_COLUMNS, "eval": EVAL_COLUMNS}
         self.csv = {split: (self.folder / f"{split}.csv", cols) for split, cols in columns.items()}
         if resume_step is None:  # a fresh run starts fresh files
@@ -217,7 +218,7 @@ class MetricsWriter(Callback):
 def read_metrics(folder: Path, split: str = "train") -> list[dict]:
     """The records of one split from ``metrics.jsonl`` (the last one wins when a step appears twice)."""
     by_step: dict[int, dict] = {}
-    path = Path(folder) / "metrics.jsonl"
+    path = Path(folder) / folders.METRICS_JSONL
     if path.exists():
         for _, r in read_jsonl_records(path):
             if r.get("split") == split:

@@ -218,7 +218,7 @@ class StepResult:
 
 def train_step(state: TrainState, wrapped: nn.Module,
                micro_batches: Iterable[tuple[dict, float]] | Callable[[int], Iterable[tuple[dict, float]]], *,
-               runtime: Runtime, lr: float, clip_norm: float, parts: tuple[str, ...] = (),
+               runtime: Runtime, lr: float, max_grad_norm: float, parts: tuple[str, ...] = (),
                micro: Optional[MicroBatch] = None) -> StepResult:
     """One optimizer step on ``micro_batches``: this process's ``(batch on the device, weight)`` pairs, the weights
     summing, over all processes, to 1 (each micro-batch's share of the batch's mean loss). They are produced one
@@ -238,7 +238,7 @@ def train_step(state: TrainState, wrapped: nn.Module,
     scaler = state.scaler
     scale = scaler._get_scale_async().double() if scaler.is_enabled() else None  # copied before update() moves it
     scaler.unscale_(state.optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), clip_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), max_grad_norm)
     finite = torch.isfinite(grad_norm)
     for group in state.optimizer.param_groups:
         group["lr"] = lr

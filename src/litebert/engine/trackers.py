@@ -54,10 +54,11 @@ from urllib.parse import urlparse
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
 from litebert.extras import install_hint
 from litebert.files import json_field, read_json, write_json
+from litebert import folders
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 REPORT_TO = ("auto", "none") + TRACKERS
-STATE_FILE = "trackers.json"  # the ids of the tracker runs, for resume
+STATE_FILE = folders.TRACKER_STATE  # the ids of the tracker runs, for resume
 _STATE_KEYS = {"wandb": ("id",), "mlflow": ("run_id", "tracking_uri")}  # what the trackers read of it
 DEFAULT_PROJECT = "litebert"  # W&B project and MLflow experiment unless the environment names one
 REACH_TIMEOUT = 10.0  # seconds `check` waits for a tracking server to answer

@@ -172,9 +172,9 @@ def intrinsic_accuracy(model, store, objectives=OBJECTIVES, *, examples: int = 2
                        seed: int = 12345, batch_size: int = 32, progress: bool = False, runtime=None) -> dict:
     """``{objective: Accuracy}`` of an ``AlbertForPreTraining`` on the first ``examples`` examples of epoch 0 of
     the held-out ``store`` (a `TokenStore` or its path) at ``seq_len``, through the inference loop
-    (`litebert.inference.run_batches`) under ``runtime`` (default: the model's own device, fp32)."""
+    (`litebert.inference.loop.run_batches`) under ``runtime`` (default: the model's own device, fp32)."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
-    from litebert.inference import run_batches
+    from litebert.inference.loop import run_batches
 
     def take(res, batch) -> dict:  # per sequence: MLM hits and masked tokens [B, 2], sentence hit [B]
         w = batch["mlm_weights"] > 0

@@ -331,7 +331,7 @@ def arm_training(arm: Arm, s: Settings, steps: int):
     """The arm's pretraining settings: the experiment's batch, length, rate and seed; warmup a tenth of the run."""
     from litebert.pretraining.config import TrainConfig
 
-    return TrainConfig(max_steps=steps, global_batch=s.batch, micro_batch=s.batch, seq_len=s.seq_len, lr=s.lr,
+    return TrainConfig(max_steps=steps, batch_size=s.batch, micro_batch=s.batch, seq_len=s.seq_len, lr=s.lr,
                        warmup_steps=steps // 10, seed=s.seed, objective=arm.objective, eval_every=0,
                        eval_examples=min(256, s.eval_examples), save_every=max(1, min(200, steps)), keep_last=1,
                        data_workers=s.data_workers)
@@ -390,7 +390,7 @@ def intrinsic_scores(run: Path, s: Settings, held: Path) -> dict:
 def _examples(task: str, s: Settings, split: str) -> list:
     """The task's examples of ``split`` that fine-tuning used: the first max_train_examples / max_eval_examples."""
     from litebert.tasks.presets import get_preset
-    from litebert.tasks.finetuned import find_split
+    from litebert.tasks.sources import find_split
 
     folder = Path(getattr(s, f"{task}_data"))
     examples = get_preset(task).kind.read(find_split(folder, split))
@@ -406,15 +406,15 @@ def _dev_accuracy(score: float, n: int) -> dict:
 
 def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs: Optional[Sequence[float]] = None) -> dict:
     """Fine-tune the arm's model on a task at the settings' ``finetune_lr``, or with ``lrs`` at each of those rates
-    (a learning-rate grid, `litebert.tasks.grid`: a run per rate in out/lr-RATE/, the best on dev in ``out``),
+    (a learning-rate grid, `litebert.finetuning.grid`: a run per rate in out/lr-RATE/, the best on dev in ``out``),
     reusing a finished folder; dev accuracy with its count and 95% Wilson interval (the count is the dev examples
     evaluated; correct = accuracy x count, exact), and the rate."""
-    from litebert.tasks.finetune import FinetuneConfig
-    from litebert.tasks.finetune import finetune as finetune_run
+    from litebert.finetuning.run import FinetuneConfig
+    from litebert.finetuning.run import finetune as finetune_run
 
     steps = s.sentiment_steps if task == "sentiment" else s.mc_steps
     data = Path(getattr(s, f"{task}_data"))
-    meta_path = out / "finetune.json"
+    meta_path = out / folders.FINETUNE_META
     if not folders.read_marker(out).get("complete"):
         rates = ", ".join(f"{x:g}" for x in lrs) if lrs else f"{s.finetune_lr:g}"
         progress(f"{arm.name}: fine-tuning on {task} ({steps} steps, lr {rates}) in {out}")
@@ -438,7 +438,7 @@ def finetune(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs: Option
 def finetune_grid(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs) -> dict:
     """`finetune` at each rate of ``lrs`` (into out/lr-<rate>); the best dev accuracy is the row's, every rate's
     listed under ``grid`` (the choice is made on dev, so the row is optimistic by it)."""
-    from litebert.tasks.grid import GRID_FILE
+    from litebert.finetuning.grid import GRID_FILE
 
     best = finetune(arm, task, s, run, out, lrs)
     n = len(_examples(task, s, "dev"))

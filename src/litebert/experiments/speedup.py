@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import subprocess
 import sys
@@ -69,7 +68,7 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
                 torch.cuda.synchronize(dist.device)
             D.barrier(dist)
             t0 = time.perf_counter()
-            train_step(state, wrapped, [(batch, 1 / dist.world_size)], runtime=rt, lr=1e-4, clip_norm=1.0)
+            train_step(state, wrapped, [(batch, 1 / dist.world_size)], runtime=rt, lr=1e-4, max_grad_norm=1.0)
             if dist.device.type == "cuda":
                 torch.cuda.synchronize(dist.device)
             if step >= warmup:

@@ -86,10 +86,10 @@ def layer_transitions(model, store, *, examples: int = 256, seq_len: int = 128, 
                       batch_size: int = 16, progress: bool = False, runtime=None) -> list[dict]:
     """Per layer: ``{"layer", "l2_distance", "cosine_similarity", "angle_degrees", "tokens"}`` of an ALBERT encoder
     (``model.albert`` or the encoder itself) on the first ``examples`` unmasked examples of the held-out ``store``,
-    through the inference loop (`litebert.inference.run_batches`) under ``runtime`` (default: the encoder's own
+    through the inference loop (`litebert.inference.loop.run_batches`) under ``runtime`` (default: the encoder's own
     device, fp32)."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
-    from litebert.inference import run_batches
+    from litebert.inference.loop import run_batches
 
     encoder = getattr(model, "albert", model)
     ds = PretrainingDataset(store, max_seq_length=seq_len, seed=seed, masked_lm_prob=0.0, short_seq_prob=0.0)

@@ -36,7 +36,6 @@ import functools
 import glob
 import gzip
 import io
-import json
 import lzma
 import os
 import re
@@ -44,7 +43,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Union
 
-from litebert.inputs import columnar, remote
+from litebert.inputs import columnar, urls
 from litebert.inputs.columnar import TextSource
 from litebert.errors import DataError, literal as _literal
 from litebert.files import json_kind, parse_json
@@ -82,7 +81,7 @@ def expand_inputs(inputs: list[str | os.PathLike], split: str = "train") -> list
             files.append(spec)  # type: ignore[arg-type]
             continue
         if is_url(spec):  # read through fsspec (`litebert.inputs.remote`)
-            files.extend(remote.expand(spec, split))
+            files.extend(urls.expand(spec, split))
             continue
         if not isinstance(spec, (str, os.PathLike)):
             raise DataError(f"inputs: a list of files, folders and globs holds a {_literal(type(spec).__name__)}; give "

@@ -23,10 +23,9 @@ import sys
 from pathlib import Path
 
 from litebert.checks import AT_LEAST_1
-from litebert.cli import add_config_arguments, given, ranged
+from litebert.cli import add_config_arguments, add_runtime_arguments, given, ranged
 from litebert.config import SHARING
 from litebert.errors import ConfigError
-from litebert.padding import ATTENTION
 from litebert.pretraining.config import RECIPES, TrainConfig
 
 # The shape flags: AlbertConfig fields (dest) under the names the paper's ablations use (flag)
@@ -70,9 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--num-layers", dest="num_hidden_layers", type=int, help="number of layers (depth)")
     shape.add_argument("--num-heads", dest="num_attention_heads", type=int, help="attention heads")
     shape.add_argument("--intermediate-size", type=int, help="FFN inner size")
-    parser.add_argument("--device", help="cpu | cuda (default: cuda when available)")
-    parser.add_argument("--attention", choices=ATTENTION, default="auto",
-                        help="sdpa, varlen (flash attention on the real tokens: CUDA, half precision), or auto")
+    add_runtime_arguments(parser, precision=False)  # the precision is a training setting (--precision below)
     ranged(parser.add_argument("--threads", type=int, help="torch CPU threads per process"), AT_LEAST_1)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     from litebert.push import add_arguments as add_hub_arguments

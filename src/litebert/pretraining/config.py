@@ -1,6 +1,6 @@
 """`TrainConfig`: every pretraining hyper-parameter in one typed dataclass, and the named recipes.
 
-The command line has a flag for every field (``--global-batch`` for ``global_batch``), with the help text of the
+The command line has a flag for every field (``--batch-size`` for ``batch_size``), with the help text of the
 field's entry in the class docstring. Defaults are the official ALBERT values where there is one (LAMB, β 0.9/0.999,
 ε 1e-6, weight decay 0.01, clip 1.0, polynomial power 1, 15% masking, 3-gram masking, 20 predictions per sequence, 10%
 short sequences, SOP).
@@ -20,10 +20,10 @@ from litebert.files import read_json
 
 
 _RANGES = {
-    **{name: AT_LEAST_1 for name in ("max_steps", "global_batch", "seq_len", "max_predictions", "max_ngram",
+    **{name: AT_LEAST_1 for name in ("max_steps", "batch_size", "seq_len", "max_predictions", "max_ngram",
                                      "eval_examples", "plateau_check_steps")},
     **{name: AT_LEAST_0 for name in ("warmup_steps", "eval_every", "keep_last", "weight_decay", "data_workers")},
-    "lr": POSITIVE, "poly_power": POSITIVE, "clip_norm": POSITIVE, "peak_tflops": POSITIVE,
+    "lr": POSITIVE, "poly_power": POSITIVE, "max_grad_norm": POSITIVE, "peak_tflops": POSITIVE,
     "masked_lm_prob": Range(0, 1, low_open=True), "short_seq_prob": PROBABILITY,
 }
 _CHOICES = {"optimizer": ("lamb", "adamw"), "objective": ("sop", "nsp", "none"), "on_plateau": ("warn", "stop", "off")}
@@ -37,16 +37,16 @@ class TrainConfig(Machinery):
     Attributes:
         max_steps: optimizer steps in the whole run (the schedule decays to 0 there); None: 1000 for a new run, the
             run's own when resumed
-        global_batch: sequences per optimizer step (paper: 4096)
+        batch_size: sequences per optimizer step (paper: 4096)
         micro_batch: sequences per forward/backward on one process, or auto: on a GPU the largest that fits (from
             the per-process batch, halved on out of memory), on a CPU the per-process batch up to 32
         lr: peak learning rate (paper: 0.00176 with LAMB at batch 4096), or auto: the square-root rule for the
-            global batch, 0.00176 x sqrt(global_batch / 4096) for LAMB, 1e-4 x sqrt(global_batch / 256) for AdamW
+            global batch, 0.00176 x sqrt(batch_size / 4096) for LAMB, 1e-4 x sqrt(batch_size / 256) for AdamW
         warmup_steps: linear warmup steps (official: 3125)
         poly_power: power of the polynomial decay (official: 1.0)
         optimizer: lamb | adamw
         weight_decay: decoupled weight decay (official: 0.01)
-        clip_norm: global gradient-norm clipping (official: 1.0)
+        max_grad_norm: global gradient-norm clipping (official: 1.0)
         seq_len: maximum sequence length (paper: 512)
         objective: sop (ALBERT) | nsp (BERT) | none (MLM only)
         masked_lm_prob: fraction of tokens masked (0.15)
@@ -75,13 +75,13 @@ class TrainConfig(Machinery):
     save_every: int = 1000
     # optimisation (official optimization.create_optimizer)
     max_steps: Optional[int] = 1000
-    global_batch: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
+    batch_size: int = 256          # sequences per optimizer step = micro_batch x accumulation x world size
     lr: float | Literal["auto"] = 0.00176  # auto: resolved by the sqrt rule when the config is built
     warmup_steps: int = 0
     poly_power: float = 1.0
     optimizer: str = "lamb"          # lamb | adamw
     weight_decay: float = 0.01
-    clip_norm: float = 1.0
+    max_grad_norm: float = 1.0
     # data (official create_pretraining_data flags)
     seq_len: int = 128
     objective: str = "sop"           # sop | nsp | none (MLM only: the paper's "None" in Table 5)
@@ -99,7 +99,6 @@ class TrainConfig(Machinery):
     on_plateau: str = "warn"         # the plateau guard (`litebert.pretraining.plateau`): warn | stop | off
     plateau_check_steps: int = 300
 
-    BATCH: ClassVar[str] = "global_batch"
     RANGES: ClassVar[dict[str, Range]] = _RANGES
     CHOICES: ClassVar[dict[str, tuple]] = _CHOICES
 
@@ -108,13 +107,13 @@ class TrainConfig(Machinery):
 
         super().__post_init__()
         if self.lr == "auto":  # decided here, once: the config (and train_config.json) holds the number
-            object.__setattr__(self, "lr", sqrt_rule_lr(self.global_batch, self.optimizer))
+            object.__setattr__(self, "lr", sqrt_rule_lr(self.batch_size, self.optimizer))
 
     def describe_lr(self) -> str:
         """The peak rate, and whether it is the sqrt rule's for this batch."""
         from litebert.pretraining.plateau import sqrt_rule_lr
 
-        rule = sqrt_rule_lr(self.global_batch, self.optimizer)
+        rule = sqrt_rule_lr(self.batch_size, self.optimizer)
         ratio = self.lr / rule
         how = ("the sqrt rule for this batch" if abs(ratio - 1) < 1e-6 else
                f"{ratio:.2g}x the sqrt rule's {rule:.3g} for this batch")
@@ -123,8 +122,8 @@ class TrainConfig(Machinery):
     # Fields that shape the training trajectory: resuming with any of them changed is refused. ``max_steps`` is not
     # one of them: a resume may move the end of the run (the schedule is then the one for the new ``max_steps``, see
     # docs/pretraining.md, "Extending a run"); it only may not be below the step already reached.
-    TRAJECTORY = ("global_batch", "lr", "warmup_steps", "poly_power", "optimizer", "weight_decay",
-                  "bias_correction", "clip_norm", "seq_len", "objective", "masked_lm_prob", "max_predictions",
+    TRAJECTORY = ("batch_size", "lr", "warmup_steps", "poly_power", "optimizer", "weight_decay",
+                  "bias_correction", "max_grad_norm", "seq_len", "objective", "masked_lm_prob", "max_predictions",
                   "max_ngram", "short_seq_prob", "seed")
 
     def trajectory(self) -> dict[str, Any]:
@@ -138,6 +137,7 @@ class TrainConfig(Machinery):
         """The config of ``data``; ``source``: the file it came from, named in errors (None: the values are the
         caller's own arguments, and errors name them as such)."""
         known = {f.name: f for f in fields(cls)}
+        data = cls.unalias(data, source or "TrainConfig")
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{source or 'TrainConfig'}: unknown field(s) {', '.join(unknown)}; known: "
@@ -176,7 +176,7 @@ class TrainConfig(Machinery):
 
 def _settings_file(path: Path) -> dict[str, Any]:
     """The settings of a JSON file, their names checked (values are checked when the config is built)."""
-    data = read_json(path, ConfigError)
+    data = TrainConfig.unalias(read_json(path, ConfigError), str(path))
     known = {f.name for f in fields(TrainConfig)} | {"preset", "recipe"}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -188,13 +188,13 @@ def _settings_file(path: Path) -> dict[str, Any]:
 # ... 125,000 steps", inputs of length 512 with 10% shorter, n-gram masking up to 3) and the official README's
 # run_pretraining flags (--num_warmup_steps=3125, --max_predictions_per_seq=20).
 RECIPES: dict[str, dict[str, Any]] = {
-    "albert-paper": dict(optimizer="lamb", lr=0.00176, global_batch=4096, max_steps=125_000, warmup_steps=3125,
+    "albert-paper": dict(optimizer="lamb", lr=0.00176, batch_size=4096, max_steps=125_000, warmup_steps=3125,
                          seq_len=512, max_predictions=20, masked_lm_prob=0.15, max_ngram=3, short_seq_prob=0.1,
                          objective="sop", weight_decay=0.01, eval_every=5000, save_every=5000),
     # Small-batch pretraining on 2 CPU cores (scripts/demo.py). Measured on the demo corpus and model, 1100 steps of
     # 16 x 128, warmup 100: held-out MLM accuracy 13.5% with LAMB lr 0.002, 15.0% with 0.004, 15.0% at step 825 with
     # 0.006, while lr 0.01 (and AdamW 2e-3) stay on the unigram plateau (6.8%, always "the") for 1000+ steps.
-    "demo": dict(optimizer="lamb", lr=0.005, global_batch=16, micro_batch=16, max_steps=1100, warmup_steps=100,
+    "demo": dict(optimizer="lamb", lr=0.005, batch_size=16, micro_batch=16, max_steps=1100, warmup_steps=100,
                  seq_len=128, max_predictions=20, eval_every=220, save_every=220),
 }
 

@@ -73,9 +73,9 @@ class Proxy:
         """The candidate's optimizer, schedule and masking at the proxy's batch (the candidate's when smaller) and
         length; ``steps`` are trained (the schedule still decays to the candidate's ``max_steps``)."""
         predictions = max(1, round(candidate.max_predictions * self.seq_len / candidate.seq_len))
-        batch = min(self.batch, candidate.global_batch)
+        batch = min(self.batch, candidate.batch_size)
         return dataclasses.replace(
-            candidate, lr=candidate.lr * lr_scale, global_batch=batch, micro_batch=batch,
+            candidate, lr=candidate.lr * lr_scale, batch_size=batch, micro_batch=batch,
             seq_len=self.seq_len, max_predictions=min(predictions, self.seq_len - 3), max_steps=candidate.max_steps,
             eval_every=0, eval_examples=64, save_every=steps, keep_last=1, log_every=1, on_plateau="warn",
             plateau_check_steps=max(1, steps - candidate.warmup_steps), data_workers=0, compile=False,
@@ -86,7 +86,7 @@ def _shape(model: AlbertConfig, train: TrainConfig) -> dict:
     """The proxy as it ran: its width (the candidate's own when that is not wider than the proxy's), length and
     batch (the candidate's when smaller)."""
     return {"hidden_size": model.hidden_size, "num_heads": model.num_attention_heads,
-            "intermediate_size": model.intermediate_size, "seq_len": train.seq_len, "batch": train.global_batch}
+            "intermediate_size": model.intermediate_size, "seq_len": train.seq_len, "batch": train.batch_size}
 
 
 @dataclass
@@ -160,7 +160,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
             folder = plan.out / ("proxy" if scale == 1.0 else f"proxy-{scale:g}x")
             cfg = proxy.train(train, steps, scale)
             _say(log, f"gate: proxy of depth {proxy_model.num_hidden_layers} (sharing {proxy_model.sharing}), "
-                      f"H {proxy_model.hidden_size}, batch {cfg.global_batch} x {cfg.seq_len}, lr {cfg.lr:.3g}, warmup "
+                      f"H {proxy_model.hidden_size}, batch {cfg.batch_size} x {cfg.seq_len}, lr {cfg.lr:.3g}, warmup "
                       f"{cfg.warmup_steps}, {'with' if cfg.bias_correction else 'no'} bias correction: {steps} steps")
             t0 = time.perf_counter()
             done = pretrain(data, folder, model=proxy_model, train=cfg, eval_data=eval_data, device=device,
@@ -212,7 +212,7 @@ def markdown(result: GateResult) -> str:
     c = result.candidate
     return "\n".join([f"# Gate: {result.verdict}", "",
                       f"Candidate: {c['optimizer']} lr {c['lr']:.3g}, warmup {c['warmup_steps']} of {c['max_steps']} "
-                      f"steps, batch {c['global_batch']} x {c['seq_len']}, bias correction {c['bias_correction']}, "
+                      f"steps, batch {c['batch_size']} x {c['seq_len']}, bias correction {c['bias_correction']}, "
                       f"depth {c['model']['num_hidden_layers']} (sharing {c['model']['sharing']}).",
                       f"Proxy: {json.dumps(result.proxy)}.", "", *rows, ""])
 

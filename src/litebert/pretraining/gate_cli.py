@@ -1,6 +1,6 @@
 """``litebert gate``: check a pretraining recipe on the CPU before it gets GPU time (`litebert.pretraining.gate.gate`).
 
-    litebert gate --preset albert-base-v2 --global-batch 128 --seq-len 128 --lr 0.00088 --warmup-steps 300 \\
+    litebert gate --preset albert-base-v2 --batch-size 128 --seq-len 128 --lr 0.00088 --warmup-steps 300 \\
         --max-steps 3000 --data STORE --eval-data HELDOUT --out runs/gate
     litebert gate ... --margin 2          # also at twice the rate: how far the recipe is from the plateau
 

@@ -1,6 +1,6 @@
 """The pretraining loop: one plain PyTorch function, ``train``, to be read top to bottom.
 
-One optimizer step consumes one *global batch* of ``global_batch`` sequences, split as micro-batches over processes and
+One optimizer step consumes one *global batch* of ``batch_size`` sequences, split as micro-batches over processes and
 accumulation steps: global = micro_batch x accumulation x world_size (the paper's 4096 = e.g. 32 x 16 x 8 GPUs).
 Example ``c`` of the run (counted over all steps) is ``dataset.example(c // N, c % N)`` for N examples per epoch (the
 dataset shuffles each epoch from its seed), and within a step process ``r`` takes the ``r``-th contiguous slice. So
@@ -32,7 +32,7 @@ from litebert.optim import build_optimizer, lr_at
 from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.callbacks import Callback, Callbacks, Progress
-from litebert.engine.checkpoint import run_identity
+from litebert.pretraining.identity import run_identity
 from litebert.pretraining.config import TrainConfig
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.runtime import Runtime
@@ -99,7 +99,8 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     peak, first_step = _peak_tflops(cfg, d.device), state.step
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
-    result = LoopResult(state.step, False, False, None, 0, 0, 0.0, None)
+    result = LoopResult(step=state.step, interrupted=False, time_limited=False, signal=None, skipped_steps=0,
+                        tokens_seen=0, elapsed_s=0.0, final_eval=None)
     feed = _feed(train_data, collate, cfg, plan.split.per_process, d)
     run_eval = functools.partial(_evaluation, model, eval_data, collate, cfg, rt, micro, guard, calls)
     evaluated: dict = {}  # the last evaluation: {"step", "metrics"}
@@ -114,7 +115,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                               lambda size: _micro_batches(feed, cfg, state, rt, size, micro.per_process, host,
                                                           flops_at),
                               runtime=rt, lr=lr_at(state.step, cfg.lr, cfg.max_steps, cfg.warmup_steps, cfg.poly_power),
-                              clip_norm=cfg.clip_norm, parts=PARTS, micro=micro)
+                              max_grad_norm=cfg.max_grad_norm, parts=PARTS, micro=micro)
             state.counters["data_step"] += 1
             readout.add(state.step, step, host)
             calls.advance(state.step)
@@ -238,7 +239,7 @@ def _watch(guard: PlateauGuard, record: dict, model, cfg: TrainConfig, rt: Runti
     result.plateau = {"step": step, "mlm_loss": verdict.loss, "unigram_entropy": guard.unigram.entropy,
                       **found.to_dict()}
     if rt.dist.is_main:
-        tip = advice(cfg.lr, cfg.warmup_steps, cfg.global_batch, cfg.optimizer, cfg.bias_correction)
+        tip = advice(cfg.lr, cfg.warmup_steps, cfg.batch_size, cfg.optimizer, cfg.bias_correction)
         stop = (" Stopping (--on-plateau stop): the checkpoint is saved; --resume continues the run." if
                 cfg.on_plateau == "stop" else "")
         tqdm.write(verdict.line(tip) + stop, file=sys.stderr)
@@ -280,7 +281,7 @@ def _feed(data, collate: Callable, cfg: TrainConfig, per: int, dist) -> Feed:
     global batch, in micro-batches of the size the step asks for."""
     def starts(step: int, size: int) -> list[int]:
         accum = per // size
-        first = step * cfg.global_batch + dist.rank * accum * size  # run-wide number of the slice's first example
+        first = step * cfg.batch_size + dist.rank * accum * size  # run-wide number of the slice's first example
         return [first + j * size for j in range(accum)]
 
     return Feed(data, _num_examples(data), collate, starts, workers=cfg.data_workers, seed=cfg.seed,

@@ -197,19 +197,19 @@ class PlateauGuard:
         return verdict
 
 
-def sqrt_rule_lr(global_batch: int, optimizer: str = "lamb") -> float:
-    """The learning rate for ``global_batch`` by the square-root rule from a published anchor: LAMB's 0.00176 at
+def sqrt_rule_lr(batch_size: int, optimizer: str = "lamb") -> float:
+    """The learning rate for ``batch_size`` by the square-root rule from a published anchor: LAMB's 0.00176 at
     4096 (ALBERT, Lan et al. 2020, §4.1; the rule: You et al. 2020, "Large Batch Optimization for Deep Learning"),
     AdamW's 1e-4 at 256 (BERT, Devlin et al. 2019, A.2)."""
     anchor_lr, anchor_batch = (0.00176, 4096) if optimizer == "lamb" else (1e-4, 256)
-    return anchor_lr * math.sqrt(global_batch / anchor_batch)
+    return anchor_lr * math.sqrt(batch_size / anchor_batch)
 
 
-def advice(lr: float, warmup: int, global_batch: int, optimizer: str, bias_correction: bool) -> str:
+def advice(lr: float, warmup: int, batch_size: int, optimizer: str, bias_correction: bool) -> str:
     """What to change, for the guard's line: a lower rate (half of it, and the sqrt rule's when that is lower), a
     longer warmup, bias correction."""
-    rule = sqrt_rule_lr(global_batch, optimizer)
-    rate = f"a lower --lr (half: {lr / 2:.3g}" + (f"; the sqrt rule for batch {global_batch}: {rule:.3g}, --lr auto)"
+    rule = sqrt_rule_lr(batch_size, optimizer)
+    rate = f"a lower --lr (half: {lr / 2:.3g}" + (f"; the sqrt rule for batch {batch_size}: {rule:.3g}, --lr auto)"
                                                   if rule < lr / 2 else ")")
     tips = [rate, f"a longer --warmup-steps (now {warmup}; the paper's is 3125)"]
     if not bias_correction:

@@ -2,7 +2,7 @@
 pretrain`` maps its flags onto it; experiments, the demo and notebooks call it directly.
 
     from litebert import AlbertConfig, TrainConfig, pretrain
-    result = pretrain("runs/store", "runs/tiny", model="tiny", train=TrainConfig(max_steps=100, global_batch=32))
+    result = pretrain("runs/store", "runs/tiny", model="tiny", train=TrainConfig(max_steps=100, batch_size=32))
 
 Everything is checked before the first write (the run folder's plan, the stores, the model and its vocabulary, the
 checkpoint a resume continues from), so a refused call changes nothing. The same call runs under ``torchrun``: each
@@ -53,9 +53,11 @@ class PretrainResult:
     plateau: Optional[dict] = None  # the plateau guard's finding, when it fired (`litebert.pretraining.plateau`)
     stopped_on_plateau: bool = False  # ended by on_plateau="stop": checkpoint saved, resumable
     stopped_early: bool = False  # ended by a callback's stop, as time_limit ends a run: model written, resumable
+    hub_url: Optional[str] = None  # the Hub repository model/ was uploaded to (``push_to_hub``)
 
     def summary(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("out", "model_dir", "signal")}
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in ("out", "model_dir", "signal") and not (k == "hub_url" and v is None)}
 
 
 @checked
@@ -98,9 +100,10 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
         return _publish(_finished(opening), publish)
     dist = dist or D.from_environment(device=device)
     try:
-        result = _pretrain(opening, cfg, Path(data), eval_data, model, opening.inputs["init_from"],
-                           opening.inputs["tokenizer"], attention, verify_data, progress, stop_after, time_limit,
-                           publish, tuple(callbacks), dist)
+        result = _pretrain(opening, cfg, dist, data=Path(data), eval_data=eval_data, model_spec=model,
+                           init_from=opening.inputs["init_from"], tokenizer=opening.inputs["tokenizer"],
+                           attention=attention, verify_data=verify_data, progress=progress, stop_after=stop_after,
+                           time_limit=time_limit, publish=publish, callbacks=tuple(callbacks))
     finally:
         D.shutdown(dist)
     return _publish(result, publish) if dist.is_main else result  # once the process group is gone: no peer waits
@@ -121,12 +124,12 @@ def _publish(result: PretrainResult, publish) -> PretrainResult:
 def _finished(opening) -> PretrainResult:
     out, step = opening.folder.out, opening.done_step
     print(f"{out}: the run is finished (step {step}); nothing to do. Its model is in {out / 'model'}", file=sys.stderr)
-    return PretrainResult(out, out / "model", "finished", step, step, True)
+    return PretrainResult(out=out, model_dir=out / "model", action="finished", step=step, max_steps=step, complete=True)
 
 
-def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
-              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish, callbacks: tuple,
-              dist) -> PretrainResult:
+def _pretrain(opening, cfg: TrainConfig, dist, *, data: Path, eval_data, model_spec: ModelSpec, init_from, tokenizer,
+              attention: str, verify_data: bool, progress: bool, stop_after, time_limit, publish,
+              callbacks: tuple) -> PretrainResult:
     """`pretrain` once the folder is planned and the process group joined: every other check, cheapest first (the
     model's shape and the machinery, from config files alone; then the stores and the weights, hashed), then the
     run."""
@@ -135,7 +138,7 @@ def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: Mode
     from litebert.heads import AlbertForPreTraining
     from litebert.params import available_memory, check_memory
     from litebert.engine import distributed as D
-    from litebert.engine.checkpoint import run_identity
+    from litebert.pretraining.identity import run_identity
     from litebert.engine.plan import machine, plan_run
     from litebert.pretraining.init_from import (check_vocabulary, load_init_weights, read_init_config,
                                                 read_init_model)
@@ -168,11 +171,13 @@ def _pretrain(opening, cfg: TrainConfig, data: Path, eval_data, model_spec: Mode
     try:
         result = train_loop(model, train_data, eval_set, cfg, run.folder.out, plan=run, run_config=record,
                             progress=progress, stop_after=stop_after, time_limit=time_limit, callbacks=callbacks)
-        done = PretrainResult(run.folder.out, run.folder.out / "model", run.action, result.step, cfg.max_steps,
-                              not result.interrupted and result.step >= cfg.max_steps, result.interrupted,
-                              result.signal, result.time_limited, result.skipped_steps, result.tokens_seen,
-                              result.elapsed_s, result.final_eval, model.num_parameters(), result.plateau,
-                              result.stopped_on_plateau, result.stopped_early)
+        done = PretrainResult(
+            out=run.folder.out, model_dir=run.folder.out / "model", action=run.action, step=result.step,
+            max_steps=cfg.max_steps, complete=not result.interrupted and result.step >= cfg.max_steps,
+            interrupted=result.interrupted, signal=result.signal, time_limited=result.time_limited,
+            skipped_steps=result.skipped_steps, tokens_seen=result.tokens_seen, elapsed_s=result.elapsed_s,
+            final_eval=result.final_eval, parameters=model.num_parameters(), plateau=result.plateau,
+            stopped_on_plateau=result.stopped_on_plateau, stopped_early=result.stopped_early)
         if writer is not None:
             _end(writer, run, done, saved_tokenizer, data, publish)
         # Every rank waits here for rank 0's final writes, so no process tears the group down (or exits) while
@@ -250,7 +255,7 @@ def _begin(run, cfg: TrainConfig, record: dict, model, train_data, note) -> Opti
     model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
     writer = folders.begin(run.folder, step=run.start_step,
                            **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
-    write_json(run.folder.out / "train_config.json", record)
+    write_json(run.folder.out / folders.TRAIN_CONFIG, record)
     say = _say
     if note and run.action not in ("resume", "reopen"):
         say(note)
@@ -258,7 +263,7 @@ def _begin(run, cfg: TrainConfig, record: dict, model, train_data, note) -> Opti
         say(f"{run.folder.out}: extending the finished run from step {run.start_step} to {cfg.max_steps} (the "
             f"learning rate follows the schedule for max_steps {cfg.max_steps})")
     say(f"pretraining: {model.num_parameters():,} parameters, {train_data.num_examples:,} examples/epoch, global "
-        f"batch {cfg.global_batch} = {run.split.describe()}, {cfg.describe_lr()}, warmup {cfg.warmup_steps}; "
+        f"batch {cfg.batch_size} = {run.split.describe()}, {cfg.describe_lr()}, warmup {cfg.warmup_steps}; "
         f"{run.runtime.attention} attention, {run.runtime.describe()['precision']} on {run.runtime.dist.device}")
     return writer
 

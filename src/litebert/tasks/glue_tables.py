@@ -2,7 +2,7 @@
 (`litebert.inputs.hub_datasets`), a Parquet or an Arrow file, as the GLUE presets read the benchmark's TSV files.
 
 Columns are the Hub's GLUE's (``nyu-mll/glue``: `HUB_COLUMNS`, the label in ``label``, the row's id in ``idx``), or,
-when the table has those instead, the TSV header's (`litebert.tasks.readers.GLUE_TASKS`). Labels come out as the
+when the table has those instead, the TSV header's (`litebert.tasks.examples.GLUE_TASKS`). Labels come out as the
 TSV files spell them, so that a preset reads the same examples from either:
 
 * a ``ClassLabel`` column (the Hub's GLUE has one) gives its class index where the TSV labels are 0 and 1 (CoLA,
@@ -20,7 +20,7 @@ from __future__ import annotations
 from litebert.inputs import columnar
 from litebert.inputs import text as text_input
 from litebert.errors import DataError
-from litebert.tasks.readers import GLUE_TASKS, TextExample, _check_label, _score
+from litebert.tasks.examples import GLUE_TASKS, TextExample, check_label, check_score
 
 # The text columns of each task in the Hub's GLUE (features of nyu-mll/glue, the dataset `datasets` used to build
 # as "glue"; e.g. tensorflow/datasets docs/community_catalog/huggingface/glue.md lists them).
@@ -48,16 +48,16 @@ def _layout(name: str, have: list[str], path) -> tuple[str, str | None, str]:
 def _label(at: str, value, names: list[str] | None, spec: dict) -> str | float:
     """The TSV spelling of the label ``value`` read at ``at`` (``names``: its ClassLabel's names, if it is one)."""
     if spec["labels"] is None:
-        return _score(at, value, "column 'label'")
+        return check_score(at, value, "column 'label'")
     if names is not None and value in names and all(label.isdigit() for label in spec["labels"]):
         value = str(names.index(value))  # the Hub's names, in the TSV's 0/1 order
     elif isinstance(value, bool) or not isinstance(value, (str, int)):
         raise DataError(f"{at}: label {value!r} is not one of the task's labels {spec['labels']}")
-    return _check_label(at, str(value).strip(), spec["labels"])
+    return check_label(at, str(value).strip(), spec["labels"])
 
 
 def read_glue_table(name: str, path) -> list[TextExample]:
-    """The examples of the GLUE task ``name`` (`litebert.tasks.readers.glue_task_name`) in the table ``path``."""
+    """The examples of the GLUE task ``name`` (`litebert.tasks.examples.glue_task_name`) in the table ``path``."""
     spec = GLUE_TASKS[name]
     kind = text_input.table_kind(path)
     have = columnar.column_names(path, kind)

@@ -27,26 +27,14 @@ from litebert.inputs import text as text_input
 from litebert.errors import ConfigError, DataError
 from litebert.tasks import metrics as M
 from litebert.tasks import readers as R
+from litebert.tasks import token_groups as G
+from litebert.tasks.readers import json_text
+from litebert.tasks.scores import softmax
 from litebert.tasks.features import encode_multiple_choice, encode_text, encode_tokens
 from litebert.tasks.qa_decode import QADecoding, decode as decode_answers, window_length as qa_window_length
 from litebert.tasks.qa_decode import windows as qa_windows
 from litebert.tasks.squad import SquadV2Model, no_answer_probs
 
-
-def json_text(obj: dict, keys: tuple, where: str) -> str:
-    """The string under the first of ``keys`` that ``obj`` has; a missing key or a non-string names ``where``."""
-    for k in keys:
-        if k in obj:
-            if not isinstance(obj[k], str):
-                raise DataError(f"{where}: {k!r} must be a string")
-            return obj[k]
-    raise DataError(f"{where}: missing key; expected one of {list(keys)} (has: {sorted(obj)})")
-
-
-def softmax(x: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """Softmax over ``axis`` (None: the whole array)."""
-    e = np.exp(x - x.max(axis, keepdims=True))
-    return e / e.sum(axis, keepdims=True)
 
 
 def sort_labels(labels) -> list[str]:
@@ -76,6 +64,8 @@ def example_id(example, index: int):
 
 class TaskKind(ABC):
     name: ClassVar[str]  # the "kind" entry of finetune.json
+    metrics: ClassVar[tuple[str, ...]] = ()  # the names `score` may return: what --metric can choose (compute_metrics
+    # may add others)
     head: ClassVar[type]  # the `litebert.heads` class the kind fine-tunes
 
     @abstractmethod
@@ -182,6 +172,7 @@ class _SentenceKind(TaskKind):
 @dataclass(frozen=True)
 class Classification(_SentenceKind):
     name: ClassVar[str] = "classification"
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "matthews", "f1")  # f1 with two labels
 
     def collect_labels(self, examples, preset_labels):
         if preset_labels:
@@ -216,6 +207,7 @@ class Classification(_SentenceKind):
 @dataclass(frozen=True)
 class Regression(_SentenceKind):
     name: ClassVar[str] = "regression"
+    metrics: ClassVar[tuple[str, ...]] = ("pearson", "spearman", "mse")
     float_labels: ClassVar[bool] = True
 
     def new_model(self, model_dir, labels, **overrides):  # one output, MSE loss
@@ -242,6 +234,7 @@ class TokenClassification(TaskKind):
     """A tag per word (NER, CoNLL-2003); each word is predicted at its first piece."""
 
     name: ClassVar[str] = "token"
+    metrics: ClassVar[tuple[str, ...]] = ("precision", "recall", "f1", "token_accuracy")
     head: ClassVar[type] = heads.AlbertForTokenClassification
 
     def read(self, path, labels=None, columns=None, encoding_errors="strict"):
@@ -264,8 +257,6 @@ class TokenClassification(TaskKind):
     def for_inference(self, qa_decoding: str = "official", aggregation_strategy: str | None = None) -> "TaskKind":
         if aggregation_strategy is None:
             return self
-        from litebert.tasks.token_groups import TokenEntities
-
         return TokenEntities(aggregation=aggregation_strategy)
 
     def featurize(self, tok, examples, labels, max_length, training=False):
@@ -311,6 +302,44 @@ class TokenClassification(TaskKind):
 
 
 # ------------------------------------------------------------------------------------------------ multiple choice
+
+@dataclass(frozen=True)
+class TokenEntities(TokenClassification):
+    """The token kind as ``litebert predict --aggregation-strategy`` runs it: each input's ``text`` (or its
+    ``words`` joined by spaces) answered as the NER pipeline answers it, under ``entities``; texts are cut at the
+    model's positions, as the pipeline cuts them."""
+
+    aggregation: Literal["none", "simple", "first", "average", "max"] = "none"
+    IGNORED: ClassVar[tuple[str, ...]] = ("O",)  # HF's default ignore_labels
+
+    def examples_from_json(self, rows, path, columns=None):
+        out = []
+        for line, o in rows:
+            words = o.get("words")
+            if words is None:
+                text = json_text(o, ("text",), text_input.where(path, line))
+            elif isinstance(words, list) and all(isinstance(w, str) for w in words):
+                text = " ".join(words)
+            else:
+                raise DataError(f"{text_input.where(path, line)}: 'words' must be a list of strings")
+            out.append(R.TextExample(str(o.get("id", line)), text))
+        return out
+
+    def inference_length(self, fine_tuned: int, positions: int) -> int:
+        return positions
+
+    def featurize(self, tok, examples, labels, max_length, training=False):
+        return G.features(tok, [e.text_a for e in examples], max_length)
+
+    def predictions(self, examples, feats, outs, labels):
+        return [G.entities(f["pieces"], softmax(o["logits"], axis=-1), labels, self.aggregation, self.IGNORED,
+                         f["join"]) for f, o in zip(feats, outs)]
+
+    def output_rows(self, preds, outs, labels):
+        return [{"entities": [{k: float(v) if k == "score" else v for k, v in e.items()} for e in found]}
+                for found in preds]
+
+
 @dataclass(frozen=True)
 class MultipleChoice(TaskKind):
     """Pick one of K options (RACE); each (context, question + option) row gets one score."""
@@ -318,6 +347,7 @@ class MultipleChoice(TaskKind):
     format: str = "jsonl"  # "race": RACE JSON (a file or a folder of them); "jsonl": one item a line
     max_qa_length: int = 128  # official run_race max_qa_length: pieces kept of question + option
     name: ClassVar[str] = "multiple_choice"
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     head: ClassVar[type] = heads.AlbertForMultipleChoice
 
     def read(self, path, labels=None, columns=None, encoding_errors="strict"):
@@ -366,6 +396,8 @@ class ExtractiveQA(TaskKind):
     max_query_length: int = 64
     decoding: Literal["official", "hf"] = "official"
     name: ClassVar[str] = "squad"
+    metrics: ClassVar[tuple[str, ...]] = ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+                                          "NoAns_exact", "NoAns_f1", "NoAns_total")
     head: ClassVar[type] = heads.AlbertForQuestionAnswering
 
     def read(self, path, labels=None, columns=None, encoding_errors="strict"):
@@ -427,6 +459,8 @@ class ExtractiveQAWithNoAnswer(ExtractiveQA):
     the threshold that maximised dev F1 (official ``find_best_thresh``)."""
 
     head: ClassVar[type] = SquadV2Model
+    metrics: ClassVar[tuple[str, ...]] = ExtractiveQA.metrics + ("best_exact", "best_exact_thresh", "best_f1",
+                                                                 "best_f1_thresh")
 
     def featurize(self, tok, examples, labels, max_length, training=False):
         return self._windows(tok, examples, max_length, training)  # keeps is_impossible: the answerability target

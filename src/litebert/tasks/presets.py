@@ -127,6 +127,8 @@ PRESETS["sentiment"] = TaskPreset("sentiment", Classification(glue="sst-2"), "ac
                                   max_seq_length=128, eval_every=100, labels=("0", "1"),
                                   source="BERT-style defaults for a small SST-2-format data set (not from the paper)")
 
+TASKS = ", ".join(PRESETS)  # the task names, as help texts list them
+
 ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "squad": "squad1", "squad-v1": "squad1",
            "squad-v2": "squad2", "squad1.1": "squad1", "squad2.0": "squad2", "ner": "conll", "conll2003": "conll",
            "multiple-choice": "mc", "ax": "mnli"}

@@ -27,6 +27,8 @@ import numpy as np
 from litebert.checks import AT_LEAST_1, check_fields
 from litebert.errors import ConfigError
 from litebert.tasks.pieces import hf_offsets, piece_words
+from litebert.tasks.scores import softmax
+from litebert.tasks.squad import encode_squad
 
 DECODINGS = ("official", "hf")
 # What a decoding does when not told: run_squad's --max_answer_length 30 and piece spans; HF's max_answer_len 15
@@ -72,8 +74,6 @@ def windows(tok, examples: list, decoding: QADecoding, max_seq_len: int, doc_str
     ``input_ids``, ``token_type_ids``, ``example_index``, ``context_offset`` (input position of its first context
     piece), ``spans`` (each context piece's character span in the context); official also ``max_context``; with
     ``align_to_words``, ``words`` (each context piece's word)."""
-    from litebert.tasks.squad import encode_squad
-
     if decoding.method == "official" or training:
         if doc_stride < 1:
             raise ConfigError("{doc_stride}: the official decoding starts a window every doc_stride pieces; give 1 or "
@@ -190,8 +190,6 @@ def _hf_window(f: dict, start: np.ndarray, end: np.ndarray, context: str, answer
     """HF's `select_starts_ends` + `decode_spans` (transformers/pipelines/question_answering.py) on one window: its
     best spans (``top_k * 2 + 10`` of them when aligning to words, else ``top_k``) added to ``answers`` (an equal
     answer's score summed); returns the null score so far."""
-    from litebert.tasks.kinds import softmax
-
     first, n = f["context_offset"], len(f["spans"])
     allowed = np.zeros(len(start), dtype=bool)  # the context pieces and [CLS]
     allowed[0] = True

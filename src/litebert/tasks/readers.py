@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import sys
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from litebert.inputs import columnar
@@ -32,44 +30,9 @@ from litebert.inputs import text as text_input
 from litebert.errors import DataError, literal
 from litebert.files import parse_json
 from litebert.inputs.remote import RemotePath, as_path
-
-
-@dataclass
-class TextExample:
-    """A single-sentence or sentence-pair example (GLUE, user data). ``label`` is a class name, a float, or None."""
-
-    guid: str
-    text_a: str
-    text_b: str | None = None
-    label: str | float | None = None
-    id: object = None  # the data's own id (an "id"/"index" column or key), None when it has none
-
-
-@dataclass
-class MultipleChoiceExample:
-    guid: str
-    context: str
-    question: str
-    choices: list[str]
-    label: int | None = None
-    id: object = None  # the data's own id, None when it has none
-
-
-@dataclass
-class TokenExample:
-    guid: str
-    words: list[str]
-    labels: list[str] | None = None
-
-
-@dataclass
-class SquadExample:
-    qas_id: str
-    question: str
-    context: str
-    answers: list[dict] = field(default_factory=list)  # [{"text": str, "answer_start": int}], checked against context
-    is_impossible: bool = False
-    title: str = ""
+from litebert.tasks.examples import (GLUE_TASKS, MultipleChoiceExample, SquadExample, TextExample, TokenExample,
+                                     check_label, check_score, glue_task_name)
+from litebert.tasks.glue_tables import read_glue_table
 
 
 def open_text(path: str | Path, *, encoding_errors: str = "strict") -> text_input.TextStream:
@@ -128,40 +91,6 @@ def _read_json(path: Path, encoding_errors: str = "strict"):
     return text_input.mend_lone_surrogates(parse_json(text, path, DataError), text, str(path), encoding_errors)
 
 
-def _check_label(at: str, value: str, label_list: list[str] | None) -> str:
-    """``value``, a label read at ``at`` (``file:line``), which must be one of ``label_list`` when it is given."""
-    if label_list is not None and value not in label_list:
-        raise DataError(f"{at}: label {value!r} is not one of the task's labels {label_list}")
-    return value
-
-
-# GLUE: task -> (column of text_a, column of text_b or None, column of the label or None (regression: float column),
-# labels (None = regression)). Columns are header names; see the GLUE benchmark's data files.
-GLUE_TASKS: dict[str, dict] = {
-    "cola": dict(a="sentence", b=None, label="label", labels=["0", "1"]),
-    "sst-2": dict(a="sentence", b=None, label="label", labels=["0", "1"]),
-    "mrpc": dict(a="#1 String", b="#2 String", label="Quality", labels=["0", "1"]),
-    "sts-b": dict(a="sentence1", b="sentence2", label="score", labels=None),
-    "qqp": dict(a="question1", b="question2", label="is_duplicate", labels=["0", "1"]),
-    "mnli": dict(a="sentence1", b="sentence2", label="gold_label", labels=["contradiction", "entailment", "neutral"]),
-    "qnli": dict(a="question", b="sentence", label="label", labels=["entailment", "not_entailment"]),
-    "rte": dict(a="sentence1", b="sentence2", label="label", labels=["entailment", "not_entailment"]),
-    "wnli": dict(a="sentence1", b="sentence2", label="label", labels=["0", "1"]),
-    # AX, the diagnostic set: MNLI's labels, predicted by an MNLI model; the public file has no labels.
-    "ax": dict(a="sentence1", b="sentence2", label="label", labels=["contradiction", "entailment", "neutral"]),
-}
-_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli", "mnli-mm": "mnli", "diagnostic": "ax",
-            "mnli_matched": "mnli", "mnli_mismatched": "mnli"}
-
-
-def glue_task_name(task: str) -> str:
-    name = task.lower()
-    name = _ALIASES.get(name, name)
-    if name not in GLUE_TASKS:
-        raise DataError(f"unknown GLUE task {task!r}; choose one of {sorted(GLUE_TASKS)}")
-    return name
-
-
 def _glue_layout(name: str, spec: dict, path: Path, rows: list[list[str]]) -> tuple[list[str], list[list[str]], int]:
     """``(header, body rows, line of the first body row)`` of a GLUE file; a missing text column is a DataError."""
     if name == "cola" and rows[0][:2] != ["index", "sentence"]:
@@ -188,20 +117,8 @@ def _check_glue_row(path: Path, line: int, row: list[str], spec: dict, col: dict
 def _glue_label(path: Path, line: int, raw: str, spec: dict) -> str | float:
     """The label of a GLUE row: a float for regression (STS-B), else one of the task's labels."""
     if spec["labels"] is None:
-        return _score(f"{path}:{line}", raw, f"column {spec['label']!r}")
-    return _check_label(f"{path}:{line}", raw, spec["labels"])
-
-
-def _score(at: str, raw, column: str) -> float:
-    """A regression target in ``column`` (its description: "column 'label'") read at ``at`` (``file:line``): a
-    finite number (NaN or infinity would train to a NaN loss and score NaN)."""
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise DataError(f"{at}: {column} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise DataError(f"{at}: {column} is {raw!r}, expected a finite number")
-    return value
+        return check_score(f"{path}:{line}", raw, f"column {spec['label']!r}")
+    return check_label(f"{path}:{line}", raw, spec["labels"])
 
 
 def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -> list[TextExample]:
@@ -210,8 +127,6 @@ def read_glue(task: str, path: str | Path, *, encoding_errors: str = "strict") -
     name, path = glue_task_name(task), as_path(path)
     spec = GLUE_TASKS[name]
     if text_input.table_kind(path):  # a datasets folder or split, a Parquet or Arrow file: the Hub's GLUE columns
-        from litebert.tasks.glue_tables import read_glue_table
-
         return read_glue_table(name, path)
     # The official GLUE processors read with quotechar=None: MNLI/QQP contain unbalanced quotes.
     rows = _read_rows(path, encoding_errors, delimiter="\t", quotechar=None)
@@ -306,9 +221,9 @@ def _table_label(at: str, raw, label: str, label_list: list[str] | None, regress
         raise DataError(f"{at}: column {label!r} is empty (null, or -1 in a datasets ClassLabel: a test split?); "
                         f"label every example, or use predict for unlabelled data")
     if regression:
-        return _score(at, raw, f"column {label!r}")
+        return check_score(at, raw, f"column {label!r}")
     raw = raw if isinstance(raw, str) else json.dumps(raw)
-    return _check_label(at, raw.strip(), label_list)
+    return check_label(at, raw.strip(), label_list)
 
 
 def _table_example(at: str, number: int, rec: dict, text_a: str, text_b: str | None, label: str | None,
@@ -542,8 +457,18 @@ def read_conll(path: str | Path, label_list: list[str] | None = None, *,
             raise DataError(f"{path}:{line_no}: {len(parts)} columns, but earlier lines have {ncols}")
         words.append(parts[0])
         if ncols > 1:
-            labels.append(_check_label(f"{path}:{line_no}", parts[-1], label_list))
+            labels.append(check_label(f"{path}:{line_no}", parts[-1], label_list))
     flush()
     if not out:
         raise DataError(f"{path}: the file is empty (no sentences)")
     return out
+
+
+def json_text(obj: dict, keys: tuple, where: str) -> str:
+    """The string under the first of ``keys`` that ``obj`` has; a missing key or a non-string names ``where``."""
+    for k in keys:
+        if k in obj:
+            if not isinstance(obj[k], str):
+                raise DataError(f"{where}: {k!r} must be a string")
+            return obj[k]
+    raise DataError(f"{where}: missing key; expected one of {list(keys)} (has: {sorted(obj)})")

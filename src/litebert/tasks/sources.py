@@ -4,7 +4,7 @@ into the file, folder or dataset split that each split is read from.
 ``data`` is one of:
 
 * a file, local or at a URL (`litebert.inputs.remote`): the training split (for `evaluate`, the split to score);
-* a folder, local or at a URL, holding the splits by their usual names (`runner.pick_split`): ``train.tsv``,
+* a folder, local or at a URL, holding the splits by their usual names (`pick_split`): ``train.tsv``,
   ``dev.tsv``, ``dev_matched.tsv``...; a `datasets` ``DatasetDict`` folder is one, its split folders ``train``,
   ``validation``...; a ``Dataset`` folder is one split;
 * a dataset id (`litebert.inputs.hub_datasets`; a path that exists always wins): its splits, by the same names, or the
@@ -16,13 +16,37 @@ its folder, a split of its dataset (``--dev validation_mismatched``). Without it
 
 from __future__ import annotations
 
+import re
 import os
 from pathlib import Path
 
 from litebert.inputs import columnar, hub_datasets
 from litebert.errors import DataError
 from litebert.inputs.remote import RemotePath, as_path, is_url
-from litebert.tasks.finetuned import find_split, pick_split
+
+
+_SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
+           "test": ("test_matched", "test", "eng.testb")}
+
+
+def find_split(folder: str | Path, split: str) -> Path | None:
+    """The file (or RACE sub-folder, or `datasets` split folder) for ``split`` in a data folder (local, or at a URL):
+    the first entry whose name `pick_split` picks. Hidden entries are skipped: they include the temporaries of writes
+    in progress (`files.atomic_write`)."""
+    entries = sorted(p for p in as_path(folder).iterdir() if not p.name.startswith("."))
+    name = pick_split([p.name for p in entries], split)
+    return next((p for p in entries if p.name == name), None)
+
+
+def pick_split(names: list[str], split: str) -> str | None:
+    """The first of ``names`` that starts with one of the split's usual names as a whole word (``dev_matched``
+    before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev; the Hub's ``validation_matched``), or None."""
+    for usual in _SPLITS[split]:
+        pattern = re.compile(rf"(^|[_.-]){re.escape(usual)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
+        for name in sorted(names):
+            if pattern.search(name):
+                return name
+    return None
 
 
 def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None):

@@ -19,16 +19,11 @@ joined by the tokenizer's decoder (HF's ``convert_tokens_to_string``). Labels eq
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, ClassVar, Literal, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from litebert.errors import DataError
-from litebert.inputs import text as text_input
-from litebert.tasks.kinds import TokenClassification, json_text, softmax
 from litebert.tasks.pieces import hf_offsets
-from litebert.tasks.readers import TextExample
 
 STRATEGIES = ("none", "simple", "first", "average", "max")
 
@@ -140,41 +135,3 @@ def _grouped(answers: list[dict], join) -> list[dict]:
     return [{"entity_group": g[0]["entity"].split("-", 1)[-1],
              "score": np.mean(np.nanmean([a["score"] for a in g])), "word": join([a["word"] for a in g]),
              "start": g[0]["start"], "end": g[-1]["end"]} for g in groups]
-
-
-# ---------------------------------------------------------------------------------------------------- predict
-@dataclass(frozen=True)
-class TokenEntities(TokenClassification):
-    """The token kind as ``litebert predict --aggregation-strategy`` runs it: each input's ``text`` (or its
-    ``words`` joined by spaces) answered as the NER pipeline answers it, under ``entities``; texts are cut at the
-    model's positions, as the pipeline cuts them."""
-
-    aggregation: Literal["none", "simple", "first", "average", "max"] = "none"
-    IGNORED: ClassVar[tuple[str, ...]] = ("O",)  # HF's default ignore_labels
-
-    def examples_from_json(self, rows, path, columns=None):
-        out = []
-        for line, o in rows:
-            words = o.get("words")
-            if words is None:
-                text = json_text(o, ("text",), text_input.where(path, line))
-            elif isinstance(words, list) and all(isinstance(w, str) for w in words):
-                text = " ".join(words)
-            else:
-                raise DataError(f"{text_input.where(path, line)}: 'words' must be a list of strings")
-            out.append(TextExample(str(o.get("id", line)), text))
-        return out
-
-    def inference_length(self, fine_tuned: int, positions: int) -> int:
-        return positions
-
-    def featurize(self, tok, examples, labels, max_length, training=False):
-        return features(tok, [e.text_a for e in examples], max_length)
-
-    def predictions(self, examples, feats, outs, labels):
-        return [entities(f["pieces"], softmax(o["logits"], axis=-1), labels, self.aggregation, self.IGNORED,
-                         f["join"]) for f, o in zip(feats, outs)]
-
-    def output_rows(self, preds, outs, labels):
-        return [{"entities": [{k: float(v) if k == "score" else v for k, v in e.items()} for e in found]}
-                for found in preds]

@@ -62,7 +62,7 @@ def hypotheses(labels: list[str], template: str) -> list[str]:
 def ranked(text: str, labels: list[str], logits: np.ndarray, classes: tuple[int, int], multi_label: bool) -> dict:
     """HF's answer for one text from its pairs' logits [labels, classes]: ``{sequence, labels, scores}``, the labels
     best first."""
-    from litebert.tasks.kinds import softmax
+    from litebert.tasks.scores import softmax
 
     entail, contra = classes
     if multi_label or len(labels) == 1:

@@ -89,7 +89,7 @@ def test_micro_batches_equal_one_batch(separable_task, tmp_path, capsys):
 
 def test_token_losses_are_weighted_by_labelled_tokens():
     """Token classification averages over labelled tokens: micro-batches weigh by those, not by examples."""
-    from litebert.tasks.trainer import _weight
+    from litebert.finetuning.loop import _weight
 
     assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, -100, -100]}) == 1
     assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, 0, -100]}) == 2
@@ -151,7 +151,7 @@ RESUME_RUN = ("--max-steps", "12", "--batch-size", "8", "--eval-every", "4", "--
 
 
 def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys, monkeypatch):
-    import litebert.tasks.finetune as F
+    import litebert.finetuning.run as F
 
     full = tmp_path / "full"
     assert main(finetune(separable_task, full, *RESUME_RUN)) == 0
@@ -184,7 +184,7 @@ def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys,
 
 
 def test_resume_with_other_settings_is_refused(separable_task, tmp_path, capsys, monkeypatch):
-    import litebert.tasks.finetune as F
+    import litebert.finetuning.run as F
 
     out = tmp_path / "run"
     monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
@@ -207,7 +207,7 @@ def test_resume_with_other_settings_is_refused(separable_task, tmp_path, capsys,
 
 def test_resume_without_a_checkpoint_starts_again(separable_task, tmp_path, capsys, monkeypatch):
     """A run killed before its first checkpoint: --resume says so and starts from step 0 (its files replaced)."""
-    import litebert.tasks.trainer as trainer
+    import litebert.finetuning.loop as trainer
 
     def killed(model, features, args, evaluate=None, metric=None, save=None, pad_id=0, log=print, **kw):
         save(model, 2, {"accuracy": 0.5})
@@ -231,7 +231,7 @@ def test_resume_refuses_unreadable_metrics_before_writing(separable_task, tmp_pa
     folder is reopened (as pretraining's resume does), not on rank 0 alone once training has begun (where the other
     processes of a torchrun would wait for it in their first step)."""
     import litebert.folders as folders
-    import litebert.tasks.finetune as F
+    import litebert.finetuning.run as F
 
     out = tmp_path / "run"
     monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
@@ -358,7 +358,7 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     skipped_steps); the others are unscaled before clipping and applied."""
     from helpers.tiny_setup import tiny_model_config
 
-    import litebert.tasks.trainer as trainer
+    import litebert.finetuning.loop as trainer
     from litebert.heads import AlbertForSequenceClassification
     from torch.optim.optimizer import register_optimizer_step_post_hook
 

@@ -88,8 +88,8 @@ def test_lora_trains_adapters_and_head_only_and_the_adapter_loads_on_hf(base, tm
 def test_resume_and_overwrite(base, tmp_path):
     """A run stopped after 4 steps and resumed ends with the uninterrupted run's adapter and model, bit for bit;
     --overwrite replaces adapter/ (the run's own) with the same seeded result, and a user's file there is kept."""
-    from litebert.tasks.finetune import FinetuneConfig
-    from litebert.tasks.finetune import finetune as run
+    from litebert.finetuning.run import FinetuneConfig
+    from litebert.finetuning.run import finetune as run
 
     config = FinetuneConfig(lora=True, seed=3, max_steps=8, batch_size=16, eval_every=4, lr=5e-3)
     whole = run("classify", base[0], base[1], tmp_path / "whole", config=config, progress=False, log=None)

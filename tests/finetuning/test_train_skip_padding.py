@@ -9,8 +9,8 @@ import torch
 from helpers.tiny_setup import tiny_model_config
 
 from litebert.data.pretraining import PretrainingDataset
-from litebert.tasks.trainer import TrainArgs
-from litebert.tasks.trainer import train as finetune
+from litebert.finetuning.config import TrainArgs
+from litebert.finetuning.loop import train as finetune
 from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
                             AlbertForSequenceClassification, AlbertForTokenClassification)
 from litebert.pretraining import loop
@@ -40,7 +40,7 @@ def test_pretraining_loop_skips_padding_and_equals_the_padded_run(stores, tmp_pa
     lengths = [data.example(0, i)["input_ids"].size for i in range(32)]  # 4 steps x 2 micro-batches of 4
     padded_batches = [min(lengths[i:i + 4]) < max(lengths[i:i + 4]) for i in range(0, 32, 4)]
     assert 1 <= sum(padded_batches) < 8  # some micro-batches carry padding, some do not
-    cfg = TrainConfig(max_steps=4, global_batch=8, micro_batch=4, lr=5e-3, warmup_steps=1, seq_len=64,
+    cfg = TrainConfig(max_steps=4, batch_size=8, micro_batch=4, lr=5e-3, warmup_steps=1, seq_len=64,
                       max_predictions=10, eval_every=0, save_every=4, seed=3,
                       read_every=1)  # each step read by itself: its own rates
     runs, ranks = {}, {}

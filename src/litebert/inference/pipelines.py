@@ -24,7 +24,7 @@ list is run in batches of similar length (``batch_size`` texts, and with ``batch
 tokens), the padding skipped; answers come back in the input's order. Labels are the folder's (config.json
 ``id2label``, else finetune.json's ``labels``). Texts longer than the model's positions are cut (HF would fail).
 
-`litebert.fill_mask.fill_mask` is the ``litebert fill-mask`` command, through the same code.
+`litebert.inference.fill_mask.fill_mask` is the ``litebert fill-mask`` command, through the same code.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from litebert import hub
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
+from litebert import folders
 
 TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
          "zero-shot-classification")
@@ -70,7 +71,7 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
     if not Path(model).is_dir():
         raise CheckpointError("{model}: no such model folder", model=model)
-    from litebert.tasks.finetuned import load_tokenizer
+    from litebert.inference.finetuned import load_tokenizer
 
     net = cls.load(Path(model))
     runtime = Runtime.for_inference(net.config, device, precision, attention)
@@ -138,10 +139,10 @@ class Pipeline:
                 for i, t, o in zip(enc["input_ids"], enc["token_type_ids"], enc["offsets"])]
 
     def run(self, features: list[dict], collate=None) -> list[Any]:
-        """The model's output for each feature (`litebert.inference.run_batches`: batches of similar length, the
+        """The model's output for each feature (`litebert.inference.loop.run_batches`: batches of similar length, the
         padding skipped, order restored); each is what `take` makes of that feature's row of the batch-major tensors
         `outputs` returns. ``collate``: the host batch of a list of features (default: their padded inputs)."""
-        from litebert.inference import run_batches
+        from litebert.inference.loop import run_batches
         from litebert.tasks.features import check_ids
 
         check_ids(features, self.model.config.vocab_size)
@@ -187,7 +188,7 @@ class FillMask(Pipeline):
         def collate(fs: list[dict]) -> dict:
             """The padded inputs, and where the MLM head runs, the masks only: ``mlm_positions`` [B, P], padded with
             0 ([CLS], read and dropped)."""
-            from litebert.inference import pad_inputs
+            from litebert.inference.loop import pad_inputs
 
             width = max(len(f["masks"]) for f in fs)
             positions = torch.tensor([f["masks"] + [0] * (width - len(f["masks"])) for f in fs])
@@ -227,7 +228,7 @@ def _labels(model, folder: Path) -> list[str]:
     config = model.config
     if config.id2label:
         return [config.id2label[i] for i in range(len(config.id2label))]
-    meta = folder / "finetune.json"
+    meta = folder / folders.FINETUNE_META
     labels = read_json(meta, CheckpointError).get("labels") if meta.is_file() else None
     n = model.classifier.out_features
     return labels if isinstance(labels, list) and len(labels) == n else [f"LABEL_{i}" for i in range(n)]
@@ -252,7 +253,7 @@ class TextClassification(_Labelled):
     def answer(self, texts: list[str], top_k: int | None | Literal[""] = "") -> list:
         """``top_k``: the best so many labels, best first (more than there are: all of them, as HF's); None: all;
         not given (HF's legacy ""): the best label alone, not in a list."""
-        from litebert.tasks.kinds import softmax
+        from litebert.tasks.scores import softmax
 
         labels, config = self.labels, self.model.config
         logits = self.run(self.encode(texts))
@@ -339,7 +340,7 @@ class TokenClassification(_Labelled):
         """``aggregation_strategy`` (None: "none"): one answer per piece, or entities grouped from pieces or words,
         as HF's (`litebert.tasks.token_groups`)."""
         from litebert.tasks import token_groups as G
-        from litebert.tasks.kinds import softmax
+        from litebert.tasks.scores import softmax
 
         feats = G.features(self.tokenizer, texts, self.max_length)
         return [G.entities(f["pieces"], softmax(logits, axis=-1), self.labels, aggregation_strategy or "none",
@@ -377,7 +378,7 @@ def _fine_tuned_length(folder: Path, model) -> int:
     from litebert.files import read_json
     from litebert.tasks.presets import preset_from_json
 
-    meta = folder / "finetune.json"
+    meta = folder / folders.FINETUNE_META
     saved = read_json(meta, CheckpointError) if meta.is_file() else {}
     if isinstance(saved.get("task"), str):
         return preset_from_json(saved["task"], saved.get("preset"), str(meta)).max_seq_length

@@ -1,11 +1,9 @@
-"""``litebert fill-mask``: `fill_mask`, the fill-mask pipeline (`litebert.pipelines`) on one text or on the
+"""``litebert fill-mask``: `fill_mask`, the fill-mask pipeline (`litebert.inference.pipelines`) on one text or on the
 ``text`` field of every record of a JSONL file or table, and its flags."""
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -13,7 +11,7 @@ from typing import Optional
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_1
 from litebert.errors import ConfigError, DataError, literal
-from litebert.pipelines import pipeline
+from litebert.inference.pipelines import pipeline
 from litebert.inputs.remote import as_path
 
 
@@ -38,7 +36,7 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     from litebert import hub
     from litebert.inputs import text as text_input
     from litebert.folders import plan_file
-    from litebert.tasks.predict import CHUNK_SIZE, chunks, write_jsonl
+    from litebert.inference.predict import CHUNK_SIZE, chunks, write_jsonl
 
     if (text is None) == (input is None):
         raise ConfigError("give {text:flag} or {input:flag}" + (", not both" if text is not None else ""),
@@ -65,38 +63,3 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
         return FillMaskResult(len(rows), rows)
     write_jsonl(output, rows)
     return FillMaskResult(len(rows), [], Path(output))
-
-
-def configure(p) -> None:
-    """``litebert fill-mask``: the flags of `fill_mask`."""
-    from litebert.cli import add_runtime_arguments, ranged
-
-    p.add_argument("--model", required=True, help="a folder with an MLM head (a pretraining run's model, an HF "
-                                                   "AlbertForMaskedLM folder) or a hub id")
-    p.add_argument("--text", help='one text holding [MASK], e.g. "The [MASK] sat on the mat."; prints the answer')
-    p.add_argument("--input", help="JSONL (or a table): the text of each record under --text-field")
-    p.add_argument("--output", help="JSONL: each --input record with 'predictions' added (default: printed)")
-    ranged(p.add_argument("--top-k", type=int, default=5, help="pieces per mask"), AT_LEAST_1)
-    p.add_argument("--tokenizer", help="tokenizer folder or file (default: the --model folder's)")
-    p.add_argument("--text-field", default="text", help="field or column holding the text")
-    p.add_argument("--batch-size", type=int, default=32, help="texts per batch")
-    p.add_argument("--batch-tokens", type=int, help="batches also hold at most this many tokens (default: off)")
-    add_runtime_arguments(p)
-    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace"),
-                   help="invalid UTF-8 in --input: stop with file, line and byte offset, or substitute U+FFFD")
-    p.add_argument("--overwrite", action="store_true", help="--output exists: replace it")
-
-
-def run(args) -> int:
-    result = fill_mask(args.model, args.text, input=args.input, output=args.output, top_k=args.top_k,
-                       tokenizer=args.tokenizer, text_field=args.text_field, batch_size=args.batch_size,
-                       batch_tokens=args.batch_tokens, device=args.device, precision=args.precision,
-                       attention=args.attention, encoding_errors=args.encoding_errors, overwrite=args.overwrite)
-    if args.text is not None:
-        print(json.dumps(result.predictions[0], indent=2, ensure_ascii=False))
-    elif result.output is None:
-        for row in result.predictions:
-            print(json.dumps(row, ensure_ascii=False))
-    else:
-        print(f"wrote {result.count} answers to {result.output}", file=sys.stderr)
-    return 0

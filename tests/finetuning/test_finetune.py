@@ -304,7 +304,7 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
     predicts and evaluates; a kind that contradicts the task is refused."""
     from litebert.errors import CheckpointError
     from litebert.tasks import kinds as K
-    from litebert.tasks.finetuned import load_finetuned
+    from litebert.inference.finetuned import load_finetuned
     from litebert.heads import AlbertForQuestionAnswering, AlbertForSequenceClassification
 
     model, tok = base
@@ -364,7 +364,7 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
 
 
 def test_find_split_by_usual_names_skipping_hidden_temporaries(tmp_path):
-    from litebert.tasks.finetuned import find_split
+    from litebert.tasks.sources import find_split
 
     for name in (".dev_matched.tsv.tmp-123", "dev_mismatched.tsv", "dev_matched.tsv", "train.tsv", "test.tsv",
                  "pretrain.txt"):

@@ -25,14 +25,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, POSITIVE
-from litebert.engine.args import Machinery
 from litebert.errors import ConfigError, DataError, literal
+from litebert.finetuning.config import TrainArgs
 from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import packs_in_training, prepare_batch
@@ -47,40 +46,6 @@ from litebert.engine.signals import StopSignals
 
 TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
                  "loss_scale"]  # loss_scale: fp16 only
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainArgs(Machinery):
-    """The fine-tuning loop's settings: a `FinetuneConfig` resolved against its task preset
-    (`FinetuneConfig.train_args`); the settings of how the run executes are the shared `Machinery`."""
-
-    lr: float
-    batch_size: int  # examples per optimizer step, over all processes (the presets' hyperparameter)
-    train_steps: int
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    eval_every: int = 100
-    patience: int | None = None  # stop after this many evaluations without improvement (None: never)
-    group_by_length: bool = True
-    pad_to: int | None = None  # fixed pad-to-max-length batches (the common HF recipe) instead of dynamic padding
-    skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
-    eval_batch_size: int = 64
-    progress: bool = True
-
-    RANGES: ClassVar[dict] = {
-        "lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1, "warmup_steps": AT_LEAST_0,
-        "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE, "eval_every": AT_LEAST_1, "patience": AT_LEAST_1,
-        "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1}
-
-    # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
-    # changes only the order of floating-point sums).
-    TRAJECTORY = ("lr", "batch_size", "train_steps", "warmup_steps", "weight_decay", "max_grad_norm", "eval_every",
-                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision", "bias_correction")
-
-
-def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
-    return max(1, math.ceil(n_examples / batch_size * epochs))
 
 
 def run_identity(model: torch.nn.Module, args: TrainArgs, features: list[dict], extra: dict | None = None) -> dict:
@@ -164,7 +129,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             idx = batches.of_step(state.step)
             step = train_step(state, wrapped, lambda size: batches.micro(idx, micro.per_process // size, rt, pad_id),
                               runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
-                              clip_norm=args.max_grad_norm, micro=micro)
+                              max_grad_norm=args.max_grad_norm, micro=micro)
             readout.add(state.step, step, [batches.examples])
             calls.advance(state.step)
             news = micro.news()

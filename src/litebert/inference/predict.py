@@ -39,9 +39,9 @@ from litebert.files import atomic_write
 from litebert.folders import plan_file
 from litebert.inputs.remote import as_path
 from litebert.tasks import readers as R
-from litebert.tasks import finetuned
+from litebert.inference import finetuned
 from litebert.engine.runtime import Runtime
-from litebert.tasks.finetuned import predict_outputs
+from litebert.inference.finetuned import predict_outputs
 from litebert.tasks.sources import eval_path
 
 CHUNK_SIZE = 2048  # inputs read, featurized and run at a time
@@ -110,7 +110,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     rt = Runtime.for_inference(net.config, device, precision, attention)
     rt.place(net)
     metrics, rows = finetuned.evaluate_rows(preset, net, tok, examples, labels, max_len, batch_size,
-                                         null_threshold=threshold, progress=progress, amp=rt.amp, varlen=rt.varlen)
+                                         null_threshold=threshold, progress=progress, runtime=rt)
     if output is not None:
         write_jsonl(output, rows)
     return EvaluateResult(preset.name, path, metrics, rows, Path(output) if output is not None else None)
@@ -207,8 +207,7 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
             for rows in chunks(R.records(path, encoding_errors=encoding_errors), chunk_size):
                 examples = kind.examples_from_json(rows, path, meta.get("columns"))
                 feats = kind.featurize(tok, examples, labels, max_len)
-                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, amp=rt.amp, max_tokens=max_tokens,
-                                       varlen=rt.varlen)
+                outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, runtime=rt, max_tokens=max_tokens)
                 preds = kind.thresholded(kind.predictions(examples, feats, outs, labels), meta.get("null_threshold"))
                 for (_, obj), added in zip(rows, kind.output_rows(preds, outs, labels)):
                     f.write(json.dumps({**obj, **added}, ensure_ascii=False) + "\n")
@@ -256,7 +255,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     A first pass counts (and checks) the texts, so that the .npy header can be written first and the rows appended
     chunk by chunk. Returns the written array, memory-mapped (read-only)."""
     from litebert.heads import AlbertModel
-    from litebert.inference import run_batches
+    from litebert.inference.loop import run_batches
 
     path = as_path(input_path)
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))

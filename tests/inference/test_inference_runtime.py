@@ -3,7 +3,7 @@
 Every command and pipeline resolves ``device``/``precision``/``attention`` through `Runtime.for_inference`: varlen
 attention and fp16 on a CPU are refused with the same one-line error everywhere, before anything is written; bf16 on
 a CPU runs the model under CPU bf16 autocast everywhere (fp32 and auto: no autocast), always in inference mode.
-The one loop (`litebert.inference.run_batches`) gives, for mixed lengths and any batching (1, several, by tokens),
+The one loop (`litebert.inference.loop.run_batches`) gives, for mixed lengths and any batching (1, several, by tokens),
 each input's outputs in the input's order, equal to the model run on that input alone, without padding."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 import litebert
 from litebert.cli import main
 from litebert.errors import ConfigError
-from litebert.inference import run_batches
+from litebert.inference.loop import run_batches
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
               intermediate_size=37, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
               classifier_dropout_prob=0.0)

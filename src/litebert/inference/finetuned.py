@@ -1,4 +1,4 @@
-"""Saving and loading fine-tuned folders, finding a data folder's splits, and evaluating on labelled examples.
+"""Saving and loading fine-tuned folders, and evaluating on labelled examples.
 
 A fine-tuned folder holds the model (HF layout, with the label names as ``id2label`` in config.json), the tokenizer
 (``spiece.model`` or ``vocab.txt``), and ``finetune.json`` with the task, its kind, its labels, the metric, the chosen
@@ -11,44 +11,19 @@ to.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from litebert.errors import CheckpointError, literal
-from litebert.inputs.remote import as_path
 from litebert.files import read_json, write_json
 from litebert.tasks.kinds import example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
 from litebert.tasks.features import check_ids, length_of
+from litebert import folders
 
-META_FILE = "finetune.json"
-_SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
-           "test": ("test_matched", "test", "eng.testb")}
-
-
-def find_split(folder: str | Path, split: str) -> Path | None:
-    """The file (or RACE sub-folder, or `datasets` split folder) for ``split`` in a data folder (local, or at a URL):
-    the first entry whose name `pick_split` picks. Hidden entries are skipped: they include the temporaries of writes
-    in progress (`files.atomic_write`)."""
-    entries = sorted(p for p in as_path(folder).iterdir() if not p.name.startswith("."))
-    name = pick_split([p.name for p in entries], split)
-    return next((p for p in entries if p.name == name), None)
-
-
-def pick_split(names: list[str], split: str) -> str | None:
-    """The first of ``names`` that starts with one of the split's usual names as a whole word (``dev_matched``
-    before ``dev`` for MNLI; CoNLL's ``eng.testa`` is dev; the Hub's ``validation_matched``), or None."""
-    for usual in _SPLITS[split]:
-        pattern = re.compile(rf"(^|[_.-]){re.escape(usual)}([_.-]|$)")  # "train.tsv", "disfl_qa_train.json.gz"
-        for name in sorted(names):
-            if pattern.search(name):
-                return name
-    return None
-
-
+META_FILE = folders.FINETUNE_META
 def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     """Write ``model``, ``tok`` and ``meta`` (finetune.json: plain JSON values, the preset as
     `TaskPreset.to_json` gives it) to ``out_dir``."""
@@ -210,19 +185,18 @@ def _check_labels(meta: dict, model, meta_path: Path) -> None:
 
 
 def _run(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
-         batch_size: int, features: list[dict] | None, progress: bool, amp, varlen: bool) -> tuple[list, list, list]:
+         batch_size: int, features: list[dict] | None, progress: bool, runtime) -> tuple[list, list, list]:
     kind = preset.kind
     feats = features if features is not None else kind.featurize(tok, examples, labels, max_length)
-    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress, amp, varlen=varlen)
+    outs = predict_outputs(model, feats, batch_size, tok.pad_token_id, progress, runtime)
     return feats, outs, kind.predictions(examples, feats, outs, labels)
 
 
 def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
-             progress: bool = False, amp=None, varlen: bool = False, compute_metrics=None) -> tuple[dict, list]:
+             progress: bool = False, runtime=None, compute_metrics=None) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
-    The model runs on its own device, under autocast to ``amp`` when given, with ``varlen`` attention or not
-    (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a dict of names to numbers), from
+    The model runs as ``runtime`` says (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a dict of names to numbers), from
     the predictions and gold labels as `evaluation_rows` gives them (``evaluate --output``'s).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
@@ -230,8 +204,8 @@ def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] |
     thresholds; the returned predictions apply the same threshold.
     """
     kind = preset.kind
-    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress, amp,
-                              varlen)
+    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, features, progress,
+                              runtime)
     metrics, preds = kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
     if compute_metrics is not None:
         rows = kind.evaluation_rows(examples, feats, preds, outs, labels)
@@ -262,30 +236,27 @@ def own_metrics(compute_metrics, predictions: list, gold: list, metrics: dict) -
 
 def evaluate_rows(preset: TaskPreset, model, tok, examples: list, labels: list[str] | None, max_length: int,
                   batch_size: int = 64, null_threshold: float | None = None, progress: bool = False,
-                  amp=None, varlen: bool = False) -> tuple[dict, list[dict]]:
+                  runtime=None) -> tuple[dict, list[dict]]:
     """(metrics, rows): as `evaluate`, with one row per example for ``evaluate --output``: ``id`` (the example's
     own id, else its 0-based index), the gold ``label``, the ``prediction`` and, where the kind has them,
     ``probabilities`` (`TaskKind.evaluation_rows`)."""
     kind = preset.kind
-    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, None, progress, amp,
-                              varlen)
+    feats, outs, preds = _run(preset, model, tok, examples, labels, max_length, batch_size, None, progress, runtime)
     metrics = kind.score(examples, preds, labels, null_threshold)
     rows = kind.evaluation_rows(examples, feats, kind.thresholded(preds, null_threshold), outs, labels)
     return metrics, [{"id": example_id(e, i), **r} for i, (e, r) in enumerate(zip(examples, rows))]
 
 
 def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: int = 64, pad_id: int = 0,
-                    progress: bool = False, amp: torch.dtype | None = None,
-                    max_tokens: int | None = None, varlen: bool = False) -> list[dict[str, np.ndarray]]:
-    """A task head's outputs on ``features``, through the inference loop (`litebert.inference.run_batches`: batched
-    by length, the padding skipped, order restored) on the model's device, under autocast to ``amp`` when it is a
-    dtype (None: fp32, or the caller's autocast), with ``varlen`` attention or not: the runtime the caller resolved
-    (`litebert.engine.runtime.Runtime`). ``max_tokens``: batches are cut by size, up to ``batch_size`` rows of at
+                    progress: bool = False, runtime=None, max_tokens: int | None = None) -> list[dict[str, np.ndarray]]:
+    """A task head's outputs on ``features``, through the inference loop (`litebert.inference.loop.run_batches`: batched
+    by length, the padding skipped, order restored) as ``runtime`` says (`litebert.engine.runtime.Runtime`: the
+    caller's, resolved once; None: the model's device, fp32 or the caller's autocast, sdpa). ``max_tokens``: batches are cut by size, up to ``batch_size`` rows of at
     most this many tokens together. Per feature, each output array (float32 numpy) is trimmed to the feature's own
     length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L] (+ ``na_logits``
     scalar for SQuAD v2)."""
     from litebert.engine.runtime import Runtime
-    from litebert.inference import run_batches
+    from litebert.inference.loop import run_batches
 
     check_ids(features, model.config.vocab_size)
     names = ("logits", "start_logits", "end_logits", "na_logits")
@@ -293,7 +264,7 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
     def take(out, batch) -> dict:
         return {n: getattr(out, n).float() for n in names if getattr(out, n, None) is not None}
 
-    outs = run_batches(model, features, take, runtime=Runtime.of_model(model, amp, varlen), batch_size=batch_size,
+    outs = run_batches(model, features, take, runtime=runtime or Runtime.of_model(model), batch_size=batch_size,
                        batch_tokens=max_tokens, pad_id=pad_id, progress=progress, desc="evaluating")
     for f, r in zip(features, outs):
         n = length_of(f)

@@ -1,4 +1,4 @@
-"""``litebert fill-mask`` (`litebert.fill_mask.fill_mask`) against transformers 4.57's fill-mask pipeline: a
+"""``litebert fill-mask`` (`litebert.inference.fill_mask.fill_mask`) against transformers 4.57's fill-mask pipeline: a
 pretraining folder saved by litebert, an HF AlbertForMaskedLM folder and a hub id; --text and --input/--output; and
 its one-line errors (no [MASK], no MLM head, top-k < 1, an existing output left as it was)."""
 
@@ -16,7 +16,7 @@ from helpers.pipelines import CONFIG, assert_same
 import litebert
 from litebert.cli import main
 from litebert.errors import CheckpointError, ConfigError, DataError
-from litebert.fill_mask import fill_mask
+from litebert.inference.fill_mask import fill_mask
 from litebert.tokenizer import AlbertTokenizer
 
 

@@ -29,9 +29,10 @@ from typing import Any, Optional, Sequence
 from litebert import folders
 from litebert.errors import ConfigError, DataError, Field, literal
 from litebert.files import atomic_write, read_json, write_json
+from litebert.finetuning.job import FinetuneResult, notice, run_one, say
 
-GRID_FILE = "grid.json"
-_NOT_COPIED = (folders.OWNER_FILE, "trackers.json", "README.md")  # the marker and trackers are the run's; the card
+GRID_FILE = folders.GRID
+_NOT_COPIED = (folders.OWNER_FILE, folders.TRACKER_STATE, "README.md")  # the marker and trackers are the run's; the card
 # is written for OUT
 
 
@@ -42,20 +43,20 @@ def folder_name(lr: float) -> str:
 
 def finetune_grid(job, out: str | os.PathLike, lrs: Sequence[float], *, resume: bool, overwrite: bool, publish,
                   device: Optional[str], dist: Any):
-    """`finetune` with ``lr_grid`` (module docstring): ``job`` is the call's `finetune._Job`."""
+    """`finetune` with ``lr_grid`` (module docstring): ``job`` is the call's `litebert.finetuning.job.Job`."""
     from litebert.engine import distributed as D
-    from litebert.tasks.finetune import FinetuneResult, _notice
+    
 
     rates = check_rates(job, lrs)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
     plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite, inputs=job.inputs)
     _check_folder(plan, rates)
     if plan.action == "finished":
-        _notice(job.log, f"{out}: this learning-rate grid is finished; nothing to do")
+        notice(job.log, f"{out}: this learning-rate grid is finished; nothing to do")
         publish.not_pushed(f"the grid was finished already; upload it with `litebert push {out} {publish.repo_id}`")
         grid = read_json(plan.out / GRID_FILE, ConfigError)
-        return FinetuneResult(plan.out, job.preset.name, "finished", 0, True, metric=grid.get("metric"),
-                              lr=grid.get("lr"), grid=grid.get("runs"))
+        return FinetuneResult(out=plan.out, task=job.preset.name, action="finished", steps=0, complete=True,
+                              metric=grid.get("metric"), lr=grid.get("lr"), grid=grid.get("runs"))
     dist = dist or D.from_environment(device=device)
     try:
         result = _run(job, plan, rates, publish, dist)
@@ -113,7 +114,7 @@ def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist)
     and finishes ``OUT``."""
     from litebert.engine import distributed as D
     from litebert.push import Publishing
-    from litebert.tasks.finetune import FinetuneResult, _finetune, _say
+    
 
     writer = folders.begin(plan, grid=list(rates)) if dist.is_main else None
     try:
@@ -128,8 +129,8 @@ def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist)
             if opening.finished:
                 continue
             if dist.is_main:
-                _say(job.log, f"learning-rate grid: {lr:g} ({i + 1} of {len(rates)}) in {sub}")
-            result = _finetune(run, opening, own, dist)
+                say(job.log, f"learning-rate grid: {lr:g} ({i + 1} of {len(rates)}) in {sub}")
+            result = run_one(run, opening, own, dist)
             if result.interrupted:
                 return dataclasses.replace(result, out=plan.out, action=plan.action)
             done[lr] = result
@@ -139,9 +140,10 @@ def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist)
             _choose(writer, best, runs, job.metric, rates, publish, job.log)
         D.barrier(dist)  # no process leaves while rank 0 still writes
         ran = done.get(best["lr"])
-        return FinetuneResult(plan.out, job.preset.name, plan.action, ran.steps if ran else 0, True,
-                              best["best_step"], best["dev_metrics"], job.metric, bool(ran and ran.stopped_early),
-                              lr=best["lr"], grid=runs)
+        return FinetuneResult(out=plan.out, task=job.preset.name, action=plan.action, steps=ran.steps if ran else 0,
+                              complete=True, best_step=best["best_step"], best_metrics=best["dev_metrics"],
+                              metric=job.metric, stopped_early=bool(ran and ran.stopped_early), lr=best["lr"],
+                              grid=runs)
     finally:
         if writer is not None:
             writer.close()
@@ -151,7 +153,7 @@ def _runs(out: Path, rates: tuple[float, ...], metric: str) -> list[dict]:
     """Every rate's finished run, from its finetune.json."""
     runs = []
     for lr in rates:
-        meta = read_json(out / folder_name(lr) / "finetune.json", ConfigError)
+        meta = read_json(out / folder_name(lr) / folders.FINETUNE_META, ConfigError)
         dev = meta.get("dev_metrics") or {}
         runs.append({"lr": lr, "folder": folder_name(lr), "best_step": meta.get("best_step"),
                      "score": float(dev.get(metric, math.nan)), "dev_metrics": dev})
@@ -164,7 +166,7 @@ def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, r
     written for ``OUT``, grid.json, and the marker finished."""
     from litebert.card import write_card
     from litebert.card_builders import finetuned_card
-    from litebert.tasks.finetune import _notice, _say
+    
 
     out, chosen = writer.out, writer.out / best["folder"]
     files = [p for p in folders.entries(chosen) if p.is_file() and not p.is_symlink() and p.name not in _NOT_COPIED]
@@ -180,7 +182,7 @@ def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, r
         for p in folders.entries(chosen / "adapter"):
             atomic_write(out / "adapter" / p.name, lambda tmp, src=p: shutil.copyfile(src, tmp))
     write_json(out / GRID_FILE, {"metric": metric, "lr": best["lr"], "folder": best["folder"], "runs": runs})
-    write_card(out, lambda: finetuned_card(out, publish.card, publish.repo_id), lambda m: _notice(log, m))
+    write_card(out, lambda: finetuned_card(out, publish.card, publish.repo_id), lambda m: notice(log, m))
     writer.finish(grid=list(rates))
-    _say(log, f"learning-rate grid, dev {metric}: " + ", ".join(f"{r['lr']:g} {r['score']:.4f}" for r in runs) +
+    say(log, f"learning-rate grid, dev {metric}: " + ", ".join(f"{r['lr']:g} {r['score']:.4f}" for r in runs) +
          f"; chose {best['lr']:g}: {out} holds its model")

@@ -355,8 +355,8 @@ def test_evaluate_rows_use_the_datas_ids_and_columns_override_the_folders(pair_c
 
 # ------------------------------------------------------------------------------- --device, --precision, --batch-size
 def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsys, monkeypatch):
-    from litebert.tasks import predict as P
-    from litebert.tasks import finetuned
+    from litebert.inference import predict as P
+    from litebert.inference import finetuned
 
     inp = _write_jsonl(tmp_path / "in.jsonl", [{"premise": a, "hypothesis": b} for a, b in PAIRS])
     assert main(["predict", "--model", str(pair_classifier), "--input", str(inp), "--output",
@@ -407,7 +407,8 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
 
 def test_predict_outputs_follow_the_model_device_and_return_float32():
     from litebert.config import AlbertConfig
-    from litebert.tasks.finetuned import predict_outputs
+    from litebert.engine.runtime import Runtime
+    from litebert.inference.finetuned import predict_outputs
     from litebert.heads import AlbertForSequenceClassification
 
     torch.manual_seed(0)
@@ -416,7 +417,7 @@ def test_predict_outputs_follow_the_model_device_and_return_float32():
     for f in feats:
         f["token_type_ids"] = [0] * len(f["input_ids"])
     fp32 = predict_outputs(model, feats, 2)
-    bf16 = predict_outputs(model, feats, 2, amp=torch.bfloat16)
+    bf16 = predict_outputs(model, feats, 2, runtime=Runtime.of_model(model, torch.bfloat16))
     for a, b in zip(fp32, bf16):
         assert a["logits"].dtype == b["logits"].dtype == np.float32
         np.testing.assert_allclose(a["logits"], b["logits"], atol=0.05)

@@ -1,0 +1,96 @@
+"""``litebert finetune``: the flags of `litebert.finetuning.run.finetune`.
+
+    litebert finetune TASK --model DIR --data PATH --out DIR      # TASK: a GLUE task, squad1, squad2, race, mc,
+                                                                  # conll, classify, regress, sentiment
+        [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
+        [--lr 1e-5,3e-5,1e-4]                                     # a learning-rate grid, chosen on dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from litebert.cli import add_common_arguments, add_config_arguments, given, parse_columns
+from litebert.finetuning.config import FinetuneConfig
+from litebert.tasks.presets import TASKS
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help=TASKS)
+    p.add_argument("--model", required=True, help="pretrained model folder (litebert or HF ALBERT)")
+    p.add_argument("--data", required=True, help="a data folder (train/dev files by their usual names; a datasets "
+                                                 "DatasetDict folder) or the training file (.parquet/.arrow and "
+                                                 "datasets folders too); local or a URL (s3://, https://, ...); or "
+                                                 "a dataset id, ORG/NAME[:CONFIG[:SPLIT]] (a path that exists wins)")
+    p.add_argument("--dev", help="the dev file, or the name of a split of --data (default: found by name in the "
+                                 "--data folder or dataset)")
+    p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
+    p.add_argument("--tokenizer", help="tokenizer folder (spiece.model or vocab.txt) or file (default: the "
+                                       "--model folder)")
+    p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
+    p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep --out/checkpoints when the run ends (default: deleted once the run is complete)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--out holds a fine-tuned model: replace it (only the files `finetune` writes are deleted)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the stopped run in --out from its newest checkpoint (same command otherwise)")
+    add_common_arguments(p)
+    from litebert.push import add_arguments as add_hub_arguments
+
+    add_hub_arguments(p)
+    p.add_argument("--lr", type=_rates, metavar="LR[,LR...]",
+                   help="peak learning rate (default: the preset's); several, comma-separated: a grid, one run each "
+                        "in --out/lr-RATE/, the best on dev copied into --out and every rate's score in "
+                        "--out/grid.json")
+    add_config_arguments(p, FinetuneConfig, skip=("precision", "lr"), title="hyper-parameters (the task preset's "
+                                                                              "unless given)")
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers") \
+            from None
+    if not rates:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers")
+    return rates
+
+
+
+def flag_names(args: argparse.Namespace) -> dict[str, str]:
+    """Errors about ``lr_grid`` (finetune's grid of rates) name the flag that gave it."""
+    return {"lr_grid": "--lr"}
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from litebert.finetuning.grid import folder_name
+    from litebert.finetuning.run import finetune
+    from litebert.push import publishing
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    rates = args.lr or []
+    fields = {k: v for k, v in given(args, FinetuneConfig.__dataclass_fields__).items() if k != "lr"}
+    config = FinetuneConfig(**fields, **({"lr": rates[0]} if len(rates) == 1 else {}))
+    grid = rates if len(rates) > 1 else None
+    publish = publishing(args)
+    labels = args.labels.split(",") if args.labels else None
+    result = finetune(args.task, args.model, args.data, args.out, dev=args.dev, tokenizer=args.tokenizer,
+                      columns=parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
+                      overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
+                      attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
+                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid)
+    if result.interrupted:
+        run = Path(args.out) / folder_name(result.lr) if grid else Path(args.out)
+        print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in {run / 'checkpoints'}; "
+              f"continue with the same command and --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
