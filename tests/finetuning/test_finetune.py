@@ -374,3 +374,43 @@ def test_find_split_by_usual_names_skipping_hidden_temporaries(tmp_path):
     assert find_split(tmp_path, "test").name == "test.tsv"
     (tmp_path / "dev_matched.tsv").unlink()
     assert find_split(tmp_path, "dev").name == "dev_mismatched.tsv"
+
+
+# ------------------------------------------------------------------------------------------- the plan before the data
+@pytest.mark.parametrize("config, refused", [
+    (dict(metric="nosuch"), r"metric = 'nosuch': the classify task's dev metrics are accuracy, matthews, f1"),
+    (dict(precision="fp16"), r"precision"),
+    (dict(batch_size=8, micro_batch=3), r"batch_size = 8 is not a multiple of FinetuneConfig.micro_batch = 3"),
+])
+def test_flags_are_checked_before_any_data_is_read(separable_task, tmp_path, config, refused):
+    """What the flags decide (the metric, the precision on this machine, the batch split) is refused before a row is
+    read: here the training file is broken at its second line, and the error is the flag's; the output folder is
+    not created."""
+    from litebert import FinetuneConfig, finetune
+    from litebert.errors import ConfigError
+
+    model, _ = separable_task
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"text": "a fine day", "label": "1"}\n{broken\n')
+    with pytest.raises(ConfigError, match=refused):
+        finetune("classify", model, data, tmp_path / "out", config=FinetuneConfig(max_steps=2, **config),
+                 progress=False, log=None)
+    assert not (tmp_path / "out").exists()
+    # the same call with the flag mended reaches the data, and names its broken line
+    from litebert.errors import DataError
+
+    with pytest.raises(DataError, match=r"train.jsonl:2"):
+        finetune("classify", model, data, tmp_path / "out", config=FinetuneConfig(max_steps=2), progress=False,
+                 log=None)
+
+
+def test_a_metric_of_compute_metrics_waits_for_the_evaluation(separable_task, tmp_path):
+    """With compute_metrics, a metric outside the task's may be one of its own: not refused up front."""
+    from litebert import FinetuneConfig, finetune
+
+    model, data = separable_task
+    done = finetune("classify", model, data, tmp_path / "out",
+                    config=FinetuneConfig(max_steps=2, eval_every=2, metric="mine"), progress=False, log=None,
+                    compute_metrics=lambda preds, gold: {"mine": float(sum(p == g for p, g in zip(preds, gold)))})
+    assert done.complete and done.metric == "mine" and "mine" in done.best_metrics

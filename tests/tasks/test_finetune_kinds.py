@@ -193,3 +193,33 @@ def test_the_docs_table_of_tasks_shows_the_presets():
     assert set(rows) == set(PRESETS)
     for name, preset in PRESETS.items():
         assert rows[name].startswith(shown(preset)), (name, rows[name], shown(preset))
+
+
+# the scores each kind gives, as the metrics it declares (what --metric may choose before any data is read)
+SCORED = {
+    K.Classification: (lambda: ([TextExample("0", "a", label="1"), TextExample("1", "b", label="0"),
+                                 TextExample("2", "c", label="1")], ["1", "1", "0"], ["0", "1"])),
+    K.Regression: (lambda: ([TextExample("0", "a", label=1.0), TextExample("1", "b", label=3.0),
+                             TextExample("2", "c", label=2.0)], [1.5, 2.5, 2.0], None)),
+    K.TokenClassification: (lambda: ([TokenExample("0", ["Ann", "ran"], ["B-PER", "O"])], [["B-PER", "O"]],
+                                     ["B-PER", "O"])),
+    K.MultipleChoice: (lambda: ([MultipleChoiceExample("0", "c", "q", ["a", "b"], label=1)], [1], None)),
+    K.ExtractiveQA: (lambda: ([SquadExample("q1", "who?", "Ann ran.", [{"text": "Ann", "answer_start": 0}])],
+                              [{"id": "q1", "answer": "Ann"}], None)),
+    K.ExtractiveQAWithNoAnswer: (lambda: ([SquadExample("q1", "who?", "Ann ran.", [{"text": "Ann", "answer_start": 0}]),
+                                           SquadExample("q2", "why?", "Ann ran.", [], is_impossible=True)],
+                                          [{"id": "q1", "answer": "Ann", "no_answer_prob": 0.2},
+                                           {"id": "q2", "answer": "", "no_answer_prob": 0.9}], None)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted({type(p.kind) for p in PRESETS.values()}, key=lambda k: k.__name__))
+def test_each_kind_scores_the_metrics_it_declares(kind):
+    """Every metric a kind's score returns is one it declares in ``metrics`` (and the task's preset metric is
+    among them), so that a --metric outside them can be refused before any data is read."""
+    examples, preds, labels = SCORED[kind]()
+    scored = kind().score(examples, preds, labels)
+    assert scored and set(scored) <= set(kind.metrics), set(scored) - set(kind.metrics)
+    for p in PRESETS.values():
+        if type(p.kind) is kind:
+            assert p.metric in kind.metrics, p.name

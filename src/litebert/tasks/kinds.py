@@ -2,14 +2,14 @@
 
 A kind reads a split's examples, collects the label set, turns examples into features, builds its head on a
 pretrained encoder (and loads it back from a fine-tuned folder), turns model outputs into predictions, scores them,
-and shapes the rows `litebert predict` writes. The runner, `predict` and the CLI call these methods and never ask
-which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
+and shapes the rows `litebert predict` writes. Fine-tuning (`litebert.finetuning`), `evaluate`/`predict` and the
+pipelines (`litebert.inference`) call these methods and never ask which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
 window sizes); a task preset (`presets.py`) pairs a kind with its hyperparameters.
 
-Model outputs (``outs``) are `finetuned.predict_outputs`'s: one dict of numpy arrays per feature.
+Model outputs (``outs``) are `litebert.inference.finetuned.predict_outputs`'s: one dict of numpy arrays per feature.
 
-To add a kind: subclass `TaskKind`, give it a ``name`` (stored in ``finetune.json``) and a ``head``, implement the
-abstract methods, and give it to a preset in `presets.py`.
+To add a kind: subclass `TaskKind`, give it a ``name`` (stored in ``finetune.json``), a ``head`` and its ``metrics``
+(the names ``score`` returns), implement the abstract methods, and give it to a preset in `presets.py`.
 """
 
 from __future__ import annotations

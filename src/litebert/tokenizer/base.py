@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import TokenizerError
-from litebert.tokenizer.batch import BatchEncoding, to_tensors
+from litebert.tokenizer.batch import BatchEncoding, as_id_list, to_tensors
 
 CONFIG_NAME = "tokenizer_config.json"  # HF's tokenizer settings, in every tokenizer folder
 HF_JSON_NAME = "tokenizer.json"  # HF tokenizers' serialization (what AutoTokenizer reads first)
@@ -70,7 +70,17 @@ class TokenizerBase:
         raise NotImplementedError
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        raise NotImplementedError
+        """Piece of an id, or pieces of a sequence of ids (special ones left out with ``skip_special_tokens``): from
+        ``self._pieces``, the vocabulary's pieces in id order, which each tokenizer keeps."""
+        if isinstance(ids, (int, np.integer)):
+            return self._pieces[self._checked_id(ids)]
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return [self._pieces[self._checked_id(i)] for i in as_id_list(ids) if i not in skip]
+
+    def _checked_id(self, i) -> int:
+        if not 0 <= i < self.vocab_size:
+            raise TokenizerError(f"token id {i} is outside the vocabulary (0 to {self.vocab_size - 1})")
+        return int(i)
 
     def decode(self, ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None) -> str:
         raise NotImplementedError

@@ -173,18 +173,6 @@ class AlbertTokenizer(TokenizerBase):
         """Ids of normal pieces (not control, unknown, unused or user-defined): candidates for random replacement."""
         return np.flatnonzero(np.asarray(self.piece_types) == PIECE_NORMAL).astype(np.int64)
 
-    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        """Piece of an id, or pieces of a sequence of ids (special ones left out with ``skip_special_tokens``)."""
-        if isinstance(ids, (int, np.integer)):
-            return self._pieces[self._checked_id(ids)]
-        skip = set(self.all_special_ids) if skip_special_tokens else ()
-        return [self._pieces[self._checked_id(i)] for i in as_id_list(ids) if i not in skip]
-
-    def _checked_id(self, i) -> int:
-        if not 0 <= i < self.vocab_size:
-            raise TokenizerError(f"token id {i} is outside the vocabulary (0 to {self.vocab_size - 1})")
-        return int(i)
-
     def get_vocab(self) -> dict[str, int]:
         """{piece: id} of the whole vocabulary, as HF's ``get_vocab``."""
         return {p: i for i, p in enumerate(self._pieces)}

@@ -24,7 +24,6 @@ from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json, write_json
 from litebert.tokenizer.base import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase,
                                      clean_up_tokenization)
-from litebert.tokenizer.batch import as_id_list
 
 VOCAB_NAME = "vocab.txt"
 PREFIX = "##"  # a piece that continues the word of the piece before it (BERT's WordpieceTokenizer)
@@ -89,9 +88,9 @@ class WordPieceTokenizer(TokenizerBase):
         other names for ``unk_token``, ``sep_token``, ``pad_token``, ``cls_token``, ``mask_token``. ``num_threads``:
         1 encodes batches in this thread only, anything else with all of ``tokenizers``' threads."""
         self.vocab_file = Path(vocab_file)
-        self._tokens = list(tokens) if tokens is not None else read_vocab(self.vocab_file)
-        self._ids = {t: i for i, t in enumerate(self._tokens)}
-        self.vocab_size = len(self._tokens)
+        self._pieces = list(tokens) if tokens is not None else read_vocab(self.vocab_file)
+        self._ids = {t: i for i, t in enumerate(self._pieces)}
+        self.vocab_size = len(self._pieces)
         names = {**SPECIAL_DEFAULTS, **(special_tokens or {})}
         missing = [t for t in names.values() if t not in self._ids]
         if missing:
@@ -175,7 +174,7 @@ class WordPieceTokenizer(TokenizerBase):
         return out
 
     def _vocab_text(self) -> str:
-        return "".join(t + "\n" for t in self._tokens)
+        return "".join(t + "\n" for t in self._pieces)
 
     def fingerprint(self) -> str:
         """sha256 of the vocabulary as ``save_pretrained`` writes ``vocab.txt`` (one token a line, ``\\n``-ended):
@@ -186,26 +185,14 @@ class WordPieceTokenizer(TokenizerBase):
     def word_start_mask(self) -> np.ndarray:
         """[vocab_size] bool: every piece starts a word except the ``##`` continuations, which belong to the word
         of the piece before them (BERT's whole-word masking, ``create_pretraining_data.py``)."""
-        return np.array([not t.startswith(PREFIX) for t in self._tokens], dtype=bool)
+        return np.array([not t.startswith(PREFIX) for t in self._pieces], dtype=bool)
 
     def normal_piece_ids(self) -> np.ndarray:
         """Ids of the pieces random replacement may draw: all but the special tokens and reserved ``[...]`` entries
         such as ``[unused1]``."""
         special = set(self.all_special_ids)
-        return np.array([i for i, t in enumerate(self._tokens) if i not in special and not _RESERVED.fullmatch(t)],
+        return np.array([i for i, t in enumerate(self._pieces) if i not in special and not _RESERVED.fullmatch(t)],
                         dtype=np.int64)
-
-    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
-        """Token of an id, or tokens of a sequence of ids (special ones left out with ``skip_special_tokens``)."""
-        if isinstance(ids, (int, np.integer)):
-            return self._tokens[self._checked_id(ids)]
-        skip = set(self.all_special_ids) if skip_special_tokens else ()
-        return [self._tokens[self._checked_id(i)] for i in as_id_list(ids) if i not in skip]
-
-    def _checked_id(self, i) -> int:
-        if not 0 <= i < self.vocab_size:
-            raise TokenizerError(f"token id {i} is outside the vocabulary (0 to {self.vocab_size - 1})")
-        return int(i)
 
     def convert_tokens_to_ids(self, tokens):
         """Id of a token (the unknown token's for one not in the vocabulary, as HF), or ids of a list of tokens."""
