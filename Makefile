@@ -32,11 +32,12 @@ corpus-large: data/corpus-large/SOURCES.json
 data/corpus-large/SOURCES.json:
 	$(PY) scripts/build_corpus_large.py
 
-# The suite on TEST_WORKERS processes (pytest-xdist; each test file on one worker, one torch thread each), the files
+# The linter first (pyproject.toml, [tool.ruff]), then the suite on TEST_WORKERS processes (pytest-xdist; each test file on one worker, one torch thread each), the files
 # in collection order (tests/conftest.py puts the longest first; xdist's default would put files of one test last).
 # TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-slow: $(STAMP)

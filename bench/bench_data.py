@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import lzma
+import os
 import subprocess
 import sys
 import tempfile
@@ -160,12 +160,14 @@ def report(mem: list[dict], speed: dict, workers: int) -> str:
     for r in mem:
         o = r["open"]
         lines.append(f"| {r['size_mb']:.0f} MB | {r['tokens'] / 1e6:.1f} M | {r['seconds']:.0f} s | "
-                     f"{r['tokens'] / r['seconds'] / 1e3:.0f} k | {r['rss_main_mb']:.0f} MB | {r['rss_worker_mb']:.0f} MB"
+                     f"{r['tokens'] / r['seconds'] / 1e3:.0f} k | {r['rss_main_mb']:.0f} MB | "
+                     f"{r['rss_worker_mb']:.0f} MB"
                      f" | {o['seconds']:.2f} s, {o['examples']:,} examples | {o['rss_anon_mb']:.0f} MB / "
                      f"{o['rss_file_mb']:.0f} MB |")
     ratio = mem[-1]["size_mb"] / mem[0]["size_mb"]
     growth = mem[-1]["rss_main_mb"] / mem[0]["rss_main_mb"]
-    lines += ["", f"A {ratio:.0f}x larger corpus changes the preparation's peak RSS by a factor {growth:.2f}: memory is "
+    lines += ["", f"A {ratio:.0f}x larger corpus changes the preparation's peak RSS by a factor "
+              f"{growth:.2f}: memory is "
               "bounded by the block size and the worker count, not by the corpus. A dataset keeps one chunk table "
               "(24 bytes per example) plus the epoch order (8 bytes per example) in anonymous memory and "
               "memory-maps the tokens: the file-backed pages are the OS page cache, shared by all DataLoader "

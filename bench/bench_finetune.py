@@ -54,9 +54,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from litebert.config import AlbertConfig
+    from litebert.heads import AlbertForSequenceClassification
     from litebert.tasks.features import encode_text, length_grouped_batches, random_batches
     from litebert.tasks.readers import read_glue
-    from litebert.heads import AlbertForSequenceClassification
 
     tok, vocab = tokenizer()
     examples = read_glue("sst-2", REPO / "data/finetune/sentiment/train.tsv.gz")
@@ -104,7 +104,8 @@ def main() -> None:
 
 Tokens per step incl. padding: fixed {args.max_seq_length * args.batch_size}, random batches
 {tokens(plain, 0) / args.steps:.0f}, length-grouped {tokens(grouped, 0) / args.steps:.0f}; real tokens
-{real * args.batch_size:.0f} on average. "Padding skipped" (the fine-tuning loop's default for every head but SQuAD's): the dense layers run on the
+{real * args.batch_size:.0f} on average. "Padding skipped" (the fine-tuning loop's default for every head but \
+SQuAD's): the dense layers run on the
 real tokens only and attention alone sees the padded batch; the loss and gradients are those of the padded
 computation.
 """

@@ -18,7 +18,6 @@ docs/BENCHMARKS.md. Run: .venv/bin/python bench/bench_kernels.py [--pairs 15] [-
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import types
@@ -29,10 +28,8 @@ import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench.bench_model import (batches, bootstrap_ratio, interleaved, pretraining_batch,  # noqa: E402
-                               review_texts, tokenize)
+from bench.bench_model import batches, bootstrap_ratio, interleaved, pretraining_batch, review_texts, tokenize  # noqa: E402
 from bench.report import machine, write_section  # noqa: E402
-
 from litebert.config import AlbertConfig  # noqa: E402
 
 OLD_REV = "d7127b2"  # the last revision whose model.py carried the CPU kernels

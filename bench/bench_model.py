@@ -37,10 +37,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench.report import machine, write_section  # noqa: E402
-
 from litebert.config import AlbertConfig  # noqa: E402
 from litebert.engine.metrics_log import flops_per_sequence  # noqa: E402
-
 
 # ---------------------------------------------------------------------------------------------------- FLOPs
 CEILING_SHAPES = ((1024, 768, 3072), (1024, 3072, 768), (2048, 2048, 2048))  # (m, k, n): two the model runs
@@ -540,7 +538,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and texts (a smoke run)")
-    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows (compiling takes minutes)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the torch.compile rows (compiling takes minutes)")
     parser.add_argument("--no-onnx", action="store_true", help="skip the onnxruntime rows")
     parser.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--group", choices=sorted(GROUPS), help=argparse.SUPPRESS)

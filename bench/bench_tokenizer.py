@@ -1,7 +1,8 @@
 """Batch encoding throughput: litebert's AlbertTokenizer against HF transformers' AlbertTokenizer, same texts, one run.
 
 Texts: lines of the bundled demo corpus (data/corpus/*.txt.xz). Vocabulary: the real ALBERT 30k vocabulary bundled in
-data/albert-30k. HF loads the folder written by our save_pretrained (so both produce the official segmentation). Writes the "tokenizer" section of docs/BENCHMARKS.md.
+data/albert-30k. HF loads the folder written by our save_pretrained (so both produce the official segmentation). Writes
+the "tokenizer" section of docs/BENCHMARKS.md.
 
     .venv/bin/python bench/bench_tokenizer.py [--lines 20000] [--repeats 3]
 """
@@ -20,9 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from report import machine, write_section  # noqa: E402
-
 from litebert.tokenizer import AlbertTokenizer  # noqa: E402
+from report import machine, write_section  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:

@@ -27,8 +27,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from litebert.data.store import (FORMAT, FORMAT_VERSION, MANIFEST, TokenizerFacts, TokenStore,  # noqa: E402
-                                 _file_record, _ShardWriter, manifest_checksum, prepare_store, token_dtype)
+from litebert.data.store import (  # noqa: E402
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    TokenizerFacts,
+    TokenStore,
+    _file_record,
+    _ShardWriter,
+    manifest_checksum,
+    prepare_store,
+    token_dtype,
+)
 from litebert.files import write_json  # noqa: E402
 
 VOCAB = ROOT / "data" / "albert-30k" / "spiece.model"
@@ -76,7 +86,8 @@ def measure(path: Path, repeats: int = 3) -> dict:
     result = {"store": str(path), "bytes": size, "tokens": TokenStore(path, verify=False).num_tokens}
     for verify in (True, False):
         best = min(_timed(path, verify) for _ in range(repeats))
-        result["verify" if verify else "no_verify"] = {"seconds": round(best, 3), "GB_per_s": round(size / best / 1e9, 2)}
+        result["verify" if verify else "no_verify"] = {"seconds": round(best, 3),
+                                                       "GB_per_s": round(size / best / 1e9, 2)}
     return result
 
 

@@ -40,8 +40,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
-from bench.bench_model import (bootstrap_ratio, corpus_texts, hf_model, our_model, pipeline_batches,  # noqa: E402
-                               tokenize)
+from bench.bench_model import bootstrap_ratio, corpus_texts, hf_model, our_model, pipeline_batches, tokenize  # noqa: E402
 from litebert.config import AlbertConfig  # noqa: E402
 from litebert.engine.metrics_log import flops_per_sequence, peak_tflops_of  # noqa: E402
 
@@ -305,7 +304,7 @@ def section_mfu(args, peak: float) -> list[dict]:
         torch.manual_seed(0)
         ours = our_model(config, "AlbertForPreTraining").to(CUDA).train()
         fo = torch.compile(ours, mode=mode)
-        fn = train_step(ours, lamb(ours), lambda: fo(
+        fn = train_step(ours, lamb(ours), lambda fo=fo: fo(
             b["ids"], None, b["types"], mlm_positions=b["positions"], mlm_ids=b["targets"], mlm_weights=b["weights"],
             sentence_order_label=b["sop"]).loss)
         times = measure({"litebert": fn}, args.steps, args.pairs, warmup=args.warmup + 10)["litebert"]
@@ -341,14 +340,17 @@ def render(runs: list[tuple[str, dict]]) -> str:
                      f"{m['date']}; MFU over {m['peak_tflops']:g} TFLOP/s (dense bf16)")
     lines += ["", "Training steps (bf16 autocast; HF with SDPA and its own MLM labels; the same optimizer for both; "
               "ms per step, median of the pairs; ratio = HF / litebert with its 90% bootstrap interval):", "",
-              "| run | rows | preset | batch x length | compile | litebert ms | HF ms | ratio | litebert MFU | HF MFU | "
+              "| run | rows | preset | batch x length | compile | litebert ms | HF ms | ratio | litebert MFU | "
+              "HF MFU | "
               "peak GiB litebert / HF |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = sorted(((n, r) for n, run in runs for r in run["rows"] if r["section"] in order),
                   key=lambda x: (order[x[1]["section"]], x[1]["preset"], x[0]))
     for n, r in rows:
         if True:
-            what = {"pretrain": "full-length, LAMB", "pipeline": f"pipeline batches ({100 * r.get('real_token_share', 1):.0f}% real tokens), LAMB",
-                    "finetune": f"fine-tuning, classification ({100 * r.get('real_token_share', 1):.0f}% real tokens), AdamW",
+            what = {"pretrain": "full-length, LAMB",
+                    "pipeline": f"pipeline batches ({100 * r.get('real_token_share', 1):.0f}% real tokens), LAMB",
+                    "finetune": f"fine-tuning, classification ({100 * r.get('real_token_share', 1):.0f}% "
+                                "real tokens), AdamW",
                     "mfu": "full-length, LAMB, litebert alone"}[r["section"]]
             mem = r.get("memory_gib", {})
             hf_ms = f"{r['ms']['hf']:.1f}" if "hf" in r["ms"] else ""

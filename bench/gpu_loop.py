@@ -1,4 +1,5 @@
-"""Where the pretraining loop loses speed against its bare step: `litebert.pretrain` at the GPU demo's shape (ALBERT-base's
+"""Where the pretraining loop loses speed against its bare step: `litebert.pretrain` at the GPU demo's shape
+(ALBERT-base's
 width at 6 layers, 128 x 128, 20 predictions, LAMB, bf16) under one change at a time, beside `bench/gpu_mfu.py`'s
 synthetic step at the same shape (run it in the same call for the ratio).
 
@@ -7,9 +8,11 @@ synthetic step at the same shape (run it in the same call for the ratio).
 
 Each variant trains --steps steps from scratch in a scratch folder (no evaluation, one checkpoint at the end) and
 reports its tokens/s from `metrics.jsonl` between the first logged step at or after --skip and the last one (tokens
-counted over the loop's elapsed time, evaluations and checkpoints not included), and the MFU at that rate. The variants: the demo's loop as it runs (`demo`: 6 data workers, the plateau guard, log every 10),
+counted over the loop's elapsed time, evaluations and checkpoints not included), and the MFU at that rate. The variants:
+the demo's loop as it runs (`demo`: 6 data workers, the plateau guard, log every 10),
 then each with one thing changed: no data workers, 12 workers, SDPA on the padded layout instead of varlen
-attention, the guard off, logging (and reading back) every 100 steps, reading back every step, torch.compile. The store is built once from the bundled corpus
+attention, the guard off, logging (and reading back) every 100 steps, reading back every step, torch.compile. The store
+is built once from the bundled corpus
 (`data/corpus`, the 30k ALBERT vocabulary) unless --store names one.
 """
 

@@ -236,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
     memory = f"; peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB" if cuda else ""
     print(f"achieved {tflops:.3g} TFLOP/s; MFU {mfu}{memory}")
     if args.json:
-        settings = {k: getattr(args, k) for k in ("model", "preset", "num_layers", "batch", "seq_len", "predictions", "dtype",
+        settings = {k: getattr(args, k) for k in ("model", "preset", "num_layers", "batch", "seq_len", "predictions",
+                                                  "dtype",
                                                   "attention", "compile", "compile_mode", "compile_optimizer",
                                                   "checkpointing", "optimizer", "steps")}
         result = {**settings, "device": name, "torch": torch.__version__, "step_ms": t * 1e3,

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
-HEADER = "# Benchmarks\n\nWritten by the scripts in `bench/` (`make bench` runs them all). Each section names its script.\n"
+HEADER = ("# Benchmarks\n\nWritten by the scripts in `bench/` (`make bench` runs them all). "
+          "Each section names its script.\n")
 
 
 def machine() -> str:

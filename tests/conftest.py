@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from helpers import REPO, unchanged
 from helpers.demo_runs import build_demo_stores
 from helpers.separable_task import build_separable_task

@@ -1,7 +1,8 @@
 """The typed Python API refuses wrong values at one boundary (`litebert.arguments.checked`), for every public function
 and every pipeline's options: generated cases, not a list.
 
-For every function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`), every parameter and every value of
+For every function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`), every parameter and every
+value of
 a pool that the parameter's annotation does not admit, the call must raise a `LitebertError` that is a ``TypeError``
 or ``ValueError`` and whose one-line message starts with the parameter's name, before anything else happens: the
 other arguments are placeholders (paths that do not exist), so a check made anywhere but at the boundary would name

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cache_repo
 
+from helpers import cache_repo
 from litebert import CardInfo, FinetuneConfig, TrainConfig, finetune, pretrain
 from litebert.card import MARKER, PLACEHOLDER, front_matter, write_card
 from litebert.cli import main

@@ -33,7 +33,8 @@ def test_base_count_by_hand():
     total = embeddings + (e * h + h) + layer + (h * h + h)
     assert count_parameters(AlbertConfig.from_preset("albert-base-v2")) == total
     # MLM head adds H->E dense, E LayerNorm, V bias (decoder tied); SOP adds H*2+2.
-    assert count_parameters(AlbertConfig.from_preset("albert-base-v2"), heads=True) == total + (h * e + e) + 2 * e + v + 2 * h + 2
+    assert (count_parameters(AlbertConfig.from_preset("albert-base-v2"), heads=True)
+            == total + (h * e + e) + 2 * e + v + 2 * h + 2)
 
 
 @pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
@@ -70,7 +71,8 @@ def test_preset_shapes_follow_table_1():
     for size, (h, layers, heads, ffn) in shapes.items():
         for version in ("v1", "v2"):
             c = AlbertConfig.from_preset(f"albert-{size}-{version}")
-            assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) == (h, layers, heads, ffn)
+            assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                    c.intermediate_size) == (h, layers, heads, ffn)
             assert c.embedding_size == 128 and c.vocab_size == 30000 and c.sharing == "all"
             expected_dropout = 0.1 if version == "v1" and size != "xxlarge" else 0.0
             assert c.hidden_dropout_prob == c.attention_probs_dropout_prob == expected_dropout
@@ -155,7 +157,8 @@ def test_replace_and_from_preset_build_the_same_model():
 
     base = AlbertConfig.from_preset("albert-base-v2")
     for overrides in (dict(embedding_size=768), dict(sharing="none"), dict(sharing="attention", embedding_size=256)):
-        replaced, built = dataclasses.replace(base, **overrides), AlbertConfig.from_preset("albert-base-v2", **overrides)
+        replaced, built = (dataclasses.replace(base, **overrides),
+                           AlbertConfig.from_preset("albert-base-v2", **overrides))
         assert replaced == built, overrides
         assert count_parameters(replaced) == count_parameters(built)
     # E == H: no projection either way (the official rule), where it used to be kept by replace

@@ -7,9 +7,9 @@ import pytest
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, LitebertError
-from litebert.tasks.presets import PRESETS, preset_from_json
 from litebert.finetuning.config import TrainArgs
 from litebert.pretraining.config import TrainConfig
+from litebert.tasks.presets import PRESETS, preset_from_json
 
 
 @pytest.mark.parametrize("field, value, message", [

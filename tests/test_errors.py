@@ -17,7 +17,7 @@ def test_control_characters_in_paths_and_values_are_escaped_in_messages():
     assert str(named) == f"out = '{shown}' cannot be written"  # Python's repr, as before
     assert str(DataError(f"{literal(path)}: no metrics.jsonl")) == f"{shown}: no metrics.jsonl"
     assert str(DataError(f"{literal(path)}: line {{n}}", n=3)) == f"{shown}: line n = 3"
-    assert first_line(OSError(f"cannot open {path}"), 100) == rf"cannot open runs/\x1b[31mred\x1b[0m\tx"
+    assert first_line(OSError(f"cannot open {path}"), 100) == r"cannot open runs/\x1b[31mred\x1b[0m\tx"
     # bidirectional overrides and the surrogates of undecodable file-name bytes: escaped too
     assert str(DataError("a\u202eb \udcff")) == r"a\u202eb \udcff"
     # text that needs nothing is left as it is, accents and all

@@ -5,7 +5,6 @@ and gradients are compared in fp32 (max abs difference <= 1e-5).
 """
 
 import dataclasses
-import shutil
 
 import pytest
 import torch
@@ -13,12 +12,18 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from litebert.config import AlbertConfig  # noqa: E402
-from litebert.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,  # noqa: E402
-                            AlbertForQuestionAnswering, AlbertForSequenceClassification,
-                            AlbertForTokenClassification, AlbertModel)
+from litebert.errors import CheckpointError  # noqa: E402
+from litebert.heads import (  # noqa: E402
+    AlbertForMaskedLM,
+    AlbertForMultipleChoice,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+    AlbertModel,
+)
 from litebert.io import keymap  # noqa: E402
 from litebert.padding import Packing  # noqa: E402
-from litebert.errors import CheckpointError  # noqa: E402
 
 TOL = 1e-5
 BASE = dict(vocab_size=101, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
@@ -138,7 +143,8 @@ def test_gradient_checkpointing_gives_same_gradients(tmp_path):
     ids, mask, types = batch(seed=6)
     labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(0)) < 0.3, ids, -100)
     sop = torch.tensor([1, 0, 1])
-    hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, sentence_order_label=sop).loss.backward()
+    hf(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels,
+       sentence_order_label=sop).loss.backward()
     ours(ids, mask, types, labels=labels, sentence_order_label=sop).loss.backward()
     hf_grads = dict(hf.named_parameters())
     for key, grad in keymap.to_hf({k: p.grad for k, p in ours.named_parameters()}, ours.config).items():

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import COMMIT, cache_repo
 
+from helpers import COMMIT, cache_repo
 from litebert import hub
 from litebert.cli import main
 from litebert.errors import CheckpointError
@@ -78,8 +78,8 @@ def test_local_folder_of_the_same_shape_wins(tmp_path, monkeypatch, hf_home):
 def test_model_and_tokenizer_load_from_the_cache_offline(hf_home, folders_made):
     import transformers
 
-    from litebert.model import AlbertModel
     from litebert.heads import AlbertForMaskedLM
+    from litebert.model import AlbertModel
     from litebert.tokenizer import AlbertTokenizer
 
     snapshot = hub.local("albert/albert-tiny")

@@ -31,7 +31,8 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
             for a in node.names:
                 found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
     return {m for m in found if m in known and m != name}

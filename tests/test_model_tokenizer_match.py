@@ -17,9 +17,9 @@ import re
 
 import pytest
 import torch
-from helpers import write_wordpiece_vocab
 
 import litebert
+from helpers import write_wordpiece_vocab
 from litebert.errors import CheckpointError, TokenizerError
 from litebert.inference.fill_mask import fill_mask
 from litebert.pairing import check_tokenizer

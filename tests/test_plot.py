@@ -6,8 +6,8 @@ import struct
 import sys
 
 import pytest
-from helpers.separable_task import finetune
 
+from helpers.separable_task import finetune
 from litebert.cli import main
 from litebert.errors import ConfigError, DataError
 
@@ -138,7 +138,8 @@ def test_a_run_keeps_its_colour_in_every_panel(runs, tmp_path, monkeypatch):
     assert all(len(c) == 1 for c in colours.values()), colours
     assert len({next(iter(c)) for c in colours.values()}) == len(names), colours
     panels = {title for title, _, _ in drawn}
-    assert len(panels) == 3 and all(any(l.startswith(n) for t, l, _ in drawn if t == p) for n in names[:2] for p in panels)
+    assert len(panels) == 3 and all(any(l.startswith(n) for t, l, _ in drawn if t == p)
+                                    for n in names[:2] for p in panels)
 
 
 def test_without_matplotlib_the_error_names_the_package(monkeypatch):

@@ -1,6 +1,7 @@
 """`checked`: every public function's arguments checked against its own signature, once, where a call enters litebert.
 
-Each function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`, and the options of each pipeline's call)
+Each function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`, and the options of each pipeline's
+call)
 is decorated with `checked`. Before the function body runs, each argument is compared with its annotation under the
 rules the config dataclasses follow (`litebert.checks.matches`), so a Python call, a JSON config and a command line
 are held to one standard:

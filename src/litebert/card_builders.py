@@ -14,11 +14,26 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from litebert.card import (HUB_METRICS, HUB_TASKS, PAPER, PLACEHOLDER, CardInfo, Model, assemble, hub_id_of,
-                           license_section, metric_entries, model_index, name_of, settings_table, tags, usage)
+from litebert import folders
+from litebert.card import (
+    HUB_METRICS,
+    HUB_TASKS,
+    PAPER,
+    PLACEHOLDER,
+    CardInfo,
+    Model,
+    assemble,
+    hub_id_of,
+    license_section,
+    metric_entries,
+    model_index,
+    name_of,
+    settings_table,
+    tags,
+    usage,
+)
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import read_json
-from litebert import folders
 
 _OBJECTIVES = {"sop": "masked language modelling (MLM) + sentence-order prediction (SOP)",
                "nsp": "masked language modelling (MLM) + next-sentence prediction (NSP)",
@@ -107,7 +122,8 @@ def _pretraining_data(record: dict, last: dict, step: int) -> list[str]:
 def _pretraining_settings(record: dict) -> list[str]:
     from litebert.engine.args import Machinery
 
-    record = {**record, **{new: record[old] for old, new in Machinery.ALIASES.items() if old in record}}  # earlier names
+    record = {**record, **{new: record[old] for old, new in Machinery.ALIASES.items()
+                           if old in record}}  # earlier names
     runtime = record.get("runtime") if isinstance(record.get("runtime"), dict) else {}
     table = settings_table([
         ("steps", record.get("max_steps")), ("batch (sequences per step)", record.get("batch_size")),

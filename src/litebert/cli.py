@@ -37,10 +37,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tokenizer": ("litebert.tokenizer.cli", "train a SentencePiece vocabulary / encode text"),
     "data": ("litebert.data.cli", "prepare a sharded pretraining store from a corpus"),
     "pretrain": ("litebert.pretraining.cli", "pretrain an ALBERT model (MLM + SOP/NSP, LAMB)"),
-    "gate": ("litebert.pretraining.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): PLATEAU, SLOW or "
+    "gate": ("litebert.pretraining.gate_cli", "check a pretraining recipe on the CPU (a narrow proxy): "
+                                        "PLATEAU, SLOW or "
                                         "PASS"),
     "convert": ("litebert.io.convert_cli", "convert checkpoints (official TensorFlow ALBERT -> HF folder)"),
-    "finetune": ("litebert.finetuning.cli", "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
+    "finetune": ("litebert.finetuning.cli",
+                 "fine-tune on GLUE, SQuAD, multiple choice, token tagging or your own data"),
     "evaluate": ("litebert.inference.cli", "evaluate a fine-tuned model"),
     "predict": ("litebert.inference.cli", "predict with a fine-tuned model (JSONL in, JSONL out)"),
     "embed": ("litebert.inference.cli", "write pooled or mean embeddings to .npy"),
@@ -333,7 +335,8 @@ def _main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and e.name.startswith("litebert"):
-            print(f"litebert: the {name!r} command is not available in this version ({e.name} missing)", file=sys.stderr)
+            print(f"litebert: the {name!r} command is not available in this version ({e.name} missing)",
+                  file=sys.stderr)
             return 2
         raise
     parser = Parser(prog=f"litebert {name}", description=help_)

@@ -114,7 +114,8 @@ class AlbertConfig:
     def schedule(self) -> tuple[list[int], list[int]]:
         """Which unique attention block and which unique FFN block run at each step of depth.
 
-        Depth has ``num_hidden_layers * inner_group_num`` steps: layer l runs the ``inner_group_num`` blocks of its group
+        Depth has ``num_hidden_layers * inner_group_num`` steps: layer l runs the ``inner_group_num`` blocks of its
+        group
         in sequence, and layer l uses group ``int(l * num_hidden_groups / num_hidden_layers)`` (official
         `modeling.py`, HF `AlbertTransformer`). A sub-block that is shared follows that grouping (block id
         ``group * inner_group_num + inner``); one that is not shared gets a block of its own at every step.
@@ -280,7 +281,8 @@ class Preset:
 
 
 def _albert(h: int, layers: int, heads: int, ffn: int, dropout: float) -> dict[str, Any]:
-    return dict(vocab_size=30000, embedding_size=128, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
+    return dict(vocab_size=30000, embedding_size=128, hidden_size=h, num_hidden_layers=layers,
+                num_attention_heads=heads,
                 intermediate_size=ffn, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
                 hidden_act="gelu_new", sharing="all")
 

@@ -108,7 +108,8 @@ ADAPTER = Layout("adapter", "adapter", _names("adapter_config.json", "adapter_mo
 MODEL = Layout("model", "model", MODEL_FILES)
 STORE = Layout("token-store", "token store", ("manifest.json", r"word_start\.npy", r"normal_ids\.npy",
                                               r"shard-\d{5,}\.(?:tokens|sentences|documents)"),
-               {"tokenizer": Layout(None, files=TOKENIZER_FILES)}, legacy=_legacy("token-store", ("manifest.json",), None))
+               {"tokenizer": Layout(None, files=TOKENIZER_FILES)},
+               legacy=_legacy("token-store", ("manifest.json",), None))
 RUN = Layout("pretraining-run", "pretraining run", _names(TRAIN_CONFIG, *METRICS_FILES, TRACKER_STATE),
              {"checkpoints": CHECKPOINTS, "model": Layout(None, files=MODEL_FILES), "tensorboard": TENSORBOARD,
               "wandb": WANDB},
@@ -242,7 +243,8 @@ def _holds_output(out: Path, layout: Layout) -> Optional[dict]:
                           "or empty folder", out=out)
     if kind != layout.kind:
         noun = next((lay.noun for lay in LAYOUTS if lay.kind == kind), kind)
-        raise OutputError("{out} holds a litebert " + noun + ", not " + _article(layout.noun) + "; choose another folder",
+        raise OutputError("{out} holds a litebert " + noun + ", not " + _article(layout.noun)
+                          + "; choose another folder",
                           out=out)
     return read_marker(out)
 

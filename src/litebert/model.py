@@ -10,7 +10,8 @@ architectural ideas are both visible here:
 
 Three savings change no output that is read: the last depth step runs only at the rows a head reads (masked
 positions, [CLS]); the caller can skip padding by passing a `Packing` of the mask (`litebert.padding`); the MLM head
-runs only at masked positions (`litebert.heads`). Parameter names follow HF `modeling_albert.py` inside each block, so the checkpoint key map
+runs only at masked positions (`litebert.heads`). Parameter names follow HF `modeling_albert.py` inside each block, so
+the checkpoint key map
 (`litebert.io.keymap`) is a short list of renames. Every layer is an ordinary module called as one, so forward hooks,
 `torch.ao.quantization.quantize_dynamic` and `torch.compile` see the model as it is.
 """

@@ -111,8 +111,8 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
     """The lines one run contributes to each panel, from its ``metrics.jsonl`` (`DataError` naming the folder when
     there is none)."""
     from litebert import folders
-    from litebert.files import read_json
     from litebert.engine.metrics_log import read_metrics
+    from litebert.files import read_json
 
     run = Path(run)
     if not (run / folders.METRICS_JSONL).is_file():

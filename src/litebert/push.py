@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from litebert.extras import install_hint
 from litebert import folders, hub
 from litebert.arguments import checked
 from litebert.card import CARD_NAME, CardInfo, is_own_card, retarget
 from litebert.errors import CheckpointError, ConfigError, LitebertError, first_line, literal
+from litebert.extras import install_hint
 
 _LOGS = (folders.METRICS_JSONL, folders.TRAIN_CSV, folders.EVAL_CSV)
 _FINETUNED_MODEL = (folders.FINETUNE_META, "answerability.safetensors")

@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import IntTokenizer as _IntTokenizer
 from litebert.data.pretraining import PretrainingDataset, build_chunks, collate_pretraining
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import ConfigError, DataError
-
-from helpers import IntTokenizer as _IntTokenizer
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -302,7 +301,7 @@ def test_real_vocabulary_whole_word_spans(tmp_path, albert_vocab):
 
     corpus = Path(__file__).resolve().parents[2] / "data" / "corpus" / "moby_dick.txt.xz"
     tok = AlbertTokenizer.from_pretrained(albert_vocab)
-    store = prepare_store([corpus], tok, tmp_path / "s", progress=False)
+    prepare_store([corpus], tok, tmp_path / "s", progress=False)
     ds = PretrainingDataset(TokenStore(tmp_path / "s"), max_seq_length=128, seed=0, tokenizer=tok)
     starts = tok.word_start_mask()
     n_words = np.zeros(4)

@@ -9,13 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from helpers import IntTokenizer
+from helpers import store_documents as read_all
 from litebert.cli import main as cli_main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.errors import DataError
 from litebert.folders import OutputError
-
-from helpers import IntTokenizer
-from helpers import store_documents as read_all
 
 VOCAB_SHA256 = "886d527728990f8448a117db5d7e8ae23ff7e36638edf47ae3144a9bdd4ce8d7"  # data/albert-30k/SHA256SUMS
 

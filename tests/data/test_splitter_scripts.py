@@ -33,7 +33,8 @@ CHINESE_SENTENCES = ["我很好。", "你呢？", "今天天气很好！", "他�
 
 # 「…。」 followed by と continues the sentence; followed by another 「 it is a sentence of its own.
 JAPANESE = "こんにちは。私は学生です！「ありがとう。」と彼は言った。「はい。」「いいえ。」明日は雨ですか？"
-JAPANESE_SENTENCES = ["こんにちは。", "私は学生です！", "「ありがとう。」と彼は言った。", "「はい。」", "「いいえ。」明日は雨ですか？"]
+JAPANESE_SENTENCES = ["こんにちは。", "私は学生です！", "「ありがとう。」と彼は言った。", "「はい。」",
+                      "「いいえ。」明日は雨ですか？"]
 
 
 @pytest.mark.parametrize("text, expected", [

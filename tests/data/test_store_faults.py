@@ -13,12 +13,11 @@ import shutil
 import numpy as np
 import pytest
 
+from helpers import IntTokenizer
 from litebert.cli import main as cli_main
 from litebert.data.pretraining import PretrainingDataset
 from litebert.data.store import TokenStore, manifest_checksum, prepare_store
 from litebert.errors import DataError, LitebertError
-
-from helpers import IntTokenizer
 
 VOCAB = 1000
 SHARD_FILES = [f"shard-{k:05d}.{kind}" for k in range(3) for kind in ("tokens", "sentences", "documents")]
@@ -35,7 +34,8 @@ def store_dir(tmp_path_factory):
     rng = np.random.default_rng(0)
     docs = []
     for _ in range(40):
-        sents = [" ".join(map(str, rng.integers(5, VOCAB, int(rng.integers(1, 15))))) for _ in range(rng.integers(1, 5))]
+        sents = [" ".join(map(str, rng.integers(5, VOCAB, int(rng.integers(1, 15)))))
+                 for _ in range(rng.integers(1, 5))]
         docs.append("\n".join(sents))
     (tmp / "c.txt").write_text("\n\n".join(docs) + "\n")
     store = prepare_store([tmp / "c.txt"], IntTokenizer(VOCAB), tmp / "s", shard_tokens=350, block_chars=200,

@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from litebert import Callback, EarlyStopping, FinetuneConfig, TrainConfig, finetune, pretrain
 from litebert.cli import main

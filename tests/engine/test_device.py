@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from litebert.errors import ConfigError
 from litebert.engine.device import autocast_dtype, resolve_device
+from litebert.errors import ConfigError
 
 
 def test_default_and_cpu():

@@ -17,10 +17,10 @@ import warnings
 
 import pytest
 import torch
+
 from helpers import PYTHON, REPO
 from helpers.host_reads import HostReads
 from helpers.tiny_setup import datasets, tiny_model_config
-
 from litebert.heads import AlbertForPreTraining, AlbertForSequenceClassification
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.loop import train as pretrain_loop

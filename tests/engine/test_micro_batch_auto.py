@@ -14,23 +14,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from helpers import ENV, PYTHON
 from helpers.separable_task import finetune, weights
 from helpers.separable_task import records as _records
 from helpers.tiny_setup import datasets, tiny_model_config
-
 from litebert.cli import main
-from litebert.errors import ConfigError
-from litebert.heads import AlbertForPreTraining
 from litebert.engine import distributed as D
 from litebert.engine import step as engine
 from litebert.engine.checkpoint import latest_valid
-from litebert.pretraining.identity import run_identity
-from litebert.engine.plan import local_plan
-from litebert.pretraining.config import TrainConfig
-from litebert.engine.step import MicroBatch, TrainingError
-from litebert.pretraining.loop import train
 from litebert.engine.metrics_log import read_metrics
+from litebert.engine.plan import local_plan
+from litebert.engine.step import MicroBatch, TrainingError
+from litebert.errors import ConfigError
+from litebert.heads import AlbertForPreTraining
+from litebert.pretraining.config import TrainConfig
+from litebert.pretraining.identity import run_identity
+from litebert.pretraining.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from helpers.separable_task import finetune
-
 from litebert.cli import main
+from litebert.engine import trackers
 from litebert.errors import ConfigError
 from litebert.finetuning.run import FinetuneConfig
-from litebert.engine import trackers
 from litebert.pretraining.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -229,7 +228,8 @@ def test_missing_package_is_refused_before_anything_is_written(separable_task, t
     assert main(["pretrain", "--preset", "tiny", "--data", str(tiny_setup["store"]), "--out", str(out), "--report-to",
                  "mlflow,wandb", "--max-steps", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["litebert pretrain: error: --report-to mlflow,wandb: the wandb package is not installed; pip install "
+    assert err == ["litebert pretrain: error: --report-to mlflow,wandb: the wandb package is not installed; "
+                   "pip install "
                    f"'wandb>=0.17', or the trackers extra from the checkout: pip install -e '{REPO}[trackers]'"]
     assert main(finetune(separable_task, out, "--max-steps", "2", "--report-to", "wandb")) == 2
     assert "--report-to wandb: the wandb package is not installed" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""Training checkpoints: atomic writes, checksum verification, fallback past a corrupt latest, keep-last-k, disk full."""
+"""Training checkpoints: atomic writes, checksum verification, fallback past a corrupt latest, keep-last-k, disk
+full."""
 
 import errno
 import warnings
@@ -6,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from litebert.errors import CheckpointError, CheckpointNotFoundError
 from litebert.engine import checkpoint as C
+from litebert.errors import CheckpointError, CheckpointNotFoundError
 
 
 def state(v):
@@ -21,9 +22,10 @@ def test_save_load_round_trip_and_keep_last(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "step-00000006.pt", "step-00000006.pt.sha256", "step-00000008.pt", "step-00000008.pt.sha256"]
     loaded = C.load_checkpoint(tmp_path / "step-00000008.pt")
-    assert loaded["step"] == 8 and loaded["data_step"] == 8 and torch.equal(loaded["model"]["w"], torch.full((50,), 8.0))
+    assert loaded["step"] == 8 and loaded["data_step"] == 8 and torch.equal(loaded["model"]["w"],
+                                                                            torch.full((50,), 8.0))
     found = C.latest_valid(tmp_path)
-    step, path, st = found.step, found.path, found.state
+    step, st = found.step, found.state
     assert step == 8 and st["data_step"] == 8
 
 
@@ -105,5 +107,6 @@ def test_check_compatible_names_every_difference(tmp_path):
     with pytest.raises(CheckpointError) as e:
         C.check_compatible(saved, now, tmp_path / "step-00000005.pt")
     msg = str(e.value)
-    assert "step-00000005.pt" in msg and "hidden_size: checkpoint 32, now 64" in msg and "seed: checkpoint 1, now 2" in msg
+    assert ("step-00000005.pt" in msg and "hidden_size: checkpoint 32, now 64" in msg
+            and "seed: checkpoint 1, now 2" in msg)
     assert "training data" in msg and "vocab_size" not in msg

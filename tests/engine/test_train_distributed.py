@@ -11,8 +11,8 @@ import subprocess
 import pytest
 import torch
 from safetensors.torch import load_file
-from helpers import PYTHON
 
+from helpers import PYTHON
 from litebert.config import AlbertConfig
 from litebert.engine.metrics_log import read_metrics
 

@@ -59,9 +59,9 @@ def test_documents_split_every_nth(objective_run):
 
 
 def test_sentence_objective_results(objective_run):
+    from litebert.engine.metrics_log import read_metrics
     from litebert.io.hf_folder import load_config
     from litebert.params import count_parameters
-    from litebert.engine.metrics_log import read_metrics
 
     out = objective_run["out"]
     results = json.loads((out / "results.json").read_text())
@@ -112,7 +112,7 @@ def test_control_rows(objective_run):
     import csv
     import gzip
 
-    sklearn = pytest.importorskip("sklearn")
+    pytest.importorskip("sklearn")
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, PredefinedSplit
@@ -277,8 +277,8 @@ def test_speedup_tiny_presets(tmp_path):
     """One process and two (torchrun, gloo): rows per preset, speedup = the reference's time / the preset's, the
     FLOPs of `flops_per_sequence`, and the bytes all-reduced = every trainable parameter's fp32 gradient."""
     from litebert.config import AlbertConfig
-    from litebert.params import count_parameters
     from litebert.engine.metrics_log import flops_per_sequence
+    from litebert.params import count_parameters
 
     out = tmp_path / "speed"
     assert main(["experiment", "speedup", "--out", str(out), "--presets", "tiny,albert-base-v2",
@@ -290,7 +290,8 @@ def test_speedup_tiny_presets(tmp_path):
     assert one["albert-base-v2"]["speedup"] == pytest.approx(one["tiny"]["seconds_per_step"]
                                                              / one["albert-base-v2"]["seconds_per_step"])
     assert one["albert-base-v2"]["flops_ratio"] == pytest.approx(flops_per_sequence(base, 32, 20)
-                                                                 / flops_per_sequence(AlbertConfig.from_preset("tiny"), 32, 20))
+                                                                 / flops_per_sequence(AlbertConfig.from_preset("tiny"),
+                                                                                      32, 20))
     # two processes (tiny only; its one-process timing is reused from the cache)
     assert main(["experiment", "speedup", "--out", str(out), "--presets", "tiny", "--reference", "tiny",
                  "--micro-batch", "2", "--seq-len", "32", "--steps", "2", "--processes", "1,2"]) == 0
@@ -311,7 +312,8 @@ def test_speedup_tiny_presets(tmp_path):
 
 def test_minutes_budget_and_embedding_sizes(objective_run, tmp_path, capsys):
     """--minutes times the slowest arm (the widest E, not shared) and gives every arm one step count, kept on a
-    re-run; the embedding-size arms' parameters grow by (V + H) per unit of E (the embeddings and the E x H projection)."""
+    re-run; the embedding-size arms' parameters grow by (V + H) per unit of E (the embeddings and the E x H
+    projection)."""
     data = objective_run["out"] / "data"
     out = tmp_path / "emb"
     argv = ["experiment", "embedding-size", "--out", str(out), "--data", str(data / "train"), "--eval-data",

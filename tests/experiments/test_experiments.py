@@ -13,12 +13,16 @@ import pytest
 import torch
 
 from helpers.tiny_setup import tiny_model_config
-
 from litebert.cli import main
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.errors import CheckpointError, ConfigError
-from litebert.experiments.intrinsic import (accuracy, intrinsic_accuracy, load_for_evaluation, parse_objectives,
-                                            wilson_interval)
+from litebert.experiments.intrinsic import (
+    accuracy,
+    intrinsic_accuracy,
+    load_for_evaluation,
+    parse_objectives,
+    wilson_interval,
+)
 from litebert.experiments.transitions import layer_transitions
 from litebert.heads import AlbertForMaskedLM, AlbertForPreTraining
 
@@ -66,9 +70,9 @@ def test_sentence_accuracy_counts_the_datasets_labels(setup):
 
 
 def test_mlm_accuracy_equals_the_pretraining_loops_evaluation(setup):
-    from litebert.pretraining.config import TrainConfig
     from litebert.engine.distributed import Distributed
     from litebert.engine.runtime import Runtime
+    from litebert.pretraining.config import TrainConfig
     from litebert.pretraining.loop import evaluate
 
     model = AlbertForPreTraining.from_pretrained(setup["model"])

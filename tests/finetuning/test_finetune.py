@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.separable_task import write_separable
 
+from helpers.separable_task import write_separable
 from litebert.cli import main
 from litebert.tasks import features as F
 from litebert.tasks import readers as R
 from litebert.tasks import squad as S
-from litebert.tasks.squad import ANSWERABILITY_FILE, SquadV2Model
 from litebert.tasks.metrics import normalize_answer
+from litebert.tasks.squad import ANSWERABILITY_FILE, SquadV2Model
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "finetune"
@@ -303,9 +303,9 @@ def test_folders_written_before_kind_objects_still_load(base, tmp_path, capsys):
     """finetune.json as litebert wrote it when kinds were strings ("extra" held SQuAD's version) still loads,
     predicts and evaluates; a kind that contradicts the task is refused."""
     from litebert.errors import CheckpointError
-    from litebert.tasks import kinds as K
-    from litebert.inference.finetuned import load_finetuned
     from litebert.heads import AlbertForQuestionAnswering, AlbertForSequenceClassification
+    from litebert.inference.finetuned import load_finetuned
+    from litebert.tasks import kinds as K
 
     model, tok = base
     old_preset = {"name": "squad2", "kind": "squad", "metric": "best_f1", "lr": 5e-05, "batch_size": 48,

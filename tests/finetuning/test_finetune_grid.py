@@ -1,4 +1,5 @@
-"""A learning-rate grid chosen on dev (`litebert.finetuning.grid`): the chosen rate is the one whose run scored best on dev
+"""A learning-rate grid chosen on dev (`litebert.finetuning.grid`): the chosen rate is the one whose run scored best on
+dev
 (read from each rate's own folder), ``OUT`` holds that run's model and `evaluate` reads it to the same dev scores,
 grid.json lists every rate; a stopped grid resumes to the same result; bad grids are refused before anything is
 written."""

@@ -14,11 +14,13 @@ GLUE_FILES = {
     "sst-2": "sentence\tlabel\nit 's a charming journey . \t1\nbad movie\t0\n",
     "mrpc": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tHe said .\tHe stated .\n",
     "sts-b": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-             "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking off.\t5.000\n",
+             "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\t"
+             "An air plane is taking off.\t5.000\n",
     "qqp": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\tHow?\tWhy?\t0\n",
     "mnli": "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
             "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n"
-            "0\t1\t1n\tgov\t(x)\t(y)\t(X)\t(Y)\tConceptually \"cream skimming\tProduct and geography\tneutral\tneutral\n",
+            "0\t1\t1n\tgov\t(x)\t(y)\t(X)\t(Y)\tConceptually \"cream skimming\t"
+            "Product and geography\tneutral\tneutral\n",
     "qnli": "index\tquestion\tsentence\tlabel\n0\tWhat?\tThis.\tnot_entailment\n",
     "rte": "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n",
     "wnli": "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\t1\n",

@@ -6,16 +6,21 @@ import dataclasses
 
 import pytest
 import torch
-from helpers.tiny_setup import tiny_model_config
 
+from helpers.tiny_setup import tiny_model_config
 from litebert.data.pretraining import PretrainingDataset
+from litebert.engine.metrics_log import flops_per_sequence, read_metrics
 from litebert.finetuning.config import TrainArgs
 from litebert.finetuning.loop import train as finetune
-from litebert.heads import (AlbertForMultipleChoice, AlbertForPreTraining, AlbertForQuestionAnswering,
-                            AlbertForSequenceClassification, AlbertForTokenClassification)
+from litebert.heads import (
+    AlbertForMultipleChoice,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
 from litebert.pretraining import loop
 from litebert.pretraining.config import TrainConfig
-from litebert.engine.metrics_log import flops_per_sequence, read_metrics
 
 
 def watch_encoder_input(model) -> list[int]:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from helpers import REPO
 from helpers.tiny_setup import build_tiny_setup
-
 from litebert.cli import main
 
 TF_PRETRAIN = REPO / "tests" / "fixtures" / "tf" / "pretrain"

@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 from helpers import REPO
-
 from litebert import TrainConfig, pretrain, train_tokenizer
 from litebert.data.store import prepare_store
 

@@ -15,7 +15,8 @@ CORPUS = REPO / "data" / "corpus"
 # LaTeX quotes, user-defined pieces ( ) " - . – £ €, compatibility characters, combining marks, a long text.
 VARIED = [
     "", "   ", "This is a test", "Hello, my dog is cute", "I was born in 92000, and this is falsé.",
-    "Café naïve résumé Zürich Ångström", "Ελληνικά ΣΟΦΟΣ σοφός", "中文字符 日本語のテキスト 한국어", "emoji 😀👍🏽 ok 🇫🇷",
+    "Café naïve résumé Zürich Ångström", "Ελληνικά ΣΟΦΟΣ σοφός", "中文字符 日本語のテキスト 한국어",
+    "emoji 😀👍🏽 ok 🇫🇷",
     "tab\there\nnew\r\nline", "ctrl\x00\x07\x1b[0m x", "a\u00a0b\u2003c\u3000d", "\x1c\x1d sep \x85 nel",
     "``quoted'' text ''x``", "In 2010, he paid 1,000,000, or 3,5 and 12,", "Thai สวัสดี ไทย", "हिन्दी भाषा",
     "İstanbul ǅ ß ﬁ ㎏ ① ½", "e\u0301 combining a\u0308 o\u0338", "\u200b\u200dzero width \ufeff bom",

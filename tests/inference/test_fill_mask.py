@@ -10,15 +10,13 @@ import warnings
 import pytest
 import torch
 
+import litebert
 from helpers import cache_repo
 from helpers.pipelines import CONFIG, assert_same
-
-import litebert
 from litebert.cli import main
 from litebert.errors import CheckpointError, ConfigError, DataError
 from litebert.inference.fill_mask import fill_mask
 from litebert.tokenizer import AlbertTokenizer
-
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_thread")

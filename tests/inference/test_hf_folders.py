@@ -355,8 +355,8 @@ def test_evaluate_rows_use_the_datas_ids_and_columns_override_the_folders(pair_c
 
 # ------------------------------------------------------------------------------- --device, --precision, --batch-size
 def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsys, monkeypatch):
-    from litebert.inference import predict as P
     from litebert.inference import finetuned
+    from litebert.inference import predict as P
 
     inp = _write_jsonl(tmp_path / "in.jsonl", [{"premise": a, "hypothesis": b} for a, b in PAIRS])
     assert main(["predict", "--model", str(pair_classifier), "--input", str(inp), "--output",
@@ -408,8 +408,8 @@ def test_device_precision_and_batch_size_on_cpu(pair_classifier, tmp_path, capsy
 def test_predict_outputs_follow_the_model_device_and_return_float32():
     from litebert.config import AlbertConfig
     from litebert.engine.runtime import Runtime
-    from litebert.inference.finetuned import predict_outputs
     from litebert.heads import AlbertForSequenceClassification
+    from litebert.inference.finetuned import predict_outputs
 
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(AlbertConfig.from_preset("tiny", num_labels=3)).eval()

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.pipelines import CONFIG, assert_same, hf_pipeline
-
 import litebert
-from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, TokenizerError
+from helpers.pipelines import CONFIG, assert_same, hf_pipeline
+from litebert.errors import ArgumentError, CheckpointError, ConfigError, TokenizerError
 from litebert.tokenizer import AlbertTokenizer
 
 transformers = pytest.importorskip("transformers")

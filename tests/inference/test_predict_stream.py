@@ -14,8 +14,8 @@ import torch
 
 from litebert.cli import main
 from litebert.errors import DataError
-from litebert.inference import predict as P
 from litebert.inference import finetuned
+from litebert.inference import predict as P
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "finetune"

@@ -3,8 +3,6 @@ every command that reads text or records. The same text in any of them gives the
 tokenizer as JSON lines (the reference format); binary input is named by its format, never decoded."""
 
 import builtins
-import filecmp
-import gzip
 import io
 import json
 import lzma
@@ -16,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import corpus_documents
 
+from helpers import corpus_documents
 from litebert.cli import main
 from litebert.errors import DataError
 from litebert.inputs.text import expand_inputs, iter_lines, iter_records, table_kind

@@ -1,4 +1,5 @@
-"""Dataset ids as fine-tuning data (`litebert.inputs.hub_datasets`), loaded by ``datasets.load_dataset`` from a cache built
+"""Dataset ids as fine-tuning data (`litebert.inputs.hub_datasets`), loaded by ``datasets.load_dataset`` from a cache
+built
 here in the layout the Hub's datasets leave (no network: offline mode on), and the rule that tells an id from a
 path."""
 

@@ -14,18 +14,16 @@ import sys
 import textwrap
 import warnings
 
-import numpy as np
 import pytest
 import zstandard
 
+from helpers import IntTokenizer
+from helpers import store_documents as documents
 from litebert.cli import main as cli_main
 from litebert.data.documents import read_documents
 from litebert.data.store import prepare_store
 from litebert.errors import ArgumentError, DataError
 from litebert.inputs.text import iter_lines, open_text
-
-from helpers import IntTokenizer
-from helpers import store_documents as documents
 
 COMPRESS = {".txt": lambda b: b, ".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress,
             ".zst": lambda b: zstandard.ZstdCompressor().compress(b)}

@@ -1,4 +1,5 @@
-"""Inputs at URLs (`litebert.inputs.remote`), read through fsspec from real servers on the loopback address: an HTTP server
+"""Inputs at URLs (`litebert.inputs.remote`), read through fsspec from real servers on the loopback address: an HTTP
+server
 started here (Python's http.server, answering the byte ranges fsspec's HTTP files ask for) and, where s3fs and moto
 are installed, moto's S3 server. Through a URL, the same files must give what they give on disk: the same token
 store byte for byte, the same fine-tuning examples. Reading streams (a few blocks of a large file are fetched, not
@@ -19,13 +20,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import corpus_documents
 
+from helpers import corpus_documents
 from litebert.cli import main
 from litebert.errors import DataError
+from litebert.inputs.text import expand_inputs, iter_lines, iter_records
 from litebert.tasks.presets import get_preset
 from litebert.tasks.sources import eval_path, split_paths
-from litebert.inputs.text import expand_inputs, iter_lines, iter_records
 
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
@@ -303,7 +304,8 @@ def test_a_failure_while_streaming_names_the_url_and_the_offset(tmp_path):
 def test_without_fsspec_a_url_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # `import fsspec` raises ImportError
     with pytest.raises(DataError, match=r"^https://example\.org/c\.txt: reading URLs needs fsspec "
-                                        r"\(pip install 'fsspec>=2023\.1'(, or the remote extra from the checkout: .*)?\)$"):
+                                        r"\(pip install 'fsspec>=2023\.1'"
+                                        r"(, or the remote extra from the checkout: .*)?\)$"):
         expand_inputs(["https://example.org/c.txt"])
 
 

@@ -79,7 +79,8 @@ def test_corrupt_and_truncated_streams(tmp_path, kind):
     packed = COMPRESSORS[kind](data)
     cut = tmp_path / "cut"
     cut.write_bytes(packed[:len(packed) // 2])
-    with pytest.raises(DataError, match=r"cut: corrupt or truncated (gzip|xz|bz2) file \(cannot decompress past byte \d+ of its content"):
+    with pytest.raises(DataError, match=r"cut: corrupt or truncated (gzip|xz|bz2) file "
+                                        r"\(cannot decompress past byte \d+ of its content"):
         list(iter_lines(cut))
     damaged = bytearray(packed)
     damaged[len(packed) // 2:len(packed) // 2 + 64] = bytes(64)  # zeros over the middle of the stream

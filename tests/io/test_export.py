@@ -34,7 +34,8 @@ def make_inputs(config: AlbertConfig, shape: tuple[int, ...], seed: int) -> dict
     mask = (np.arange(length)[None, :] < lengths[:, None]).astype(np.int64)
     ids = rng.integers(5, config.vocab_size, (rows, length)) * mask  # pad id 0
     types = (np.arange(length)[None, :] >= rng.integers(0, length, rows)[:, None]).astype(np.int64) * mask
-    return {"input_ids": ids.reshape(shape), "attention_mask": mask.reshape(shape), "token_type_ids": types.reshape(shape)}
+    return {"input_ids": ids.reshape(shape), "attention_mask": mask.reshape(shape),
+            "token_type_ids": types.reshape(shape)}
 
 
 @pytest.fixture(scope="module")

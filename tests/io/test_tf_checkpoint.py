@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import crc32c_bitwise
 
+from helpers import crc32c_bitwise
 from litebert.errors import CheckpointError, CheckpointNotFoundError, LitebertError
 from litebert.io.tf_checkpoint import TFCheckpoint, crc32c, resolve_prefix, unmask_crc
 
@@ -99,7 +99,8 @@ def _copy(tmp_path, name="pretrain") -> Path:
 def test_missing_shard(tmp_path):
     d = _copy(tmp_path)
     (d / "model.ckpt-best.data-00001-of-00002").unlink()
-    with pytest.raises(CheckpointNotFoundError, match=r"missing data shard.*data-00001-of-00002.*variables affected: \S"):
+    with pytest.raises(CheckpointNotFoundError,
+                       match=r"missing data shard.*data-00001-of-00002.*variables affected: \S"):
         TFCheckpoint(d / "model.ckpt-best")
 
 
@@ -115,7 +116,8 @@ def test_truncated_data_file(tmp_path):
     shard = d / "model.ckpt-best.data-00000-of-00002"
     data = shard.read_bytes()
     shard.write_bytes(data[: len(data) - 100])
-    with pytest.raises(CheckpointError, match=r"data-00000-of-00002: truncated: \d+ bytes, but variable '.+' \[.*\] needs"):
+    with pytest.raises(CheckpointError,
+                       match=r"data-00000-of-00002: truncated: \d+ bytes, but variable '.+' \[.*\] needs"):
         TFCheckpoint(d)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import crc32c_bitwise
 
+from helpers import crc32c_bitwise
 from litebert.errors import CheckpointError
 from litebert.io.convert_tf import convert_tf_checkpoint
 from litebert.io.tf_checkpoint import TFCheckpoint, _read_table

@@ -4,7 +4,6 @@ the guard checks at warmup + 100 steps and stays quiet."""
 import json
 
 from helpers.demo_runs import demo_run
-
 from litebert.engine.metrics_log import read_metrics
 
 

@@ -2,7 +2,6 @@
 (docs/pretraining.md): the guard stops the run at warmup + 100 steps, resumable, and says why."""
 
 from helpers.demo_runs import demo_run
-
 from litebert.engine.metrics_log import read_metrics
 
 

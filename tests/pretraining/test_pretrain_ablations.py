@@ -5,12 +5,11 @@ import csv
 import json
 
 import pytest
-import torch
 
 from litebert.cli import main
 from litebert.config import AlbertConfig
-from litebert.params import count_parameters
 from litebert.engine.metrics_log import read_metrics
+from litebert.params import count_parameters
 
 ARGS = ["--preset", "tiny", "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
         "--lr", "0.005", "--warmup-steps", "1", "--seed", "3", "--max-steps", "3", "--eval-examples", "8",

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON
 
-from litebert.folders import read_marker
+from helpers import PYTHON
 from litebert.engine.checkpoint import latest_valid, list_checkpoints
 from litebert.engine.metrics_log import read_metrics
+from litebert.folders import read_marker
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the workers through /proc")
 

@@ -1,23 +1,23 @@
-"""Batches built ahead by worker processes (`TrainConfig.data_workers`, `litebert.pretraining.feed`): the same batches and
+"""Batches built ahead by worker processes (`TrainConfig.data_workers`, `litebert.pretraining.feed`): the same batches
+and
 the same run as when the training process builds them, through epoch ends, resume and a step retried at a smaller
 micro-batch."""
 
 import numpy as np
 import pytest
 import torch
-from helpers.tiny_setup import datasets, tiny_model_config
 
+from helpers.tiny_setup import datasets, tiny_model_config
 from litebert.data.pretraining import collate_pretraining
+from litebert.engine.checkpoint import latest_valid
+from litebert.engine.metrics_log import read_metrics
+from litebert.engine.plan import local_plan
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
-from litebert.engine.checkpoint import latest_valid
-from litebert.pretraining.identity import run_identity
-from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.feed import Feed
+from litebert.pretraining.identity import run_identity
 from litebert.pretraining.loop import train
-from litebert.engine.metrics_log import read_metrics
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

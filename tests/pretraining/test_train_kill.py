@@ -2,10 +2,10 @@
 
 import subprocess
 
-from helpers.killed_runs import kill_at_step, last_step
-from helpers import PYTHON
 from safetensors.torch import load_file
 
+from helpers import PYTHON
+from helpers.killed_runs import kill_at_step, last_step
 from litebert.engine.metrics_log import read_metrics
 
 

@@ -8,19 +8,19 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from helpers.tiny_setup import datasets, tiny_model_config
 
+from helpers.tiny_setup import datasets, tiny_model_config
+from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints
+from litebert.engine.metrics_log import read_metrics
+from litebert.engine.plan import local_plan
+from litebert.engine.runtime import Runtime
+from litebert.engine.step import TrainingError
 from litebert.errors import CheckpointError, ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.optim import lr_at
-from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints
-from litebert.pretraining.identity import run_identity
-from litebert.engine.plan import local_plan
 from litebert.pretraining.config import TrainConfig
-from litebert.engine.runtime import Runtime
-from litebert.engine.step import TrainingError
+from litebert.pretraining.identity import run_identity
 from litebert.pretraining.loop import train
-from litebert.engine.metrics_log import read_metrics
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +103,8 @@ def test_eval_metrics_are_official_weighted_means(setup, tmp_path):
     """Eval = weighted MLM mean over real predictions, SOP mean over sequences: recompute by hand for an untrained
     model and compare."""
     from litebert.data.pretraining import collate_pretraining
-    from litebert.pretraining.loop import evaluate
     from litebert.engine import distributed as D
+    from litebert.pretraining.loop import evaluate
 
     _, ev = datasets(setup)
     m = model().eval()

@@ -1,4 +1,5 @@
-"""The plateau guard (`litebert.pretraining.plateau`): its statistics against hand computations and brute force, its rules,
+"""The plateau guard (`litebert.pretraining.plateau`): its statistics against hand computations and brute force, its
+rules,
 the square-root learning-rate rule, and the gate. The guard in real runs of the demo's model is in
 test_plateau_demo_stop.py and test_plateau_demo_quiet.py (one run each, so that parallel workers run them side by
 side)."""
@@ -10,20 +11,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import IntTokenizer
 
-from litebert import TrainConfig, pretrain
+from helpers import IntTokenizer
+from litebert import TrainConfig
 from litebert.cli import main
 from litebert.config import AlbertConfig
-from litebert.data.pretraining import PretrainingDataset
+from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore, prepare_store
+from litebert.engine.metrics_log import read_metrics
 from litebert.errors import ConfigError
 from litebert.heads import AlbertForPreTraining
 from litebert.padding import prepare_batch
-from litebert.data.pretraining import collate_pretraining
-from litebert.engine.metrics_log import read_metrics
-from litebert.pretraining.plateau import (PlateauGuard, Probe, Unigram, advice, probe, sqrt_rule_lr, unigram_of_counts,
-                                    unigram_of_store)
+from litebert.pretraining.plateau import (
+    PlateauGuard,
+    Probe,
+    Unigram,
+    advice,
+    probe,
+    sqrt_rule_lr,
+    unigram_of_counts,
+    unigram_of_store,
+)
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

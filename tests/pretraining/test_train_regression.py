@@ -22,10 +22,10 @@ SETTINGS = dict(max_steps=50, batch_size=16, micro_batch=8, lr=0.01, warmup_step
 
 
 def run_curve(folder: Path) -> dict:
+    from litebert.engine.metrics_log import read_metrics
     from litebert.heads import AlbertForPreTraining
     from litebert.pretraining.config import TrainConfig
     from litebert.pretraining.loop import train
-    from litebert.engine.metrics_log import read_metrics
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: the same float reductions on every machine

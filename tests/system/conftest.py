@@ -2,6 +2,7 @@
 fine-tuning task for the run-folder and write-fault tests. Built once per session; the tests only read them."""
 
 import pytest
+
 from helpers import contents, unchanged
 from helpers.battery import build_inputs
 from helpers.run_folders import build_word_cycle_task

@@ -32,9 +32,9 @@ import typing
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO, contents
 from helpers.battery import base_command, cli, one_line_error, pretrain_argv
-
 from litebert.cli import COMMANDS, Parser
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
@@ -165,7 +165,8 @@ def test_every_numeric_option_is_covered():
     paths = {p.values[0] for p in NUMERIC_CASES}
     assert paths >= {"tokenizer train", "data prepare", "data inspect", "pretrain", "gate", "finetune", "evaluate",
                      "predict",
-                     "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment"}, paths
+                     "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions",
+                     "experiment"}, paths
     flags = {(p.values[0], p.values[1]) for p in NUMERIC_CASES}
     for must in [("pretrain", "--lr"), ("pretrain", "--num-layers"), ("pretrain", "--peak-tflops"),
                  ("finetune", "--epochs"), ("experiment", "--embedding-sizes"), ("experiment", "--processes"),

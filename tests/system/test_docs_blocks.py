@@ -102,7 +102,8 @@ def bash_commands(code: str, first_line: int) -> list[tuple[int, str]]:
                 continue
         pending.append(line)
         text = "\n".join(pending)
-        if line.rstrip().endswith("\\") or subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode:
+        if line.rstrip().endswith("\\") or subprocess.run(["bash", "-n"], input=text, capture_output=True,
+                                                          text=True).returncode:
             continue
         commands.append((start, text))
         pending = []
@@ -148,7 +149,8 @@ def test_every_code_block_is_annotated_or_valid():
 
 def test_bash_commands_span_continuations_and_open_quotes():
     code = "# a comment\nlitebert a \\\n    --b 1\n\necho '{\"x\": 1,\n  \"y\": 2}' > c.json\nlitebert c\n"
-    assert bash_commands(code, 10) == [(12, "litebert a \\\n    --b 1"), (15, "echo '{\"x\": 1,\n  \"y\": 2}' > c.json"),
+    assert bash_commands(code, 10) == [(12, "litebert a \\\n    --b 1"),
+                                       (15, "echo '{\"x\": 1,\n  \"y\": 2}' > c.json"),
                                        (17, "litebert c")]
 
 

@@ -19,10 +19,10 @@ import pytest
 import torch
 
 from litebert.config import AlbertConfig
+from litebert.engine.checkpoint import load_checkpoint, save_checkpoint
 from litebert.errors import LitebertError
 from litebert.heads import AlbertForPreTraining, AlbertModel
 from litebert.tokenizer import AlbertTokenizer
-from litebert.engine.checkpoint import load_checkpoint, save_checkpoint
 
 CASES = 60  # mutations per file in the default run; the slow run multiplies it
 

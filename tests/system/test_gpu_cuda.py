@@ -165,7 +165,8 @@ def test_varlen_equals_padded_in_bf16(head):
         cls = AlbertForPreTraining
     elif head == "classification":
         cls = AlbertForSequenceClassification
-        b = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")} | {"labels": torch.tensor([0, 1, 2] * 2)}
+        b = ({k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+             | {"labels": torch.tensor([0, 1, 2] * 2)})
     else:
         cls = AlbertForMultipleChoice
         b = {k: b[k].view(3, 2, -1) for k in ("input_ids", "attention_mask", "token_type_ids")} | {
@@ -336,7 +337,6 @@ def test_pretrain_on_cuda_killed_and_resumed(tiny_setup, tmp_path):
     """bf16 with gradient accumulation (2 micro-batches), SIGKILL, --resume: the same losses as a run never stopped
     (within the run-to-run spread of GPU atomics), and the run completes."""
     from helpers.killed_runs import kill_at_step
-
     from litebert.engine.metrics_log import read_metrics
 
     paths = tiny_setup
@@ -347,7 +347,8 @@ def test_pretrain_on_cuda_killed_and_resumed(tiny_setup, tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     a, b = read_metrics(ref_out), read_metrics(out)
     assert [r["step"] for r in b] == list(range(1, 41))
-    assert all(abs(x["loss"] - y["loss"]) <= 1e-3 * x["loss"] for x, y in zip(a, b)), [(x["loss"], y["loss"]) for x, y in zip(a, b)]
+    assert all(abs(x["loss"] - y["loss"]) <= 1e-3 * x["loss"]
+               for x, y in zip(a, b)), [(x["loss"], y["loss"]) for x, y in zip(a, b)]
     assert a[-1]["loss"] < a[0]["loss"] - 0.2
 
 

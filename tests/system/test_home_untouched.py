@@ -5,7 +5,8 @@ Every command of the CLI's table (`litebert.cli.COMMANDS`) runs a refused invoca
 process whose HOME is an empty folder (the XDG folders, MPLCONFIGDIR, the trackers' and caches' variables unset, so
 every library's default lies under that HOME); after each, HOME is listed, and the outputs are compared with their
 snapshots. The tracker cases (MLflow without a tracking URI, with a server that does not answer, W&B online without
-a login; also with ``--overwrite`` of an existing run; and a fine-tuning run) are refused with ``--out`` as it was. A run that reports to
+a login; also with ``--overwrite`` of an existing run; and a fine-tuning run) are refused with ``--out`` as it was. A
+run that reports to
 W&B (offline) and MLflow (a file store), then `plot` of it, write nothing under HOME either; and ``--overwrite``
 refuses, deleting nothing, a run whose ``wandb/`` holds a user's file.
 """
@@ -20,9 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import snapshot
 
 import litebert
+from helpers import snapshot
 from litebert.cli import COMMANDS, main
 
 pytestmark = pytest.mark.usefixtures("one_thread")

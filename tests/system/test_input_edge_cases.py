@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
-from litebert.inputs import text as text_input
 from litebert.cli import main
 from litebert.data.documents import read_documents
 from litebert.data.store import TokenStore
 from litebert.errors import DataError, TokenizerError
-from litebert.tasks import readers as R
 from litebert.inference.predict import iter_texts
+from litebert.inputs import text as text_input
+from litebert.tasks import readers as R
 from litebert.tokenizer import AlbertTokenizer, corpus_lines
 
 LONE = r"caf\ud800 x"  # the six characters \ud800 in the file: JSON decodes them to a lone surrogate

@@ -4,7 +4,8 @@ evaluate-pretraining count) reported as it really is.
 
 Cases the older suites already cover are not repeated here:
   - `predict` with finetune.json's labels edited to another length: test_bad_input_battery.py::
-    test_predict_with_labels_edited_to_another_length (this file adds `evaluate`, and that the line names finetune.json);
+    test_predict_with_labels_edited_to_another_length (this file adds `evaluate`, and that the line names
+    finetune.json);
   - a NaN regression label: test_bad_input_battery.py::test_finetune_regression_with_a_nan_label (this file: infinity);
   - duplicate --labels: test_bad_input_battery.py::test_finetune_duplicate_labels;
   - `experiment sentence-objective --device cuda` without CUDA: test_bad_input_battery.py::
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO, contents
 from helpers.battery import base_command, cli, one_line_error, pretrain_argv
 

@@ -12,9 +12,9 @@ import pytest
 
 from litebert.data.pretraining import PretrainingDataset
 from litebert.data.store import prepare_store
-from litebert.tokenizer import train_tokenizer
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.run import pretrain
+from litebert.tokenizer import train_tokenizer
 
 # One document per language, as its sentences (what the splitter must find); Chinese and Japanese are written without
 # spaces between sentences.
@@ -118,7 +118,8 @@ def test_stripping_accents_on_this_corpus_warns_naming_the_scripts(pipeline, tmp
     with pytest.warns(UserWarning) as caught:
         train_tokenizer([corpus], tmp_path / "tok", 170, keep_accents=False, progress=False, num_threads=1)
     # Counted by hand: Devanagari, 6 viramas (नमस्ते प्रधानमंत्री दिल्ली उन्होंने क्या) and the nukta of ज़; Arabic, the
-    # hamza of أ in أنا أحب أحبها and the fathatan of كثيراً جداً; Hiragana, the dakuten of が, ご and ざ. Stripping leaves
+    # hamza of أ in أنا أحب أحبها and the fathatan of كثيراً جداً; Hiragana, the dakuten of が, ご and ざ. Stripping
+    # leaves
     # the Russian ё and the English text alone. The corpus is read a JSON line (one document) at a time.
     chars = sum(len(document_text(lang)) for lang in DOCUMENTS)
     assert [str(w.message) for w in caught] == [

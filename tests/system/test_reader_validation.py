@@ -172,7 +172,6 @@ def test_a_pickle_only_weights_only_false_opens_is_one_line(tmp_path):
 def test_a_cache_ref_holding_a_path_is_refused(tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
     from helpers import cache_repo
-
     from litebert import hub
 
     outside = tmp_path / "hf_home" / "elsewhere"

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from helpers import snapshot
 from helpers.battery import TF_PRETRAIN, base_command, cli, ok, one_line_error, pretrain_argv
-
 from litebert import folders
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend

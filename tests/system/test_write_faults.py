@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from helpers import PYTHON, contents
 from helpers.run_folders import convert, dead_pid, finetune, pretrain
-
 from litebert.cli import main
+from litebert.engine.metrics_log import read_metrics
 from litebert.errors import WriteError
 from litebert.files import atomic_write
 from litebert.folders import read_marker
-from litebert.engine.metrics_log import read_metrics
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -11,8 +11,8 @@ import pytest
 
 from litebert.errors import DataError
 from litebert.tasks import kinds as K
-from litebert.tasks.readers import MultipleChoiceExample, SquadExample, TextExample, TokenExample
 from litebert.tasks.presets import PRESETS, preset_from_json
+from litebert.tasks.readers import MultipleChoiceExample, SquadExample, TextExample, TokenExample
 
 WHERE = Path("in.jsonl")
 
@@ -181,7 +181,8 @@ def test_the_docs_table_of_tasks_shows_the_presets():
     the docs their rendering (a preset changed without its row fails here)."""
     def shown(p) -> str:
         steps = f"{p.train_steps:,}" if p.train_steps else f"{p.epochs:g} epochs"
-        warmup = f"{p.warmup_steps:,}" if p.warmup_steps is not None else f"{p.warmup_proportion:.0%}".replace("%", " %")
+        warmup = (f"{p.warmup_steps:,}" if p.warmup_steps is not None
+                  else f"{p.warmup_proportion:.0%}".replace("%", " %"))
         return f"{p.lr:.0e}".replace("e-0", "e-") + f" / {p.batch_size} / {steps} / {warmup}"
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "finetune.md").read_text()

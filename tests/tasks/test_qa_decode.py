@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import litebert
+from helpers.pipelines import hf_pipeline
 from litebert.cli import main
 from litebert.finetuning.run import FinetuneConfig, finetune
-from helpers.pipelines import hf_pipeline
 
 transformers = pytest.importorskip("transformers")
 pytestmark = [pytest.mark.usefixtures("one_thread"),

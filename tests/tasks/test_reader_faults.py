@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from litebert.inputs import text as text_input
 from litebert.cli import main
 from litebert.errors import DataError, LitebertError
+from litebert.inference.predict import iter_texts
 from litebert.tasks import readers as R
 from litebert.tasks.kinds import Classification
-from litebert.inference.predict import iter_texts
 
 ROWS = [("a fine film", "pos"), ("dull, and long", "neg"), ('he said "wow"', "pos"), ("café au lait", "neg")]
 

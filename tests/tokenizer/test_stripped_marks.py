@@ -117,7 +117,8 @@ def test_train_tokenizer_warns_once_for_hindi(tmp_path):
 
 
 # (vocabulary sizes that these small corpora support: SentencePiece refuses more pieces than a corpus yields)
-@pytest.mark.parametrize("lines, keep_accents, vocab_size", [(HINDI, True, 55), (RUSSIAN, False, 40), (None, False, 70)],
+@pytest.mark.parametrize("lines, keep_accents, vocab_size",
+                         [(HINDI, True, 55), (RUSSIAN, False, 40), (None, False, 70)],
                          ids=["hindi-keep-accents", "russian", "english"])
 def test_train_tokenizer_does_not_warn(tmp_path, lines, keep_accents, vocab_size):
     if lines is None:

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 
 import numpy as np
 import pytest
 
 from helpers.tokenizer_texts import VARIED, corpus_lines, official_pieces
-
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, preprocess_text
+
 
 @pytest.fixture(scope="module")
 def tok(albert_vocab) -> AlbertTokenizer:
@@ -23,7 +22,8 @@ def tok(albert_vocab) -> AlbertTokenizer:
 
 @pytest.fixture(scope="module")
 def hf_saved(tok, tmp_path_factory):
-    """HF's tokenizer loading a folder written by our save_pretrained (spiece.model + tokenizer_config + tokenizer.json)."""
+    """HF's tokenizer loading a folder written by our save_pretrained (spiece.model + tokenizer_config +
+    tokenizer.json)."""
     transformers = pytest.importorskip("transformers")
     out = tok.save_pretrained(tmp_path_factory.mktemp("albert_saved"))
     return transformers.AutoTokenizer.from_pretrained(str(out))
@@ -47,7 +47,8 @@ def test_readme_reference_ids(tok):
 
 
 def test_special_ids_and_fingerprint(tok, albert_vocab):
-    assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (0, 1, 2, 3, 4)
+    assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id,
+            tok.mask_token_id) == (0, 1, 2, 3, 4)
     assert tok.vocab_size == len(tok) == 30000
     sums = dict(line.split()[::-1] for line in (albert_vocab / "SHA256SUMS").read_text().splitlines() if line.strip())
     assert tok.fingerprint() == sums["spiece.model"]

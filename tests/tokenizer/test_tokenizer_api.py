@@ -7,13 +7,11 @@ tokenization, identical to litebert everywhere), and ``AutoTokenizer`` (Rust) on
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
 
 from helpers.tokenizer_texts import VARIED, WRITTEN, official_pieces, with_specials
-
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, BatchEncoding
 

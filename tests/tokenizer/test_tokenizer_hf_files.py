@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from helpers.tokenizer_texts import VARIED, WRITTEN, corpus_lines, with_specials
-
 from litebert.errors import TokenizerError
 from litebert.tokenizer import MODEL_INPUT_NAMES, AlbertTokenizer, load_tokenizer
 from litebert.tokenizer.hf_json import model_proto_from_tokenizer_json
 
 REPO = Path(__file__).resolve().parents[2]
 # accents, CJK, full-width forms, odd whitespace, compatibility characters, digits with commas
-ODD = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３，４５６", "ｶﾀｶﾅ ﾃｽﾄ", "naïve Ångström façade Ærø ŒUVRE", "北京大学 東京 서울",
+ODD = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３，４５６", "ｶﾀｶﾅ ﾃｽﾄ", "naïve Ångström façade Ærø ŒUVRE",
+       "北京大学 東京 서울",
        "a\u2009b\u202fc\u205fd\u00a0e", "x\r\n\r\ny\t\tz\u000bw\u000cv", "\u2028line\u2029para", "1,000, 2,5, 10,",
        "ǅemal ﬃ ㎞ ℌ ⅷ", "“smart” ‘quotes’ … — –", "e\u0301\u0302 o\u0308\u0304"]
 TEXTS = VARIED + ODD + WRITTEN + with_specials(30, seed=1)

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from litebert.tokenizer import AlbertTokenizer, normalize_with_spans, preprocess_text, train_tokenizer
 from litebert.tokenizer.normalize import _normalize_chars
 
-
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Text that exercises the normalization: words, digits with commas, LaTeX quotes, accents and combining marks,
 # compatibility characters, Greek final sigma, CJK, emoji, user-defined pieces, control and exotic whitespace.
-ATOMS = ["The", "cat", "Café", "naïve", "ΣΟΦΟΣ", "İ", "ß", "ﬁ", "½", "㎏", "中文", "한국", "😀", "👍🏽", "2010,", "1,000",
+ATOMS = ["The", "cat", "Café", "naïve", "ΣΟΦΟΣ", "İ", "ß", "ﬁ", "½", "㎏", "中文", "한국", "😀", "👍🏽", "2010,",
+         "1,000",
          "12,", "``", "''", "(", ")", '"', "-", ".", "–", "£", "€", ",", "e\u0301", "a\u0308", "\u200b", "\ufeff",
          "\x00", "\x07", " ", "  ", "\t", "\n", "\u00a0", "\u3000", "\x1c", "\x85", "x"]
 mixed_text = st.lists(st.sampled_from(ATOMS), max_size=30).map("".join)
@@ -82,7 +82,8 @@ def test_piece_offsets_equal_sentencepiece(tok, text):
 
 
 def test_batch_offsets_fast_path_equals_sentencepiece_spans(tok, monkeypatch):
-    texts = ["Kalo mine tura, po", "Hello, my dog is cute", "In 2010, the U.S. economy grew 1,000 times.", "``quoted'' text", "",
+    texts = ["Kalo mine tura, po", "Hello, my dog is cute", "In 2010, the U.S. economy grew 1,000 times.",
+             "``quoted'' text", "",
              "  leading and trailing  ", "(parenthesis first", "Café naïve", "tab\tsep\nline", "a ~ b # c"]
     fast = tok.encode_batch_with_offsets(texts)
     assert tok.unk_token_id not in fast[0][0]  # both vocabularies know these syllables: the fast path is taken

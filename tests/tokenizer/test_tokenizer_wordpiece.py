@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import COMMIT, bert_tokenizer_folder, cache_repo, wordpiece_vocab, write_wordpiece_vocab
 
+from helpers import COMMIT, bert_tokenizer_folder, cache_repo, wordpiece_vocab, write_wordpiece_vocab
 from litebert.cli import main
 from litebert.errors import TokenizerError
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer, tokenizer_format
@@ -22,10 +22,12 @@ pytest.importorskip("tokenizers")
 
 TEXTS = [
     "", "   ", "The quick brown fox jumps over the lazy dog.", "unaffable", "Hello, world! 中国人",
-    "我爱北京天安门。今年很好！", "我们在上海，他们在北京、东京？", "中国的大学生 in 2010 说话", "Café naïve résumé Zürich",
+    "我爱北京天安门。今年很好！", "我们在上海，他们在北京、东京？", "中国的大学生 in 2010 说话",
+    "Café naïve résumé Zürich",
     "CAFÉ CAFE café", "ÀÉÏÜ àéïü", "Paris is the capital of France", "tab\there\nnew\r\nline", "ctrl\x00\x07 x\ufffd y",
     "a\u00a0b\u3000c", "emoji 😀 ok", "Ωmega ß ﬁ", "a" * 101, "hello" * 25, "un-affable (hello) [world] {x} <y>",
-    "whales shipped seaing quickly", "中国人abc北京def", "日本語のテキスト", "x" * 5 + "中" + "y" * 5, "[unused1] [PAD]",
+    "whales shipped seaing quickly", "中国人abc北京def", "日本語のテキスト", "x" * 5 + "中" + "y" * 5,
+    "[unused1] [PAD]",
 ]
 SETTINGS = [{}, {"do_lower_case": False}, {"do_lower_case": True, "strip_accents": False},
             {"do_lower_case": False, "strip_accents": True}, {"tokenize_chinese_chars": False}]

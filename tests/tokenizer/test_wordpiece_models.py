@@ -13,8 +13,8 @@ import random
 import numpy as np
 import pytest
 import torch
-from helpers import CJK, bert_tokenizer_folder, cache_repo, wordpiece_vocab
 
+from helpers import CJK, bert_tokenizer_folder, cache_repo, wordpiece_vocab
 from litebert.cli import main
 from litebert.data.store import TokenStore, prepare_store
 from litebert.tokenizer import WordPieceTokenizer, load_tokenizer

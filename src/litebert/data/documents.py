@@ -10,7 +10,8 @@ Formats (``--format``):
 ``files``       plain text, one document per file; each paragraph is split into sentences.
 ``jsonl``       one record per document: a JSON object per line, or a row of a table (Parquet, Arrow, a `datasets`
                 folder), whose string field or column (``text`` by default) holds the document; each line of that
-                string is a paragraph, split into sentences. Texts given in Python (`litebert.inputs.columnar.TextSource`)
+                string is a paragraph, split into sentences. Texts given in Python
+                (`litebert.inputs.columnar.TextSource`)
                 are read the same way, each string a document.
 ``auto``        ``jsonl`` for ``*.jsonl`` / ``*.json`` / ``*.ndjson`` (optionally compressed), for tables and for texts
                 given in Python; ``official`` otherwise.
@@ -36,10 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from litebert.inputs.columnar import WHAT, TextSource
 from litebert.errors import DataError
-from litebert.inputs.text import (is_records, iter_lines, iter_record_texts, parse_json_line, table_kind,
-                                 text_field, where)
+from litebert.inputs.columnar import WHAT, TextSource
+from litebert.inputs.text import (
+    is_records,
+    iter_lines,
+    iter_record_texts,
+    parse_json_line,
+    table_kind,
+    text_field,
+    where,
+)
 
 FORMATS = ("auto", "official", "paragraphs", "files", "jsonl")
 # The most characters a document holds before it is cut: a Wikipedia article or a novel is well below it.

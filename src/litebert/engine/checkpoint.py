@@ -4,7 +4,8 @@ A run folder holds ``checkpoints/step-00001000.pt`` (one file: model, optimizer,
 data position, counters, and the configs the run was started with) and beside it ``step-00001000.pt.sha256``.
 
 - Atomic: the file is written through `litebert.files.atomic_write` (a temporary in the same folder, fsynced, then
-  renamed); the checksum is written the same way *after* it. A crash at any moment leaves either the complete new pair or no new file.
+  renamed); the checksum is written the same way *after* it. A crash at any moment leaves either the complete new pair
+  or no new file.
 - Verified: a checkpoint counts only when its checksum file exists and matches. ``latest_valid`` walks from the newest
   to the oldest and warns about each one it skips (half-written, truncated, bit-rotted), so ``--resume`` continues
   from the newest good one.
@@ -84,7 +85,8 @@ def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) ->
         path.unlink(missing_ok=True)  # a .pt without its checksum would be skipped anyway; do not leave it around
         previous = [p.name for _, p in list_checkpoints(folder)]
         raise CheckpointError(
-            f"could not save checkpoint {path}: {getattr(e, 'reason', None) or e.strerror or e}. Earlier checkpoints are intact "
+            f"could not save checkpoint {path}: {getattr(e, 'reason', None) or e.strerror or e}. Earlier checkpoints "
+            "are intact "
             f"({', '.join(previous) or 'none'}); free space in {folder} and resume the run") from e
     if keep_last > 0:
         for old_step, old in list_checkpoints(folder)[:-keep_last]:

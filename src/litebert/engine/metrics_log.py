@@ -22,17 +22,18 @@ import os
 import sys
 from pathlib import Path
 
+from litebert import folders
 from litebert.config import AlbertConfig
 from litebert.engine.callbacks import Callback
+from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
 from litebert.errors import LitebertError, first_line
 from litebert.files import atomic_write, parse_json
-from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
-from litebert import folders
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
 EVAL_COLUMNS = ["step", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "examples", "unigram_entropy"]
-# The plateau guard's checks (`litebert.pretraining.plateau`): the train MLM loss of the last steps beside H1, and the probe
+# The plateau guard's checks (`litebert.pretraining.plateau`): the train MLM loss of the last steps beside H1, and the
+# probe
 GUARD_COLUMNS = ["step", "mlm_loss", "unigram_entropy", "probe_positions", "probe_distinct", "probe_top_share",
                  "probe_cosine", "plateau"]
 
@@ -124,7 +125,7 @@ class MetricsWriter(Callback):
     ``last``), each evaluation as an ``eval`` record, and closes the files and trackers when the loop ends."""
 
     def __init__(self, folder: Path, enabled: bool = True, resume_step: int | None = None,
-                 trackers: Trackers = Trackers(), columns: dict[str, list[str] | None] | None = None,
+                 trackers: Trackers | None = None, columns: dict[str, list[str] | None] | None = None,
                  config: dict | None = None, every: int = 1, last: int | None = None):
         """``columns``: the CSV columns of each split ("train", "eval"); None for a split: the keys of its first
         record (or the header of its existing file). Default: the pretraining columns. ``trackers``: the trackers
@@ -150,7 +151,7 @@ class MetricsWriter(Callback):
         # the trackers' libraries write nothing outside the run folder while they run (`trackers.environment`)
         self._environment.enter_context(environment(self.folder))
         try:
-            self.trackers = open_trackers(trackers, self.folder, resume_step, config)
+            self.trackers = open_trackers(trackers or Trackers(), self.folder, resume_step, config)
         except BaseException:
             self._environment.close()
             raise
@@ -251,7 +252,8 @@ def flops_per_sequence(config: AlbertConfig, seq_len: int, predictions: int) -> 
 
 # Dense peak TFLOP/s of common accelerators for the MFU estimate (vendor data sheets; bf16/fp16 tensor cores, no
 # sparsity). Anything else: pass --peak-tflops.
-PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0, "T4": 65.0, "A6000": 155.0}
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0,
+               "V100": 125.0, "T4": 65.0, "A6000": 155.0}
 
 
 def peak_tflops_of(device_name: str) -> float | None:

@@ -33,10 +33,10 @@ from typing import Callable, Iterable, Iterator, Optional
 import torch
 from torch import nn
 
-from litebert.errors import CheckpointError, LitebertError
 from litebert.engine import distributed as D
 from litebert.engine.checkpoint import checkpoint_path, save_checkpoint
 from litebert.engine.runtime import Runtime
+from litebert.errors import CheckpointError, LitebertError
 
 
 class TrainingError(LitebertError, RuntimeError):

@@ -3,12 +3,14 @@
 ``report_to`` (a field of `TrainConfig` and `FinetuneConfig`, ``--report-to`` on the command line) is a comma list
 of tracker names (``tensorboard``, ``wandb``, ``mlflow``), or ``none``, or ``auto`` (the default: TensorBoard when
 the ``tensorboard`` package is installed, else none, quietly: ``metrics.jsonl`` and the CSV files are written
-either way; a TensorBoard that is installed but does not import is a one-line notice). `resolve` decides which trackers a run
+either way; a TensorBoard that is installed but does not import is a one-line notice). `resolve` decides which trackers
+a run
 uses (a `Trackers`) and refuses a named tracker whose package is missing, with the pip command; the run's plan
 (`litebert.engine.plan`) calls it once, before anything is written, and carries the decision to the metrics writer.
 Each tracker's package is imported only when the run asks for it.
 
-On rank 0 the `MetricsWriter` (a callback of the training loops, `litebert.engine.callbacks`) opens the trackers (`open_trackers`) and hands each every record it appends to
+On rank 0 the `MetricsWriter` (a callback of the training loops, `litebert.engine.callbacks`) opens the trackers
+(`open_trackers`) and hands each every record it appends to
 ``metrics.jsonl``: the numbers of a ``train`` record as ``train/loss``, ``train/lr``, ..., of an ``eval`` record as
 ``eval/mlm_accuracy``, ..., at the record's step. The run's settings (what ``train_config.json`` or ``finetune.json``
 records) go once to each new tracker run, as W&B config or MLflow params (nested keys joined by dots).
@@ -51,10 +53,10 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
+from litebert import folders
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
 from litebert.extras import install_hint
 from litebert.files import json_field, read_json, write_json
-from litebert import folders
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 REPORT_TO = ("auto", "none") + TRACKERS

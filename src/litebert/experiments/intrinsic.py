@@ -88,7 +88,8 @@ class PretrainingEvaluation:
 
 @checked
 def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.PathLike, *,
-                         objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000, seq_len: Optional[int] = None,
+                         objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000,
+                         seq_len: Optional[int] = None,
                          seed: int = 12345, batch_size: int = 32, device: Optional[str] = None,
                          precision: str = "auto", attention: str = "auto", names: Optional[Sequence[str]] = None,
                          output: str | os.PathLike | None = None, progress: bool = True,
@@ -125,7 +126,8 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
                                                          model.config.sequence_length(seq_len, 128)))
         if progress:
             print(f"{name}: " + ", ".join(f"{o.upper()} {100 * a.accuracy:.1f}% [{100 * a.low:.1f}, "
-                                          f"{100 * a.high:.1f}] of {a.total:,}" for o, a in report.scores[name].items()),
+                                          f"{100 * a.high:.1f}] of {a.total:,}"
+                                          for o, a in report.scores[name].items()),
                   file=sys.stderr)
     if output is not None:
         write_json(output, report.to_json())

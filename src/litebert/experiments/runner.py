@@ -25,9 +25,9 @@ import contextlib
 import dataclasses
 import sys
 import time
-from typing import Iterator, Optional, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Optional, Sequence
 
 from litebert import folders
 from litebert.arguments import checked
@@ -214,7 +214,8 @@ def check_corpus(files: list[Path], every: int, encoding_errors: str = "strict")
     written."""
     total = sum(1 for line in _corpus_lines(files, encoding_errors) if line is None)
     if total < every or total == every == 1:
-        raise ConfigError("{corpus:flag}: " + f"{total} document(s) give no {'held-out' if total < every else 'training'} "
+        raise ConfigError("{corpus:flag}: " + f"{total} document(s) give no "
+                          f"{'held-out' if total < every else 'training'} "
                           "document with {heldout_every}; give more documents (a blank line between them) or a "
                           "smaller {heldout_every:flag}", corpus=" ".join(map(str, files)), heldout_every=every)
     return total
@@ -448,9 +449,9 @@ def finetune_grid(arm: Arm, task: str, s: Settings, run: Path, out: Path, lrs) -
 
 def run_arm(arm: Arm, s: Settings, train: Path, held: Path, folder: Path, steps: int) -> dict:
     """Pretrain, score and fine-tune one arm; its results are cached in ``folder/scores.json``."""
+    from litebert.engine.metrics_log import read_metrics
     from litebert.io.hf_folder import load_config
     from litebert.params import count_parameters
-    from litebert.engine.metrics_log import read_metrics
 
     run = folder / "pretrain"
     pretrain(arm, s, train, held, run, steps)
@@ -494,7 +495,8 @@ def downstream_baselines(out: Path, s: Settings, first: Arm, first_run: Path) ->
     dev split's most frequent label); for sentiment a bag of words (`litebert.tasks.baselines`: TF-IDF word 1-2-grams
     + logistic regression, C chosen on dev, so its dev figure is optimistic by that choice); and the first arm's
     architecture from random weights fine-tuned with the same steps and seed at rates meant for training from scratch
-    (``control_lrs``, the best on dev kept: the control: what pretraining adds). Multiple choice has no bag-of-words row: it picks one of a question's answers, which a bag of words over
+    (``control_lrs``, the best on dev kept: the control: what pretraining adds). Multiple choice has no bag-of-words
+    row: it picks one of a question's answers, which a bag of words over
     one text does not model. Cached in OUT/baselines/baselines.json."""
     import torch
 

@@ -43,12 +43,12 @@ def time_steps(preset: str, micro_batch: int, seq_len: int, steps: int, warmup: 
     import torch
 
     from litebert.config import AlbertConfig
-    from litebert.heads import AlbertForPreTraining
-    from litebert.optim.param_groups import build_optimizer
     from litebert.engine import distributed as D
+    from litebert.engine.metrics_log import flops_per_sequence
     from litebert.engine.runtime import Runtime
     from litebert.engine.step import TrainState, train_step
-    from litebert.engine.metrics_log import flops_per_sequence
+    from litebert.heads import AlbertForPreTraining
+    from litebert.optim.param_groups import build_optimizer
 
     config = AlbertConfig.from_preset(preset)
     config.sequence_length(seq_len, seq_len)
@@ -149,7 +149,8 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
             if r["processes"] == n:
                 r["speedup"] = base["seconds_per_step"] / r["seconds_per_step"]
                 r["flops_ratio"] = r["flops_per_step"] / base["flops_per_step"]
-    return {"reference": reference, "micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps, "warmup_steps": warmup,
+    return {"reference": reference, "micro_batch": micro_batch, "seq_len": seq_len, "timed_steps": steps,
+            "warmup_steps": warmup,
             "allreduce_bytes": "the summed size of every trainable parameter's gradient (what DDP all-reduces, once "
                                "per step)",
             "rows": rows}
@@ -204,7 +205,8 @@ def _child(n: int, preset: str, micro_batch: int, seq_len: int, steps: int, warm
     if n > 1 and (device == "cpu" or (device is None and not torch.cuda.is_available())):
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or n) // n)))  # share the cores
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n)] if n > 1 else []
-    cmd = [sys.executable, *launcher, "-m", "litebert.experiments.speedup", "--preset", preset, "--micro-batch", str(micro_batch),
+    cmd = [sys.executable, *launcher, "-m", "litebert.experiments.speedup", "--preset", preset,
+           "--micro-batch", str(micro_batch),
            "--seq-len", str(seq_len), "--steps", str(steps), "--warmup", str(warmup), "--output", str(tmp)]
     cmd += ["--device", device] if device else []
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -81,7 +81,8 @@ class FinetuneConfig(Machinery):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        lora_given = [n for n in ("lora_r", "lora_alpha", "lora_dropout", "lora_targets") if getattr(self, n) is not None]
+        lora_given = [n for n in ("lora_r", "lora_alpha", "lora_dropout", "lora_targets")
+                      if getattr(self, n) is not None]
         if lora_given and not self.lora:
             raise ConfigError("{" + lora_given[0] + "} sets LoRA, which is off: add {lora:flag}",
                               **{lora_given[0]: getattr(self, lora_given[0]), "lora": True})

@@ -32,7 +32,8 @@ from litebert.files import atomic_write, read_json, write_json
 from litebert.finetuning.job import FinetuneResult, notice, run_one, say
 
 GRID_FILE = folders.GRID
-_NOT_COPIED = (folders.OWNER_FILE, folders.TRACKER_STATE, "README.md")  # the marker and trackers are the run's; the card
+_NOT_COPIED = (folders.OWNER_FILE, folders.TRACKER_STATE, "README.md")  # the marker and trackers are the run's;
+# the card
 # is written for OUT
 
 
@@ -45,7 +46,7 @@ def finetune_grid(job, out: str | os.PathLike, lrs: Sequence[float], *, resume: 
                   device: Optional[str], dist: Any):
     """`finetune` with ``lr_grid`` (module docstring): ``job`` is the call's `litebert.finetuning.job.Job`."""
     from litebert.engine import distributed as D
-    
+
 
     rates = check_rates(job, lrs)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
@@ -114,7 +115,7 @@ def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist)
     and finishes ``OUT``."""
     from litebert.engine import distributed as D
     from litebert.push import Publishing
-    
+
 
     writer = folders.begin(plan, grid=list(rates)) if dist.is_main else None
     try:
@@ -166,7 +167,7 @@ def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, r
     written for ``OUT``, grid.json, and the marker finished."""
     from litebert.card import write_card
     from litebert.card_builders import finetuned_card
-    
+
 
     out, chosen = writer.out, writer.out / best["folder"]
     files = [p for p in folders.entries(chosen) if p.is_file() and not p.is_symlink() and p.name not in _NOT_COPIED]

@@ -154,10 +154,10 @@ def read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, colu
 
 def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
     """`finetune` once the output folder is planned and the process group joined: every other check, then the run."""
-    from litebert.inference import finetuned
-    from litebert.finetuning.loop import run_identity, train
     from litebert.engine import distributed as D
     from litebert.engine.plan import machine, plan_run
+    from litebert.finetuning.loop import run_identity, train
+    from litebert.inference import finetuned
     from litebert.io.hf_folder import load_config
 
     preset, cfg, log, metric = job.preset, job.cfg, job.log, job.metric

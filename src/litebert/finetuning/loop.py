@@ -30,19 +30,19 @@ from typing import Optional
 import numpy as np
 import torch
 
+from litebert.engine import distributed as D
+from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
+from litebert.engine.metrics_log import MetricsWriter
+from litebert.engine.plan import RunPlan, local_plan
+from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
+from litebert.engine.runtime import Runtime
+from litebert.engine.signals import StopSignals
+from litebert.engine.step import MicroBatch, TrainingError, TrainState, due, setup, train_step
 from litebert.errors import ConfigError, DataError, literal
 from litebert.finetuning.config import TrainArgs
-from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 from litebert.optim import build_optimizer, lr_at
 from litebert.padding import packs_in_training, prepare_batch
-from litebert.engine import distributed as D
-from litebert.engine.plan import RunPlan, local_plan
-from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
-from litebert.engine.runtime import Runtime
-from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
-from litebert.engine.step import MicroBatch, TrainState, TrainingError, due, setup, train_step
-from litebert.engine.metrics_log import MetricsWriter
-from litebert.engine.signals import StopSignals
+from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
 
 TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
                  "loss_scale"]  # loss_scale: fp16 only

@@ -54,8 +54,8 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
     ``out/grid.json`` (`litebert.finetuning.grid`).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
-    from litebert.push import Publishing
     from litebert.engine import distributed as D
+    from litebert.push import Publishing
     from litebert.tasks.presets import get_preset
 
     preset, cfg = get_preset(task), config or FinetuneConfig()

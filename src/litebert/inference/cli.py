@@ -107,7 +107,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     result = evaluate(args.model, args.data, output=args.output, columns=parse_columns(args.columns),
                       tokenizer=args.tokenizer, null_threshold=args.null_threshold,
-                      allow_incomplete=args.allow_incomplete, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
+                      allow_incomplete=args.allow_incomplete,
+                      batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
                       device=args.device, precision=args.precision, attention=args.attention,
                       encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
                       qa_decoding=args.qa_decoding)
@@ -131,7 +132,8 @@ def run_embed(args: argparse.Namespace) -> int:
     from litebert.inference.predict import embed
 
     result = embed(args.model, args.input, args.output, text_field=args.text_field, pooling=args.pooling,
-                   tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
+                   tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size,
+                   seq_len=args.seq_len,
                    device=args.device, precision=args.precision, attention=args.attention,
                    encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
     print(f"wrote {result.shape[0]} x {result.shape[1]} {result.pooling} embeddings to {result.output}")

@@ -34,9 +34,9 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned.
     ``device``, ``precision`` and ``attention`` as for every command (`litebert.engine.runtime.Runtime`)."""
     from litebert import hub
-    from litebert.inputs import text as text_input
     from litebert.folders import plan_file
     from litebert.inference.predict import CHUNK_SIZE, chunks, write_jsonl
+    from litebert.inputs import text as text_input
 
     if (text is None) == (input is None):
         raise ConfigError("give {text:flag} or {input:flag}" + (", not both" if text is not None else ""),

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from litebert import folders
 from litebert.errors import CheckpointError, literal
 from litebert.files import read_json, write_json
+from litebert.tasks.features import check_ids, length_of
 from litebert.tasks.kinds import example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
-from litebert.tasks.features import check_ids, length_of
-from litebert import folders
 
 META_FILE = folders.FINETUNE_META
 def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
@@ -46,7 +46,8 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
         return  # a missing finetune.json is reported by load_finetuned
     meta = read_json(meta_path, CheckpointError)
     if meta.get("complete") is False:
-        raise CheckpointError("{model}: fine-tuning did not finish (stopped or still running; the folder holds the best "
+        raise CheckpointError("{model}: fine-tuning did not finish (stopped or still running; the folder holds the "
+                              "best "
                               f"model up to step {literal(meta.get('best_step', '?'))}); finish it (fine-tune again "
                               "with resume or overwrite), or pass {allow_incomplete:flag} to use it as it is",
                               model=model_dir, allow_incomplete=True)
@@ -196,7 +197,8 @@ def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] |
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
              progress: bool = False, runtime=None, compute_metrics=None) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
-    The model runs as ``runtime`` says (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a dict of names to numbers), from
+    The model runs as ``runtime`` says (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a
+    dict of names to numbers), from
     the predictions and gold labels as `evaluation_rows` gives them (``evaluate --output``'s).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
@@ -251,7 +253,8 @@ def predict_outputs(model: torch.nn.Module, features: list[dict], batch_size: in
                     progress: bool = False, runtime=None, max_tokens: int | None = None) -> list[dict[str, np.ndarray]]:
     """A task head's outputs on ``features``, through the inference loop (`litebert.inference.loop.run_batches`: batched
     by length, the padding skipped, order restored) as ``runtime`` says (`litebert.engine.runtime.Runtime`: the
-    caller's, resolved once; None: the model's device, fp32 or the caller's autocast, sdpa). ``max_tokens``: batches are cut by size, up to ``batch_size`` rows of at
+    caller's, resolved once; None: the model's device, fp32 or the caller's autocast, sdpa). ``max_tokens``: batches are
+    cut by size, up to ``batch_size`` rows of at
     most this many tokens together. Per feature, each output array (float32 numpy) is trimmed to the feature's own
     length: ``logits`` ([C], [L, C] tokens, [K] choices) or ``start_logits``/``end_logits`` [L] (+ ``na_logits``
     scalar for SQuAD v2)."""

@@ -36,11 +36,10 @@ from typing import Any, Literal, Optional, Sequence
 import numpy as np
 import torch
 
-from litebert import hub
+from litebert import folders, hub
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
-from litebert import folders
 
 TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
          "zero-shot-classification")

@@ -32,16 +32,16 @@ import numpy as np
 from tqdm import tqdm
 
 from litebert import hub
-from litebert.inputs import text as text_input
 from litebert.arguments import checked
+from litebert.engine.runtime import Runtime
 from litebert.errors import ConfigError, DataError
 from litebert.files import atomic_write
 from litebert.folders import plan_file
+from litebert.inference import finetuned
+from litebert.inference.finetuned import predict_outputs
+from litebert.inputs import text as text_input
 from litebert.inputs.remote import as_path
 from litebert.tasks import readers as R
-from litebert.inference import finetuned
-from litebert.engine.runtime import Runtime
-from litebert.inference.finetuned import predict_outputs
 from litebert.tasks.sources import eval_path
 
 CHUNK_SIZE = 2048  # inputs read, featurized and run at a time

@@ -146,7 +146,8 @@ def _open(path: Path, kind: str) -> _Table:
 
 def _source(pa, path):
     """``path`` opened for pyarrow, read (not memory-mapped: a batch is in memory while it is used, then freed): a
-    local file as pyarrow's own, a URL as the stream `litebert.inputs.remote` gives (read and seeked through its cache)."""
+    local file as pyarrow's own, a URL as the stream `litebert.inputs.remote` gives (read and seeked through its
+    cache)."""
     if isinstance(path, RemotePath):
         return pa.PythonFile(path.open(), mode="r")
     return pa.OSFile(str(path))

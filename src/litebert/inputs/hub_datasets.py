@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
 
-from litebert.extras import install_hint
 from litebert.errors import DataError
+from litebert.extras import install_hint
 
 _TRUE = ("1", "ON", "YES", "TRUE")  # datasets' ENV_VARS_TRUE_VALUES
 _NAME = r"[A-Za-z0-9][\w.-]{0,95}"

@@ -26,8 +26,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from litebert.extras import install_hint
 from litebert.errors import DataError, first_line
+from litebert.extras import install_hint
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 _HTTP = ("http", "https")

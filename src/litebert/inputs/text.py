@@ -43,13 +43,15 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Union
 
+from litebert.errors import DataError
+from litebert.errors import literal as _literal
+from litebert.files import json_kind, parse_json
 from litebert.inputs import columnar, urls
 from litebert.inputs.columnar import TextSource
-from litebert.errors import DataError, literal as _literal
-from litebert.files import json_kind, parse_json
 from litebert.inputs.hub_datasets import DatasetSplit
 from litebert.inputs.remote import ReadFailure, RemotePath, as_path, is_url
-from litebert.inputs.zstd import MAGIC as _ZSTD_MAGIC, ZstdFile
+from litebert.inputs.zstd import MAGIC as _ZSTD_MAGIC
+from litebert.inputs.zstd import ZstdFile
 
 ENCODING_ERRORS = ("strict", "replace")
 COMPRESSED_SUFFIXES = (".gz", ".xz", ".bz2", ".zst")

@@ -30,12 +30,12 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from litebert.extras import install_hint
 from litebert import folders
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY, check_values
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, first_line
+from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json, write_json
 from litebert.io import keymap
 

@@ -12,6 +12,7 @@ import argparse
 
 from litebert.errors import ConfigError
 
+
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE", required=True)
     tf = sub.add_parser("tf", help="an official TensorFlow ALBERT checkpoint or TF-Hub module (no TensorFlow needed)",

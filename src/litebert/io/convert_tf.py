@@ -28,10 +28,10 @@ from typing import Optional
 import numpy as np
 import torch
 
+from litebert import folders
 from litebert.card import CardInfo
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
-from litebert import folders
 from litebert.files import atomic_write, read_json
 from litebert.io.tf_checkpoint import TFCheckpoint
 

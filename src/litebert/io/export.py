@@ -31,10 +31,10 @@ from litebert import heads, hub
 from litebert.checks import POSITIVE, Range
 from litebert.cli import ranged
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, LitebertError, literal
-from litebert.io.hf_folder import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
 from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json
 from litebert.folders import OutputError, check_apart
+from litebert.io.hf_folder import CONFIG_NAME, load_config, load_hf_state_dict, load_weights
 
 
 class ExportError(LitebertError, RuntimeError):

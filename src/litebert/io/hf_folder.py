@@ -192,7 +192,8 @@ def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **con
     try:
         model = cls(config)
     except (MemoryError, RuntimeError) as e:  # a config asking for more memory than the machine has
-        raise CheckpointError(f"{path}: cannot build the model its config.json describes ({str(e).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: cannot build the model its config.json describes "
+                              f"({str(e).splitlines()[0]})") from None
     missing, unexpected = load_hf_state_dict(model, tensors)
     if strict and (missing or unexpected):
         raise CheckpointError(f"{path}: strict load failed; missing keys: {_short(missing)}; "

@@ -7,7 +7,8 @@ Inside each block our names already are HF's; the only difference is where block
     ours: albert.encoder.ffn_blocks.{b}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
     HF:   albert.encoder.albert_layer_groups.{g}.albert_layers.{i}.<ffn|ffn_output|full_layer_layer_norm>.<rest>
 
-with b = `AlbertConfig.block_id` (g, i) = g * inner_group_num + i. That holds whenever attention and FFN share the same way (sharing 'all' or 'none');
+with b = `AlbertConfig.block_id` (g, i) = g * inner_group_num + i. That holds whenever attention and FFN share the same
+way (sharing 'all' or 'none');
 HF cannot express the per-sub-block modes, which are then saved under our own names.
 
 HF quirks, all kept here:

@@ -1,7 +1,8 @@
 """LAMB and AdamW exactly as the official ALBERT code updates weights.
 
 Official reference: google-research/albert ``lamb_optimizer.py`` (LAMBOptimizer) and ``optimization.py``
-(AdamWeightDecayOptimizer). For each parameter ``w`` with gradient ``g`` (already clipped to global norm 1.0 by the loop):
+(AdamWeightDecayOptimizer). For each parameter ``w`` with gradient ``g`` (already clipped to global norm 1.0 by the
+loop):
 
     m = β1·m + (1-β1)·g                      # no bias correction (the official code has none)
     v = β2·v + (1-β2)·g²

@@ -122,8 +122,8 @@ def model_spec(args: argparse.Namespace, preset: str | None):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from litebert.push import publishing
     from litebert.pretraining.run import pretrain
+    from litebert.push import publishing
 
     cfg, preset = build_train_config(args)
     publish = publishing(args)

@@ -18,7 +18,6 @@ from litebert.engine.args import Machinery
 from litebert.errors import ConfigError
 from litebert.files import read_json
 
-
 _RANGES = {
     **{name: AT_LEAST_1 for name in ("max_steps", "batch_size", "seq_len", "max_predictions", "max_ngram",
                                      "eval_examples", "plateau_check_steps")},

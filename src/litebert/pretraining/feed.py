@@ -1,7 +1,8 @@
 """The training loop's batches on the host: built when a step needs them, or ahead of it by worker processes.
 
 A micro-batch is a run of consecutive run-wide example numbers ``c`` (example ``c`` is ``data.example(c // N, c % N)``
-for N examples per epoch, see `litebert.pretraining.loop`), collated on the CPU. ``starts(step, size)`` says where each of
+for N examples per epoch, see `litebert.pretraining.loop`), collated on the CPU. ``starts(step, size)`` says where each
+of
 a step's micro-batches begins. With ``workers`` = 0 the training process builds each one when the step asks for it;
 with ``workers`` > 0 a `torch.utils.data.DataLoader` over the same numbers builds them in that many processes, in
 order, a few steps ahead, so that a GPU is not left waiting on the one host core that masks and collates. The values
@@ -12,7 +13,8 @@ memory whose file descriptors pass over a socket one by one, costs the training 
 2.8 ms for 8 x 128 and 3.2 ms for 128 x 128, against 0.5 and 1.0 ms by value), time the step then waits. With ``pin``
 (a CUDA run) the loader's thread makes them tensors in pinned memory as they arrive, so that their copy to the GPU is
 queued without the training process copying them first. The workers are forked (they share the
-token store's memory maps instead of copying them) where the platform can fork; a step that asks for something else than what was built ahead (a resumed run, an `auto` micro-batch halved
+token store's memory maps instead of copying them) where the platform can fork; a step that asks for something else than
+what was built ahead (a resumed run, an `auto` micro-batch halved
 after running out of memory) restarts them from there.
 
 Stopping belongs to the training process. ``docker stop``, systemd and Slurm send SIGTERM (and a terminal's Ctrl-C
@@ -110,7 +112,8 @@ class Feed:
         methods = multiprocessing.get_all_start_methods()
         loader = torch.utils.data.DataLoader(
             self.examples, batch_sampler=batches(), num_workers=self.workers,
-            collate_fn=_Collate(self.collate), prefetch_factor=max(2, self.ahead * len(self.starts(step, size)) // self.workers),
+            collate_fn=_Collate(self.collate),
+            prefetch_factor=max(2, self.ahead * len(self.starts(step, size)) // self.workers),
             pin_memory=self.pin,  # pinned by the loader's thread: the copy to the GPU is then queued, not waited for
             multiprocessing_context="fork" if "fork" in methods else None, worker_init_fn=_ignore_stop_signals,
             generator=torch.Generator().manual_seed(self.seed))  # not the global generator: dropout's

@@ -138,8 +138,8 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
     ``train.warmup_steps + after_warmup`` steps (at most ``train.max_steps``), and with ``margin_scale`` (e.g. 2) once
     more at that multiple of the rate; write ``out/gate.json`` and ``out/gate.md`` and the proxy runs under ``out``.
     ``eval_data``: the held-out store the probe reads (default: the first training examples)."""
-    from litebert.pretraining.run import model_config, pretrain
     from litebert.data.store import TokenStore
+    from litebert.pretraining.run import model_config, pretrain
 
     if not isinstance(train, TrainConfig):
         raise ConfigError("{train}: expected a TrainConfig", train=type(train).__name__)

@@ -1,4 +1,5 @@
-"""What a pretraining run's checkpoints record of it, compared on resume (`litebert.engine.checkpoint.check_compatible`):
+"""What a pretraining run's checkpoints record of it, compared on resume
+(`litebert.engine.checkpoint.check_compatible`):
 the model config, the settings that shape the trajectory, a fingerprint of the data, the weights it started from and
 the steps it trains to. A resume with any of them changed is refused, naming what changed."""
 

@@ -28,20 +28,20 @@ import torch
 from tqdm import tqdm
 
 from litebert.data.pretraining import collate_pretraining
-from litebert.optim import build_optimizer, lr_at
-from litebert.padding import packs_in_training, prepare_batch
 from litebert.engine import distributed as D
 from litebert.engine.callbacks import Callback, Callbacks, Progress
-from litebert.pretraining.identity import run_identity
-from litebert.pretraining.config import TrainConfig
-from litebert.engine.plan import RunPlan, local_plan
-from litebert.engine.runtime import Runtime
-from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
-from litebert.engine.step import MicroBatch, TrainState, due, setup, train_step
-from litebert.pretraining.feed import Feed
 from litebert.engine.metrics_log import MetricsWriter, flops_per_sequence, metric_columns, peak_tflops_of
-from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
+from litebert.engine.plan import RunPlan, local_plan
+from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
+from litebert.engine.runtime import Runtime
 from litebert.engine.signals import StopSignals
+from litebert.engine.step import MicroBatch, TrainState, due, setup, train_step
+from litebert.optim import build_optimizer, lr_at
+from litebert.padding import packs_in_training, prepare_batch
+from litebert.pretraining.config import TrainConfig
+from litebert.pretraining.feed import Feed
+from litebert.pretraining.identity import run_identity
+from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
 
 PARTS = ("mlm_loss", "sop_loss")  # the loss's parts each step reports beside it
 PROBE_EXAMPLES = 64  # held-out sequences the plateau guard probes (~1,000 masked positions at 20 per sequence)

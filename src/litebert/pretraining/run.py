@@ -85,9 +85,9 @@ def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpe
     (on rank 0); a stop one asks for ends the run as ``time_limit`` does (checkpoint, final evaluation, model; the
     run is not complete and ``resume`` continues it to ``max_steps``).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
-    from litebert.push import Publishing
     from litebert.engine import distributed as D
     from litebert.engine.plan import open_run
+    from litebert.push import Publishing
 
     cfg = train or TrainConfig(max_steps=None)
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
@@ -135,13 +135,12 @@ def _pretrain(opening, cfg: TrainConfig, dist, *, data: Path, eval_data, model_s
     run."""
     import torch
 
+    from litebert.engine import distributed as D
+    from litebert.engine.plan import machine, plan_run
     from litebert.heads import AlbertForPreTraining
     from litebert.params import available_memory, check_memory
-    from litebert.engine import distributed as D
     from litebert.pretraining.identity import run_identity
-    from litebert.engine.plan import machine, plan_run
-    from litebert.pretraining.init_from import (check_vocabulary, load_init_weights, read_init_config,
-                                                read_init_model)
+    from litebert.pretraining.init_from import check_vocabulary, load_init_weights, read_init_config, read_init_model
     from litebert.pretraining.loop import train as train_loop
 
     shape, config_file = model_config(model_spec, read_init_config(init_from) if init_from is not None else None,

@@ -17,9 +17,9 @@ labelled and others not is an error naming the first unlabelled row.
 
 from __future__ import annotations
 
+from litebert.errors import DataError
 from litebert.inputs import columnar
 from litebert.inputs import text as text_input
-from litebert.errors import DataError
 from litebert.tasks.examples import GLUE_TASKS, TextExample, check_label, check_score
 
 # The text columns of each task in the Hub's GLUE (features of nyu-mll/glue, the dataset `datasets` used to build

@@ -3,7 +3,8 @@
 A kind reads a split's examples, collects the label set, turns examples into features, builds its head on a
 pretrained encoder (and loads it back from a fine-tuned folder), turns model outputs into predictions, scores them,
 and shapes the rows `litebert predict` writes. Fine-tuning (`litebert.finetuning`), `evaluate`/`predict` and the
-pipelines (`litebert.inference`) call these methods and never ask which kind they hold. A kind's fields are the parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
+pipelines (`litebert.inference`) call these methods and never ask which kind they hold. A kind's fields are the
+parameters of its data format (which GLUE layout, RACE or JSONL, SQuAD's
 window sizes); a task preset (`presets.py`) pairs a kind with its hyperparameters.
 
 Model outputs (``outs``) are `litebert.inference.finetuned.predict_outputs`'s: one dict of numpy arrays per feature.
@@ -23,18 +24,19 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from litebert import heads
-from litebert.inputs import text as text_input
 from litebert.errors import ConfigError, DataError
+from litebert.inputs import text as text_input
 from litebert.tasks import metrics as M
 from litebert.tasks import readers as R
 from litebert.tasks import token_groups as G
+from litebert.tasks.features import encode_multiple_choice, encode_text, encode_tokens
+from litebert.tasks.qa_decode import QADecoding
+from litebert.tasks.qa_decode import decode as decode_answers
+from litebert.tasks.qa_decode import window_length as qa_window_length
+from litebert.tasks.qa_decode import windows as qa_windows
 from litebert.tasks.readers import json_text
 from litebert.tasks.scores import softmax
-from litebert.tasks.features import encode_multiple_choice, encode_text, encode_tokens
-from litebert.tasks.qa_decode import QADecoding, decode as decode_answers, window_length as qa_window_length
-from litebert.tasks.qa_decode import windows as qa_windows
 from litebert.tasks.squad import SquadV2Model, no_answer_probs
-
 
 
 def sort_labels(labels) -> list[str]:

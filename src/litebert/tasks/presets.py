@@ -24,8 +24,15 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, check_fields
 from litebert.errors import ConfigError
-from litebert.tasks.kinds import (Classification, ExtractiveQA, ExtractiveQAWithNoAnswer, MultipleChoice,
-                                     Regression, TaskKind, TokenClassification)
+from litebert.tasks.kinds import (
+    Classification,
+    ExtractiveQA,
+    ExtractiveQAWithNoAnswer,
+    MultipleChoice,
+    Regression,
+    TaskKind,
+    TokenClassification,
+)
 from litebert.tasks.readers import GLUE_TASKS
 
 

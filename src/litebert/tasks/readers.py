@@ -25,13 +25,21 @@ import sys
 import warnings
 from pathlib import Path
 
-from litebert.inputs import columnar
-from litebert.inputs import text as text_input
 from litebert.errors import DataError, literal
 from litebert.files import parse_json
+from litebert.inputs import columnar
+from litebert.inputs import text as text_input
 from litebert.inputs.remote import RemotePath, as_path
-from litebert.tasks.examples import (GLUE_TASKS, MultipleChoiceExample, SquadExample, TextExample, TokenExample,
-                                     check_label, check_score, glue_task_name)
+from litebert.tasks.examples import (
+    GLUE_TASKS,
+    MultipleChoiceExample,
+    SquadExample,
+    TextExample,
+    TokenExample,
+    check_label,
+    check_score,
+    glue_task_name,
+)
 from litebert.tasks.glue_tables import read_glue_table
 
 

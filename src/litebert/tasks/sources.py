@@ -16,14 +16,13 @@ its folder, a split of its dataset (``--dev validation_mismatched``). Without it
 
 from __future__ import annotations
 
-import re
 import os
+import re
 from pathlib import Path
 
-from litebert.inputs import columnar, hub_datasets
 from litebert.errors import DataError
+from litebert.inputs import columnar, hub_datasets
 from litebert.inputs.remote import RemotePath, as_path, is_url
-
 
 _SPLITS = {"train": ("train", "eng.train"), "dev": ("dev_matched", "dev", "valid", "validation", "eng.testa"),
            "test": ("test_matched", "test", "eng.testb")}

@@ -7,7 +7,8 @@ several windows is scored only in the window where it has the most context on bo
 tokenizer's offsets), so a predicted span maps straight back to the user's text. Answers are read back from the
 logits in `litebert.tasks.qa_decode`.
 
-v2.0 "no answer": the model (`SquadV2Model`, at the end of this file) adds a no-answer logit per window. A question's no-answer
+v2.0 "no answer": the model (`SquadV2Model`, at the end of this file) adds a no-answer logit per window. A question's
+no-answer
 score is the minimum over its windows (`no_answer_probs`); it answers "" when the no-answer probability exceeds a
 threshold picked on the dev set (official ``find_best_thresh``).
 """
@@ -24,9 +25,9 @@ from torch import nn
 
 from litebert.errors import CheckpointError, ConfigError, literal
 from litebert.files import atomic_write
-from litebert.tasks.readers import SquadExample
 from litebert.heads import AlbertForQuestionAnswering
 from litebert.padding import Packing
+from litebert.tasks.readers import SquadExample
 
 
 def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, doc_stride: int = 128,
@@ -45,7 +46,8 @@ def encode_squad(tok, examples: list[SquadExample], max_seq_length: int = 384, d
         budget = max_seq_length - len(q_ids) - 3
         if budget < 1:
             raise ConfigError("{seq_len} leaves no room for context after the " + f"{len(q_ids)}-piece question of "
-                              f"{literal(repr(ex.qas_id))} ([CLS] question [SEP] context [SEP]); raise " + "{seq_len:flag} "
+                              f"{literal(repr(ex.qas_id))} ([CLS] question [SEP] context [SEP]); raise "
+                              + "{seq_len:flag} "
                               f"above {len(q_ids) + 3}", seq_len=max_seq_length)
         windows, start = [], 0
         while True:

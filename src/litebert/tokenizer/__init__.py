@@ -19,8 +19,14 @@ from litebert.files import read_json
 from litebert.tokenizer.base import TokenizerBase
 from litebert.tokenizer.batch import BatchEncoding
 from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text
-from litebert.tokenizer.tokenizer import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, MODEL_NAME, SPECIAL_PIECES,
-                                          AlbertTokenizer)
+from litebert.tokenizer.tokenizer import (
+    CONFIG_NAME,
+    HF_JSON_NAME,
+    MODEL_INPUT_NAMES,
+    MODEL_NAME,
+    SPECIAL_PIECES,
+    AlbertTokenizer,
+)
 from litebert.tokenizer.train import corpus_lines, train_tokenizer
 from litebert.tokenizer.wordpiece import VOCAB_NAME, WordPieceTokenizer  # imports `tokenizers` only when one is built
 

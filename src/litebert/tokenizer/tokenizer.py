@@ -28,8 +28,7 @@ import sentencepiece as spm
 from litebert.errors import TokenizerError
 from litebert.files import atomic_write, read_json, write_json
 from litebert.protobuf import fields
-from litebert.tokenizer.base import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase,
-                                     clean_up_tokenization)
+from litebert.tokenizer.base import CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase, clean_up_tokenization
 from litebert.tokenizer.batch import as_id_list
 from litebert.tokenizer.hf_json import ends_digit_comma, model_proto_from_tokenizer_json, tokenizer_json
 from litebert.tokenizer.normalize import normalize_with_spans, preprocess_text

@@ -32,12 +32,12 @@ from typing import Iterator
 import sentencepiece as spm
 from tqdm import tqdm
 
-from litebert.inputs import text as text_input
+from litebert import folders
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_values
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
-from litebert import folders
 from litebert.files import atomic_write, remove_stale_temporaries_of
+from litebert.inputs import text as text_input
 from litebert.tokenizer.accents import AccentSample
 from litebert.tokenizer.normalize import StrippedMarksCheck
 from litebert.tokenizer.spm_progress import training_progress
@@ -64,7 +64,8 @@ def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "st
 @checked
 def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *,
                     do_lower_case: bool = True, keep_accents: bool | None = None, character_coverage: float = 0.99995,
-                    input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192, num_threads: int | None = None,
+                    input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192,
+                    num_threads: int | None = None,
                     seed: int = 0, text_field: str = "text", encoding_errors: str = "strict",
                     progress: bool = True, overwrite: bool = False) -> AlbertTokenizer:
     """Train an ALBERT unigram vocabulary on ``inputs`` (files, directories, globs; or, in Python, a

@@ -22,8 +22,7 @@ import numpy as np
 from litebert.errors import TokenizerError
 from litebert.extras import install_hint
 from litebert.files import atomic_write, read_json, write_json
-from litebert.tokenizer.base import (CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase,
-                                     clean_up_tokenization)
+from litebert.tokenizer.base import CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase, clean_up_tokenization
 
 VOCAB_NAME = "vocab.txt"
 PREFIX = "##"  # a piece that continues the word of the piece before it (BERT's WordpieceTokenizer)
