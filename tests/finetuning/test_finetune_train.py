@@ -5,7 +5,6 @@ The model is the "tiny" preset (randomly initialised), the tokenizer a 1,000-pie
 data a separable two-class task written by the test. Weight comparisons read the saved ``model.safetensors``.
 """
 
-import functools
 import json
 import os
 import signal
@@ -19,7 +18,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers.separable_task import finetune, weights
+from helpers import flags
+from helpers.separable_task import finetune, run_finetune, weights
 from helpers.separable_task import records as _records
 
 from litebert.cli import main
@@ -146,27 +146,31 @@ def _without_timing(records):
     return [{k: v for k, v in r.items() if k not in ("examples_per_s", "elapsed_s")} for r in records]
 
 
-RESUME_RUN = ("--max-steps", "12", "--batch-size", "8", "--eval-every", "4", "--log-every", "1", "--seed", "5",
-              "--max-train-examples", "40")  # 5 batches an epoch: the run crosses epochs; dropout 0.1 in the head
+RESUME = {"max_steps": 12, "batch_size": 8, "eval_every": 4, "log_every": 1, "seed": 5,
+          "max_train_examples": 40}  # 5 batches an epoch: the run crosses epochs; dropout 0.1 in the head
+RESUME_RUN = tuple(flags(RESUME))  # the same, as flags
 
 
-def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys, monkeypatch):
-    import litebert.finetuning.run as F
+def stopped(separable_task, out, n):
+    """The `RESUME` run into ``out`` stopped after ``n`` steps, as on SIGTERM: a checkpoint saved, resumable (the
+    command's exit status and line on a real SIGTERM: `test_sigterm_saves_and_resume_completes`)."""
+    result = run_finetune(separable_task, out, RESUME, stop_after=n)
+    assert result.interrupted and not result.complete and result.steps == n
+    return result
 
+
+def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys):
     full = tmp_path / "full"
-    assert main(finetune(separable_task, full, *RESUME_RUN)) == 0
+    assert run_finetune(separable_task, full, RESUME).complete
     assert not (full / "checkpoints").exists()  # deleted once the run is complete
 
-    real = F.finetune
     for stop_after in (6, 3):  # 6: a step after the evaluation at 4 (best metrics, patience state restored)
-        monkeypatch.setattr(F, "finetune", functools.partial(real, stop_after=stop_after))
         part = tmp_path / f"part{stop_after}"
-        assert main(finetune(separable_task, part, *RESUME_RUN)) == 130
-        err = capsys.readouterr().err
-        assert f"stopped at step {stop_after}" in err and "--resume" in err
+        stopped(separable_task, part, stop_after)
         assert read_marker(part)["complete"] is False and (part / "checkpoints").is_dir()
-        monkeypatch.setattr(F, "finetune", real)
-        assert main(finetune(separable_task, part, *RESUME_RUN, "--resume")) == 0
+        capsys.readouterr()
+        resumed = run_finetune(separable_task, part, RESUME, resume=True)
+        assert resumed.complete and resumed.action == "resume"
         assert f"resuming at step {stop_after}" in capsys.readouterr().out
         assert_bit_identical(weights(part), weights(full))
         assert _without_timing(_records(part, "train")) == _without_timing(_records(full, "train"))
@@ -178,18 +182,14 @@ def test_killed_run_resumes_to_the_same_result(separable_task, tmp_path, capsys,
     # a finished run: said so, nothing done
     before = {p.name: p.stat().st_mtime_ns for p in part.iterdir()}
     capsys.readouterr()
-    assert main(finetune(separable_task, part, *RESUME_RUN, "--resume")) == 0
+    assert run_finetune(separable_task, part, RESUME, resume=True).action == "finished"
     assert "finished; nothing to do" in capsys.readouterr().err
     assert {p.name: p.stat().st_mtime_ns for p in part.iterdir()} == before
 
 
-def test_resume_with_other_settings_is_refused(separable_task, tmp_path, capsys, monkeypatch):
-    import litebert.finetuning.run as F
-
+def test_resume_with_other_settings_is_refused(separable_task, tmp_path, capsys):
     out = tmp_path / "run"
-    monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
-    assert main(finetune(separable_task, out, *RESUME_RUN)) == 130
-    monkeypatch.undo()
+    stopped(separable_task, out, 2)
     capsys.readouterr()
     listing = sorted(p.name for p in out.rglob("*"))
     other = list(RESUME_RUN)
@@ -231,12 +231,9 @@ def test_resume_refuses_unreadable_metrics_before_writing(separable_task, tmp_pa
     folder is reopened (as pretraining's resume does), not on rank 0 alone once training has begun (where the other
     processes of a torchrun would wait for it in their first step)."""
     import litebert.folders as folders
-    import litebert.finetuning.run as F
 
     out = tmp_path / "run"
-    monkeypatch.setattr(F, "finetune", functools.partial(F.finetune, stop_after=2))
-    assert main(finetune(separable_task, out, *RESUME_RUN)) == 130
-    monkeypatch.undo()
+    stopped(separable_task, out, 2)
     metrics = out / "metrics.jsonl"
     lines = metrics.read_text().splitlines(keepends=True)
     metrics.write_text(lines[0] + "not a record\n" + "".join(lines[1:]))

@@ -16,6 +16,13 @@ PYTHON = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
+def flags(settings: dict) -> list[str]:
+    """The command-line flags that give ``settings`` ({config field: value}): ``--field-name VALUE`` each, as
+    `litebert.cli.add_config_arguments` names a config class's fields. A test that runs the same settings through
+    the CLI and through the typed function keeps them once, as a dict."""
+    return [a for name, value in settings.items() for a in ("--" + name.replace("_", "-"), str(value))]
+
+
 def corpus_documents(count: int, lines: slice, most: int) -> list[str]:
     """``count`` documents of 2 to ``most`` lines (each line a paragraph; the sizes cycle), cut in order from the
     non-blank ``lines`` of the bundled Moby-Dick (a sentence a line)."""

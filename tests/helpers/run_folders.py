@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from helpers import REPO
+from helpers import REPO, flags
 
 FIXTURES = REPO / "tests" / "fixtures" / "tf"
 
@@ -21,12 +21,26 @@ def dead_pid() -> int:
     return p.pid
 
 
+# The settings of the tiny pretraining runs (`TrainConfig` fields), saving every 2 steps: one dict, given as flags to
+# ``litebert pretrain`` (`pretrain`) and as a `TrainConfig` to `litebert.pretrain` (`run_pretrain`)
+TINY_RUN = {"batch_size": 4, "micro_batch": 4, "seq_len": 64, "max_predictions": 10, "lr": 0.005, "warmup_steps": 1,
+            "save_every": 2, "keep_last": 2, "seed": 3}
+
+
 def pretrain(setup, out, *extra, steps=4):
-    """``litebert pretrain`` of the tiny preset on ``tiny_setup``, saving every 2 steps."""
+    """``litebert pretrain`` of the tiny preset on ``tiny_setup`` (`TINY_RUN`)."""
     return ["pretrain", "--preset", "tiny", "--data", str(setup["store"]), "--out", str(out), "--max-steps",
-            str(steps), "--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10",
-            "--lr", "0.005", "--warmup-steps", "1", "--save-every", "2", "--keep-last", "2", "--seed", "3",
-            "--no-progress", *extra]
+            str(steps), *flags(TINY_RUN), "--no-progress", *extra]
+
+
+def run_pretrain(setup, out, *, steps=4, **kw):
+    """`litebert.pretrain` of what `pretrain`'s argv runs (``kw``: its other arguments: resume, overwrite,
+    stop_after...); returns its `PretrainResult`."""
+    from litebert import TrainConfig
+    from litebert import pretrain as pretrain_
+
+    return pretrain_(setup["store"], out, model="tiny", train=TrainConfig(max_steps=steps, **TINY_RUN), progress=False,
+                     **kw)
 
 
 def build_word_cycle_task(root: Path) -> tuple[Path, Path]:

@@ -47,11 +47,26 @@ def write_separable(path: Path, n: int, seed: int, text: str = "text", label: st
             f.write(json.dumps({text: " ".join(words), label: ["neg", "pos"][y]}) + "\n")
 
 
+LR = 2e-3  # the peak learning rate of the runs on the separable task
+
+
 def finetune(task, out, *extra, dev=True):
     """``litebert finetune classify`` on the separable task (with its dev split unless ``dev`` is false)."""
     model, data = task
     return ["finetune", "classify", "--model", str(model), "--data", str(data if dev else data / "train.jsonl"),
-            "--out", str(out), "--lr", "2e-3", "--threads", "1", "--no-progress", *extra]
+            "--out", str(out), "--lr", str(LR), "--threads", "1", "--no-progress", *extra]
+
+
+def run_finetune(task, out, settings: dict, **kw):
+    """`litebert.finetune` of what `finetune`'s argv runs with the flags of ``settings`` ({`FinetuneConfig` field:
+    value}, `helpers.flags`), but for ``--threads`` (the caller sets torch's threads); ``kw``: its other arguments
+    (resume, stop_after...). Returns its `FinetuneResult`."""
+    from litebert import FinetuneConfig
+    from litebert import finetune as finetune_
+
+    model, data = task
+    return finetune_("classify", model, data, out, config=FinetuneConfig(**{"lr": LR, **settings}), progress=False,
+                     **kw)
 
 
 def weights(folder) -> dict[str, torch.Tensor]:

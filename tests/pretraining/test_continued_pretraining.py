@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from helpers import flags
 
 from litebert.cli import main
 from litebert.errors import CheckpointError
@@ -38,8 +39,9 @@ def hf_folder(folder, tiny_setup, cls="AlbertForPreTraining", seed=0, vocab_size
     return model
 
 
-ARGS = ["--batch-size", "4", "--micro-batch", "4", "--seq-len", "64", "--max-predictions", "10", "--lr", "0.005",
-        "--warmup-steps", "1", "--seed", "3", "--no-progress"]
+SETTINGS = {"batch_size": 4, "micro_batch": 4, "seq_len": 64, "max_predictions": 10, "lr": 0.005, "warmup_steps": 1,
+            "seed": 3}  # `TrainConfig` fields
+ARGS = [*flags(SETTINGS), "--no-progress"]
 
 
 def pretrain(tiny_setup, out, *extra):
@@ -54,10 +56,13 @@ def refused(capsys, argv, match):
     return err
 
 
-def stop_after(monkeypatch, n):
-    import litebert.pretraining.run as P
+def run_pretrain(tiny_setup, out, *, max_steps, **kw):
+    """`litebert.pretrain` of what `pretrain`'s argv runs with ``--max-steps max_steps`` (``kw``: its other
+    arguments: init_from, resume, stop_after...); returns its `PretrainResult`."""
+    from litebert import TrainConfig
+    from litebert import pretrain as pretrain_
 
-    monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
+    return pretrain_(tiny_setup["store"], out, train=TrainConfig(max_steps=max_steps, **SETTINGS), progress=False, **kw)
 
 
 def test_init_from_hf_folder_continues_from_its_weights(tiny_setup, tmp_path, capsys):
@@ -107,16 +112,14 @@ def test_init_from_hf_folder_continues_from_its_weights(tiny_setup, tmp_path, ca
 
 @pytest.mark.parametrize("cls, parts", [("AlbertForMaskedLM", "SOP head / pooler"),
                                         ("AlbertModel", "MLM head / SOP head")])
-def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(tiny_setup, tmp_path, capsys, monkeypatch,
-                                                                             cls, parts):
+def test_init_from_a_folder_without_heads_says_so_and_resume_checks_the_init(tiny_setup, tmp_path, capsys, cls, parts):
     init = tmp_path / "init"
     hf_folder(init, tiny_setup, cls)
     out = tmp_path / "run"
-    stop_after(monkeypatch, 1)
-    assert main(pretrain(tiny_setup, out, "--init-from", str(init), "--max-steps", "2")) == 130
+    stopped = run_pretrain(tiny_setup, out, init_from=init, max_steps=2, stop_after=1)  # resumable after step 1
+    assert stopped.interrupted and not stopped.complete and stopped.step == 1
     notes = [line for line in capsys.readouterr().err.splitlines() if "initialised from the seed" in line]
     assert len(notes) == 1 and f"no {parts} in it ({cls})" in notes[0], notes
-    monkeypatch.undo()
     # resuming needs the same initial weights: other weights, or none, are refused
     other = tmp_path / "other"
     hf_folder(other, tiny_setup, cls, seed=1)
@@ -229,11 +232,11 @@ def test_resume_with_larger_max_steps_extends_the_schedule(tiny_setup, tmp_path,
     refused(capsys, run("--resume", "--max-steps", str(3 * n), "--lr", "0.001"), "lr: checkpoint 0.005, now 0.001")
 
 
-def test_resume_without_max_steps_keeps_the_runs_own(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_resume_without_max_steps_keeps_the_runs_own(tiny_setup, tmp_path, capsys):
+    """The command's --resume without --max-steps: the run's own max_steps (TrainConfig's max_steps None)."""
     out = tmp_path / "run"
-    stop_after(monkeypatch, 2)
-    assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "4")) == 130
-    monkeypatch.undo()
+    stopped = run_pretrain(tiny_setup, out, model="tiny", max_steps=4, stop_after=2)  # resumable after step 2
+    assert stopped.interrupted and not stopped.complete and stopped.step == 2
     refused(capsys, pretrain(tiny_setup, out, "--preset", "tiny", "--max-steps", "1", "--resume"),
             "--max-steps 1 is below the step the run has reached (2)")
     assert main(pretrain(tiny_setup, out, "--preset", "tiny", "--resume")) == 0  # not TrainConfig's default 1000

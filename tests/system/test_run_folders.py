@@ -1,7 +1,6 @@
 """Run folders: every command that writes a folder only ever touches its own kind of output, a refused command
 changes nothing on disk, `--resume` / `--overwrite` / completion markers behave as docs/pretraining.md describes."""
 
-import functools
 import hashlib
 import json
 import os
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers import contents
-from helpers.run_folders import convert, dead_pid, finetune, pretrain
+from helpers.run_folders import convert, dead_pid, finetune, pretrain, run_pretrain
 
 from litebert.cli import main
 from litebert.folders import OWNER_FILE, read_marker
@@ -29,11 +28,11 @@ def refused(capsys, argv, folder: Path, match: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ pretrain
-def stop_after(monkeypatch, n):
-    """The next pretrain call stops after ``n`` steps, as on SIGTERM (checkpoint, exit 130)."""
-    import litebert.pretraining.run as P
-
-    monkeypatch.setattr(P, "pretrain", functools.partial(P.pretrain, stop_after=n))
+def stopped(setup, out, n, **kw):
+    """A run stopped after ``n`` steps, as on SIGTERM: a checkpoint saved, the folder left resumable."""
+    result = run_pretrain(setup, out, stop_after=n, **kw)
+    assert result.interrupted and not result.complete and result.step == n
+    return result
 
 
 def test_pretrain_refuses_foreign_and_overlapping_folders(tiny_setup, tmp_path, capsys):
@@ -57,14 +56,12 @@ def test_pretrain_refuses_foreign_and_overlapping_folders(tiny_setup, tmp_path, 
     refused(capsys, pretrain(tiny_setup, tok_folder, "--overwrite"), tok_folder, "holds a litebert tokenizer")
 
 
-def test_pretrain_run_folder_lifecycle(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_run_folder_lifecycle(tiny_setup, tmp_path, capsys):
     out = tmp_path / "run"
-    # --resume on an absent folder starts a new run (job scripts can always pass it); stopped after 2 steps
-    stop_after(monkeypatch, 2)
-    assert main(pretrain(tiny_setup, out, "--resume")) == 130
+    # resume on an absent folder starts a new run (job scripts can always pass it); stopped after 2 steps
+    assert stopped(tiny_setup, out, 2, resume=True).action == "new"
     assert "holds no run yet; starting a new one" in capsys.readouterr().err
     assert read_marker(out) == {**read_marker(out), "kind": "pretraining-run", "complete": False, "step": 2}
-    monkeypatch.undo()
 
     # a new run in a used folder is refused, and so is a resume with another setup: nothing changes
     refused(capsys, pretrain(tiny_setup, out), out, "already holds a pretraining run (not finished, step 2)")
@@ -93,17 +90,14 @@ def test_pretrain_run_folder_lifecycle(tiny_setup, tmp_path, capsys, monkeypatch
     refused(capsys, pretrain(tiny_setup, out, "--overwrite"), out, "holds files a pretraining run does not write")
     (out / "my-notes.txt").unlink()
     old_loss = read_metrics(out)[0]["loss"]
-    stop_after(monkeypatch, 1)
-    assert main(pretrain(tiny_setup, out, "--overwrite")) == 130
+    assert stopped(tiny_setup, out, 1, overwrite=True).action == "overwrite"
     assert [r["step"] for r in read_metrics(out)] == [1] and read_metrics(out)[0]["loss"] == old_loss
     assert not (out / "model").exists() and read_marker(out)["complete"] is False
 
 
-def test_pretrain_resume_refusals_change_nothing(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_refusals_change_nothing(tiny_setup, tmp_path, capsys):
     out = tmp_path / "run"
-    stop_after(monkeypatch, 2)
-    assert main(pretrain(tiny_setup, out)) == 130
-    monkeypatch.undo()
+    stopped(tiny_setup, out, 2)
     # a line in the middle of metrics.jsonl that is not a record: file:line, nothing changed
     good = (out / "metrics.jsonl").read_text()
     lines = good.splitlines()
@@ -112,13 +106,11 @@ def test_pretrain_resume_refusals_change_nothing(tiny_setup, tmp_path, capsys, m
     (out / "metrics.jsonl").write_text(good)
 
 
-def test_pretrain_resume_refuses_when_no_checkpoint_verifies(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_refuses_when_no_checkpoint_verifies(tiny_setup, tmp_path, capsys):
     """Checkpoints that all fail to verify leave nothing to continue from, but the run has a history (metrics,
     checkpoints): --resume refuses, naming each checkpoint and its fault, rather than start again over it."""
     out = tmp_path / "run"
-    stop_after(monkeypatch, 4)
-    assert main(pretrain(tiny_setup, out, steps=8)) == 130
-    monkeypatch.undo()
+    stopped(tiny_setup, out, 4, steps=8)
     ckpts = out / "checkpoints"
     newest, older = ckpts / "step-00000004.pt", ckpts / "step-00000002.pt"
     data = bytearray(newest.read_bytes())
@@ -140,11 +132,9 @@ def test_pretrain_resume_refuses_when_no_checkpoint_verifies(tiny_setup, tmp_pat
     assert [r["step"] for r in read_metrics(out)] == list(range(1, 9)) and read_marker(out)["complete"] is True
 
 
-def test_pretrain_resume_before_the_first_checkpoint_starts_again(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_resume_before_the_first_checkpoint_starts_again(tiny_setup, tmp_path, capsys):
     out = tmp_path / "run"
-    stop_after(monkeypatch, 1)  # stopped before --save-every 2 ...
-    assert main(pretrain(tiny_setup, out)) == 130
-    monkeypatch.undo()
+    stopped(tiny_setup, out, 1)  # stopped before --save-every 2 ...
     for f in (out / "checkpoints").iterdir():  # ... as a kill would leave it: no checkpoint at all
         f.unlink()
     capsys.readouterr()
@@ -180,11 +170,9 @@ def test_pretrain_checks_the_shape_before_hashing_the_stores(tiny_setup, tmp_pat
     assert hashed == []
 
 
-def test_pretrain_start_removes_leftovers_of_killed_writes(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_pretrain_start_removes_leftovers_of_killed_writes(tiny_setup, tmp_path, capsys):
     out = tmp_path / "run"
-    stop_after(monkeypatch, 2)
-    assert main(pretrain(tiny_setup, out)) == 130
-    monkeypatch.undo()
+    stopped(tiny_setup, out, 2)
     pid = dead_pid()
     leftovers = [out / f".metrics.jsonl.tmp-{pid}", out / "checkpoints" / f".step-00000004.pt.tmp-{pid}",
                  out / "checkpoints" / "step-00000004.pt.tmp12345", out / "model" / f".model.safetensors.tmp-{pid}"]
@@ -325,17 +313,14 @@ def test_export_target(tmp_path, capsys):
     assert onnx.stat().st_size > 1000 and not list(tmp_path.glob(".m.onnx.tmp-*"))
 
 
-def test_a_run_folder_without_marker_is_still_resumed(tiny_setup, tmp_path, capsys, monkeypatch):
+def test_a_run_folder_without_marker_is_still_resumed(tiny_setup, tmp_path, capsys):
     """Run folders written before folders carried a marker: recognised by what they hold, then marked."""
     out = tmp_path / "run"
-    stop_after(monkeypatch, 2)
-    assert main(pretrain(tiny_setup, out)) == 130
-    monkeypatch.undo()
+    stopped(tiny_setup, out, 2)
     (out / OWNER_FILE).unlink()
     refused(capsys, pretrain(tiny_setup, out), out, "already holds a pretraining run")
     assert main(pretrain(tiny_setup, out, "--resume")) == 0
     assert [r["step"] for r in read_metrics(out)] == [1, 2, 3, 4] and read_marker(out)["complete"] is True
     (out / OWNER_FILE).unlink()
-    stop_after(monkeypatch, 1)
-    assert main(pretrain(tiny_setup, out, "--overwrite")) == 130
+    assert stopped(tiny_setup, out, 1, overwrite=True).action == "overwrite"
     assert [r["step"] for r in read_metrics(out)] == [1] and not (out / "model").exists()
