@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from helpers import snapshot
 
+from helpers import snapshot
 from litebert import folders
 from litebert.engine import distributed as D
 from litebert.engine.callbacks import Callback
@@ -217,9 +217,6 @@ FOREIGN = Refused(OutputError, "is not empty and was not written by litebert (it
                                "empty folder")
 ANOTHER_KIND = Refused(OutputError, "holds a litebert token store, not a pretraining run; choose another folder")
 NOT_OURS = Refused(OutputError, "holds files a pretraining run does not write (notes.txt); move them out first")
-RESTART_KEEPS_ITS_STEPS = pytest.mark.xfail(
-    strict=True, reason="a resume that finds no checkpoint restarts with max_steps None as a new run (1000 steps), "
-                        "not the run's own 8 (docs/pretraining.md: --max-steps 'left out, the run keeps its own')")
 
 # state, resume, overwrite, max_steps, expected
 TABLE = [
@@ -272,7 +269,7 @@ TABLE = [
     ("killed", False, False, None, Refused(OutputError, UNFINISHED.format(step=0))),
     ("killed", True, False, 8, Go("restart", 0, 8, NO_CHECKPOINT_YET)),
     ("killed", True, False, 6, Go("restart", 0, 6, NO_CHECKPOINT_YET)),
-    pytest.param("killed", True, False, None, Go("restart", 0, 8, NO_CHECKPOINT_YET), marks=RESTART_KEEPS_ITS_STEPS),
+    ("killed", True, False, None, Go("restart", 0, 8, NO_CHECKPOINT_YET)),  # the run's own steps, from its marker
     ("killed", False, True, None, Go("overwrite", 0, NEW_RUN_STEPS)),
     # refused whatever the flags: another kind of output, a folder litebert did not write, a file, an input's path
     ("token store", False, False, None, ANOTHER_KIND),

@@ -21,7 +21,6 @@ from safetensors.torch import load_file
 from helpers import flags
 from helpers.separable_task import finetune, run_finetune, weights
 from helpers.separable_task import records as _records
-
 from litebert.cli import main
 from litebert.folders import read_marker
 
@@ -353,13 +352,12 @@ def test_fp16_loss_scaling_skips_an_overflowing_step(tmp_path, monkeypatch):
     """The fp16 path on CPU (torch's CPU GradScaler and float16 autocast stand in for CUDA's): a step whose gradients
     overflow is skipped (the optimizer applies nothing, decided on the device; the scale halves; counted in
     skipped_steps); the others are unscaled before clipping and applied."""
-    from helpers.tiny_setup import tiny_model_config
-
-    import litebert.finetuning.loop as trainer
-    from litebert.heads import AlbertForSequenceClassification
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     import litebert.engine.runtime as engine
+    import litebert.finetuning.loop as trainer
+    from helpers.tiny_setup import tiny_model_config
+    from litebert.heads import AlbertForSequenceClassification
 
     monkeypatch.setattr(engine, "autocast_dtype", lambda precision, device: torch.float16)
     torch.manual_seed(0)

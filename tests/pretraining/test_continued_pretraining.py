@@ -7,15 +7,15 @@ import json
 
 import pytest
 import torch
-from helpers import flags
 
+from helpers import flags
 from litebert.cli import main
+from litebert.engine.checkpoint import check_compatible
+from litebert.engine.metrics_log import read_metrics
 from litebert.errors import CheckpointError
 from litebert.folders import read_marker
 from litebert.io.hf_folder import load_weights
 from litebert.optim import lr_at
-from litebert.engine.checkpoint import check_compatible
-from litebert.engine.metrics_log import read_metrics
 
 transformers = pytest.importorskip("transformers")
 
@@ -289,7 +289,6 @@ def test_check_compatible_max_steps_and_init():
 
 def test_init_from_a_folder_converted_from_the_official_tf_checkpoint(tiny_setup, tmp_path, capsys):
     from helpers import REPO
-
     from litebert.heads import AlbertForPreTraining
     from litebert.pretraining.init_from import load_init_weights, read_init_model
 

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+
 from helpers import contents
 from helpers.run_folders import convert, dead_pid, finetune, pretrain, run_pretrain
-
 from litebert.cli import main
-from litebert.folders import OWNER_FILE, read_marker
 from litebert.engine.metrics_log import read_metrics
+from litebert.folders import OWNER_FILE, read_marker
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
 
@@ -145,7 +145,8 @@ def test_pretrain_resume_before_the_first_checkpoint_starts_again(tiny_setup, tm
 
 def test_pretrain_resume_before_the_first_checkpoint_says_restart(tiny_setup, tmp_path, capsys):
     """The result names what the run did: a resume that found no checkpoint restarted from step 0."""
-    from litebert import TrainConfig, pretrain as run
+    from litebert import TrainConfig
+    from litebert import pretrain as run
 
     out = tmp_path / "run"
     train = TrainConfig(max_steps=2, batch_size=4, micro_batch=4, seq_len=64, max_predictions=10, lr=0.005,

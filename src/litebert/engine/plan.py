@@ -152,8 +152,9 @@ def plan_run(opening: Opening, machine: Machine, identity: Callable[[int], dict]
         elif checkpoint is None:  # killed before its first checkpoint: start again
             action, folder = "restart", dataclasses.replace(folder, action="restart")
             notices.append(f"{folder.out} holds no checkpoint yet; starting from step 0 (its metrics are rewritten)")
-        if max_steps is None and checkpoint is not None:
-            steps = checkpoint.max_steps or default_max_steps
+        if max_steps is None:  # the run's own: its checkpoint's, else (a restart) what its marker recorded
+            own = checkpoint.max_steps if checkpoint is not None else folder.marker.get("max_steps")
+            steps = own if isinstance(own, int) and own >= 1 else default_max_steps
         steps = D.broadcast_int(steps, dist)
     split = machine.split
     micro = MicroBatch.resolve(split.micro_batch, split.per_process, dist,

@@ -252,7 +252,7 @@ def _begin(run, cfg: TrainConfig, record: dict, model, train_data, note) -> Opti
         return None
     marker = run.folder.marker
     model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
-    writer = folders.begin(run.folder, step=run.start_step,
+    writer = folders.begin(run.folder, step=run.start_step, max_steps=run.max_steps,  # a restart keeps max_steps
                            **({"model_step": model_step} if run.checkpoint and model_step is not None else {}))
     write_json(run.folder.out / folders.TRAIN_CONFIG, record)
     say = _say
@@ -280,7 +280,8 @@ def _end(writer: folders.Writer, run, done: PretrainResult, tokenizer, data, pub
     if done.interrupted:
         marker = run.folder.marker
         model_step = marker.get("model_step", marker.get("step") if marker.get("complete") else None)
-        writer.mark(False, step=done.step, **({"model_step": model_step} if run.checkpoint and model_step else {}))
+        writer.mark(False, step=done.step, max_steps=run.max_steps,
+                    **({"model_step": model_step} if run.checkpoint and model_step else {}))
         return
     if tokenizer is not None:
         tokenizer.save_pretrained(out / "model")
