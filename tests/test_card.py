@@ -120,7 +120,7 @@ def test_pretraining_card_body_says_what_was_trained_on_what(run, tiny_setup):
     assert f"token store `store`: {tokens:,} tokens" in text and "from `train.txt`" in text
     assert f"token store `eval_store`: {held_out:,} tokens" in text
     assert f"tokens seen in training: {run.tokens_seen:,} (over 3 steps)" in text
-    assert "| steps | 3 |" in text and "| global batch (sequences) | 4 |" in text and "| optimizer | lamb |" in text
+    assert "| steps | 3 |" in text and "| batch (sequences per step) | 4 |" in text and "| optimizer | lamb |" in text
     assert f"| MLM accuracy | {run.final_eval['mlm_accuracy']:.4f} |" in text
     assert "`apache-2.0`" in text
     assert str(tiny_setup["store"].parent) not in text and str(run.out.parent) not in text  # no local paths

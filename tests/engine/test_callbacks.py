@@ -242,8 +242,8 @@ def test_compute_metrics_and_metric_refusals(separable_task, tmp_path):
     cases = [(dict(compute_metrics=lambda p, y: {"accuracy": 1.0}),
               "compute_metrics = '<lambda>': returned 'accuracy', a metric the task computes already"),
              (dict(compute_metrics=lambda p, y: 0.5), "compute_metrics = '<lambda>': returned 0.5; return a dict"),
-             (dict(config=fine_tuning(metric="recall")), "metric = 'recall': not among the dev metrics (accuracy, "
-                                                         "matthews, f1)")]
+             (dict(config=fine_tuning(metric="recall")), "metric = 'recall': the classify task's dev metrics are "
+                                                         "accuracy, matthews, f1")]  # refused before any data
     for i, (kw, message) in enumerate(cases):
         kw = {"config": fine_tuning(), **kw}
         with pytest.raises(ConfigError) as e:

@@ -122,6 +122,9 @@ def numeric_cases() -> list:
     fields = numeric_config_fields()
     cases = []
     for path, actions in command_parsers():
+        canonical = {}  # dest -> the flag errors name: the first action's (an earlier name is a hidden second one)
+        for action in actions:
+            canonical.setdefault(action.dest, max(action.option_strings, key=len))
         for action in actions:
             flag = max(action.option_strings, key=len)
             if action.nargs == 0 or flag == "--help":
@@ -134,8 +137,8 @@ def numeric_cases() -> list:
                     continue
                 bug = KNOWN_BUGS.get((path, flag, value))
                 marks = [pytest.mark.xfail(strict=True, reason=bug)] if bug else []
-                cases.append(pytest.param(path, flag, value, id=f"{path.replace(' ', '-')}{flag}={value}",
-                                          marks=marks))
+                cases.append(pytest.param(path, flag, value, canonical[action.dest],
+                                          id=f"{path.replace(' ', '-')}{flag}={value}", marks=marks))
     return cases
 
 
@@ -179,12 +182,14 @@ def test_every_numeric_option_is_covered():
 
 
 @pytest.mark.usefixtures("no_work", "unchanged_inputs")
-@pytest.mark.parametrize("path,flag,value", NUMERIC_CASES)
-def test_zero_and_negative_values_are_refused(path, flag, value, inp, tmp_path, capsys):
+@pytest.mark.parametrize("path,flag,value,named", NUMERIC_CASES)
+def test_zero_and_negative_values_are_refused(path, flag, value, named, inp, tmp_path, capsys):
+    """``named``: the flag the error names (an earlier name of a setting, --global-batch, is named as the setting's
+    flag, --batch-size)."""
     argv, outputs = base_command(path, flag, inp, tmp_path)
     code, err = cli(capsys, with_option(argv, flag, value))
     line = one_line_error(code, err, path.split()[0])
-    assert flag in line, f"the error does not name {flag}: {line}"
+    assert named in line, f"the error does not name {named}: {line}"
     for out in outputs:
         assert not out.exists() and not out.is_symlink(), f"{out} was created"
     assert not [p.name for p in tmp_path.iterdir()], "something was written beside the output"

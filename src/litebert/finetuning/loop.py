@@ -138,9 +138,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
             steps_this_call = state.step - first_step
             flags = [stop.signal is not None]  # this process's: agreed at the read
-            if not (state.step % every == 0 or state.step >= args.train_steps or evaluated
-                    or steps_this_call == stop_after or due(args.save_every, state.step, args.train_steps + 1)
-                    or (not d.enabled and any(flags))):
+            if not _reads_here(args, every, state.step, evaluated or steps_this_call == stop_after, flags, d):
                 continue  # no read: the next step is queued while the device still runs this one
             read = readout.read(state, flags)
             asked = calls.steps([(n.step, _record(n, read)) for n in read.steps])
@@ -165,6 +163,14 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     result.best_step, result.best_metrics = state.counters["best_step"], state.counters["best_metrics"]
     result.history, result.steps, result.signal = state.counters["history"], state.step, stop.signal
     return result
+
+
+def _reads_here(args: TrainArgs, every: int, step: int, forced: bool, flags: list, d) -> bool:
+    """Whether the loop reads the device after ``step`` (`litebert.engine.readout`): every ``every`` steps, at the
+    last step, a checkpoint, or when ``forced`` (an evaluation, the call's ``stop_after``); in one process also when
+    a signal (``flags``) says so."""
+    return (step % every == 0 or step >= args.train_steps or forced or due(args.save_every, step, args.train_steps + 1)
+            or (not d.enabled and any(flags)))
 
 
 def _callbacks(args: TrainArgs, plan: RunPlan, step: int, out_dir, run_config: dict | None,

@@ -87,15 +87,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     torch.manual_seed(cfg.seed + d.rank)  # dropout masks differ per process, as on TPU cores
     if plan.checkpoint is not None:
         state.restore(plan.checkpoint.state, d, cfg.seed)
-    log = MetricsWriter(out, enabled=d.is_main, resume_step=plan.resume_step, trackers=plan.trackers,
-                        columns=metric_columns(cfg.objective), every=cfg.log_every,
-                        config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
     stop, deadline = StopSignals(), time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
     guard = _guard(cfg, train_data, eval_data, collate, rt)
-    bar = Progress("pretrain", cfg.max_steps, state.step, functools.partial(_postfix, guard=guard),
-                   enabled=progress and d.is_main)
-    calls = Callbacks([bar, log, *callbacks], d)
-    calls.restore(state.counters["callbacks"])
+    log, calls = _callbacks(model, cfg, plan, out, state, guard, progress, run_config, callbacks)
     peak, first_step = _peak_tflops(cfg, d.device), state.step
     flops_at = functools.lru_cache(maxsize=None)(  # training FLOPs of one sequence of each length
         lambda length: flops_per_sequence(model.config, length, cfg.max_predictions))
@@ -122,9 +116,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
             _news(micro, d)
             flags = [stop.signal is not None, time.perf_counter() > deadline]  # this process's: agreed at the read
             steps_this_call = state.step - first_step
-            if not (state.step % every == 0 or state.step >= cfg.max_steps or steps_this_call == stop_after
-                    or due(cfg.eval_every, state.step, cfg.max_steps) or due(cfg.save_every, state.step, cfg.max_steps)
-                    or (guard is not None and guard.due(state.step)) or (not d.enabled and any(flags))):
+            if not _reads_here(cfg, every, guard, state.step, steps_this_call == stop_after, flags, d):
                 continue  # no read: the next step is queued while the device still runs this one
             read = readout.read(state, flags)
             records = [{**_train_record(n, read, cfg, peak, d.world_size, state), **_h1(guard)} for n in read.steps]
@@ -133,10 +125,9 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
                 raise read.error
             if eval_data is not None and due(cfg.eval_every, state.step, cfg.max_steps):
                 asked = run_eval(state.step, evaluated) or asked
-            result.interrupted = read.flags[0] > 0 or steps_this_call == stop_after
-            result.time_limited = not result.interrupted and read.flags[1] > 0 and state.step < cfg.max_steps
-            if guard is not None and any([_watch(guard, r, model, cfg, rt, log, n.step, result)
-                                          for n, r in zip(read.steps, records)]):
+            result.interrupted, result.time_limited = _ending(read, steps_this_call == stop_after,
+                                                              state.step < cfg.max_steps)
+            if guard is not None and _watch_all(guard, read, records, model, cfg, rt, log, result):
                 result.interrupted = result.stopped_on_plateau = True
             result.stopped_early = asked and not result.interrupted and state.step < cfg.max_steps
             if result.interrupted or due(cfg.save_every, state.step, cfg.max_steps):
@@ -153,6 +144,46 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     result.step, result.signal, result.skipped_steps = state.step, stop.signal, state.skipped_steps
     result.tokens_seen, result.elapsed_s = state.counters["tokens_seen"], state.elapsed_s
     return result
+
+
+def _callbacks(model, cfg: TrainConfig, plan: RunPlan, out: Path, state: TrainState, guard: Optional[PlateauGuard],
+               progress: bool, run_config: Optional[dict],
+               given: Sequence[Callback]) -> tuple[MetricsWriter, Callbacks]:
+    """The run's metrics files (in ``out``) and trackers, and its callbacks: the progress bar, those files, the
+    caller's (their state restored from the checkpoint)."""
+    d = plan.runtime.dist
+    log = MetricsWriter(out, enabled=d.is_main, resume_step=plan.resume_step,
+                        trackers=plan.trackers, columns=metric_columns(cfg.objective), every=cfg.log_every,
+                        config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
+    bar = Progress("pretrain", cfg.max_steps, state.step, functools.partial(_postfix, guard=guard),
+                   enabled=progress and d.is_main)
+    calls = Callbacks([bar, log, *given], d)
+    calls.restore(state.counters["callbacks"])
+    return log, calls
+
+
+def _ending(read: Read, leaving: bool, more_to_go: bool) -> tuple[bool, bool]:
+    """Whether the run stops after this read: (interrupted: a SIGTERM/SIGINT on any process or the call's
+    ``stop_after``; ended by the time limit, on any process, with steps still to go)."""
+    interrupted = read.flags[0] > 0 or leaving
+    return interrupted, not interrupted and read.flags[1] > 0 and more_to_go
+
+
+def _reads_here(cfg: TrainConfig, every: int, guard: Optional[PlateauGuard], step: int, leaving: bool, flags: list,
+                d) -> bool:
+    """Whether the loop reads the device after ``step`` (`litebert.engine.readout`): every ``every`` steps, at the
+    last step, an evaluation, a checkpoint, a plateau check, or when the call leaves here (``leaving``: its
+    ``stop_after``); in one process also when a signal or the time limit (``flags``) says so."""
+    return (step % every == 0 or step >= cfg.max_steps or leaving or due(cfg.eval_every, step, cfg.max_steps)
+            or due(cfg.save_every, step, cfg.max_steps) or (guard is not None and guard.due(step))
+            or (not d.enabled and any(flags)))
+
+
+def _watch_all(guard: PlateauGuard, read: Read, records: list, model, cfg: TrainConfig, rt: Runtime,
+               log: MetricsWriter, result: LoopResult) -> bool:
+    """`_watch` for every step of a read, in order (the guard sees each step's MLM loss; its check can only fall on
+    the read's last step, a read point of its own). True: stop here."""
+    return any([_watch(guard, r, model, cfg, rt, log, n.step, result) for n, r in zip(read.steps, records)])
 
 
 def _news(micro: MicroBatch, d) -> None:
