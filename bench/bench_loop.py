@@ -70,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch CPU threads (default: 1 for tiny, else torch's)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model in both arms")
     p.add_argument("--store", type=Path, help="a token store to train on instead of the bundled corpus's")
+    p.add_argument("--toy", action="store_true", help="the store of one bundled book with the 30k vocabulary, built "
+                                                      "in seconds (the CPU dry run of scripts/gpu_run.sh)")
     p.add_argument("--work", type=Path, default=REPO / "runs" / "bench-loop",
                    help="scratch folder: the store (built once) and the runs (default runs/bench-loop)")
     p.add_argument("--json", type=Path, help="write every pair's seconds here")
@@ -86,15 +88,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 VOCABULARY = {"tiny": "8k", "demo": "8k", "gpu-demo": "30k", "albert-large": "30k"}
 
 
-def build_store(work: Path, vocabulary: str) -> Path:
+def build_store(work: Path, vocabulary: str, toy: bool = False) -> Path:
     """The bundled corpus as a token store (built once into ``work``): with the 30k ALBERT vocabulary, or an 8,000-piece
-    one trained on the corpus (as the CPU demo trains its own)."""
+    one trained on the corpus (as the CPU demo trains its own); ``toy``: its first book alone, with the 30k one."""
     from litebert import prepare_store, train_tokenizer
     from litebert.tokenizer import load_tokenizer
 
-    out = work / f"store-{vocabulary}"
+    vocabulary = "30k" if toy else vocabulary
+    out = work / f"store-{vocabulary}{'-toy' if toy else ''}"
     if not (out / "manifest.json").exists():
-        files = sorted((REPO / "data" / "corpus").glob("*.txt.xz"))
+        files = sorted((REPO / "data" / "corpus").glob("*.txt.xz"))[:1 if toy else None]
         if vocabulary == "30k":
             tok = load_tokenizer(REPO / "data" / "albert-30k")
         else:
@@ -263,7 +266,7 @@ def main(argv=None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.shapes.split(","):
-        r = measure(name, args.store or build_store(args.work, VOCABULARY[name]), args)
+        r = measure(name, args.store or build_store(args.work, VOCABULARY[name], args.toy), args)
         results.append(r)
         s, o = r["share"], r["overhead_ms"]
         print(f"{name}: loop {r['loop_ms_per_step']:.2f} ms/step, bare step {r['bare_ms_per_step']:.2f} ms/step; "

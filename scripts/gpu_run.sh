@@ -174,7 +174,7 @@ stage_loop() {
   # the real loop against its bare step at the GPU demo's shape, blocks of one read interval (10 steps)
   local pairs=(--device cuda --shapes gpu-demo --pairs 30) args=(--steps 300 --store "$WORK/loop/store-30k")
   if [ "$DRY_RUN" = 1 ]; then
-    pairs=(--device cpu --shapes tiny --pairs 2 --warmup 1 --block 3)
+    pairs=(--device cpu --shapes tiny --pairs 2 --warmup 1 --block 3 --toy)
     args=(--device cpu --toy --steps 12 --skip 2)  # its own toy store (the 30k vocabulary)
   fi
   rm -f "$OUT/loop-vs-step.json"

@@ -267,6 +267,18 @@ def test_hf_step_runs_on_cpu_with_the_same_targets(capsys):
     assert out.startswith("hf's tiny") and re.search(r"TFLOP/s; MFU \d+(\.\d+)?%", out)
 
 
+@pytest.mark.slow
+def test_gpu_run_dry_run_loop(tmp_path):
+    """The loop stage at toy size: the loop against its bare step (loop-vs-step.json: both arms timed, a pair per
+    block) and the loop's variants (loop.json), under the stage's name."""
+    done, out = gpu_run(tmp_path, "--dry-run", "loop")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["loop-vs-step.json", "loop.json", "loop.log"]
+    (pairs,) = json.loads((out / "loop-vs-step.json").read_text())
+    assert pairs["shape"] == "tiny" and pairs["pairs"] == 2 and pairs["loop_ms_per_step"] > 0
+    assert {r["variant"] for r in json.loads((out / "loop.json").read_text())["results"]} >= {"demo", "read-every-1"}
+
+
 def test_loop_variants_run_on_cpu_at_toy_size(tmp_path):
     """bench/gpu_loop.py's variants at toy size: each trains its steps through `litebert.pretrain` and reports a rate
     taken from its own metrics (tokens over elapsed time between two logged steps)."""
