@@ -20,6 +20,7 @@ import torch
 
 from helpers import PYTHON, REPO
 from helpers.host_reads import HostReads
+from helpers.nan_model import NaNModel
 from helpers.tiny_setup import datasets, tiny_model_config
 from litebert.heads import AlbertForPreTraining, AlbertForSequenceClassification
 from litebert.pretraining.config import TrainConfig
@@ -86,20 +87,6 @@ def test_evaluation_checkpoints_and_the_guard_read_only_at_their_steps(tiny_setu
     assert all(reads.reads[s] == 1 for s in (3, 4, 6, 8, 12)), dict(reads.reads)  # the interval's numbers alone
     assert reads.reads[5] == reads.reads[10] > 1  # + the evaluation's sums
     assert reads.reads[9] > 1  # + the guard's probe
-
-
-class NaNModel(AlbertForPreTraining):
-    """A NaN loss on the forward calls in ``bad`` (counted across the run)."""
-
-    bad: set = set()
-    calls = 0
-
-    def forward(self, *a, **k):
-        out = super().forward(*a, **k)
-        NaNModel.calls += 1
-        if NaNModel.calls in NaNModel.bad:
-            out.loss = out.loss * float("nan")
-        return out
 
 
 def test_skipped_steps_are_decided_on_the_device(tiny_setup, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.nan_model import NaNModel
 from helpers.tiny_setup import datasets, tiny_model_config
 from litebert.engine.checkpoint import check_compatible, latest_valid, list_checkpoints
 from litebert.engine.metrics_log import read_metrics
@@ -130,20 +131,6 @@ def test_eval_metrics_are_official_weighted_means(setup, tmp_path):
     assert got["sop_loss"] == pytest.approx(np.mean(sop_nll), rel=1e-5)
     assert got["sop_accuracy"] == pytest.approx(np.mean(sop_ok))
     assert got["mlm_loss"] == pytest.approx(math.log(1000), rel=0.1)  # untrained: near log(vocab)
-
-
-class NaNModel(AlbertForPreTraining):
-    """Returns a NaN loss on the forward calls listed in ``bad``."""
-
-    bad: set = set()
-    calls = 0
-
-    def forward(self, *a, **k):
-        out = super().forward(*a, **k)
-        NaNModel.calls += 1
-        if NaNModel.calls in NaNModel.bad:
-            out.loss = out.loss * float("nan")
-        return out
 
 
 def test_nan_steps_are_skipped_and_counted(setup, tmp_path):
