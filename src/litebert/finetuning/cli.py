@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from litebert.cli import add_common_arguments, add_config_arguments, given, parse_columns
+from litebert.checks import AT_LEAST_0
+from litebert.cli import add_common_arguments, add_config_arguments, given, parse_columns, ranged
 from litebert.finetuning.config import FinetuneConfig
 from litebert.tasks.presets import TASKS
 
@@ -45,19 +46,24 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="peak learning rate (default: the preset's); several, comma-separated: a grid, one run each "
                         "in --out/lr-RATE/, the best on dev copied into --out and every rate's score in "
                         "--out/grid.json")
+    ranged(p.add_argument("--lr-grid-extend", type=int, default=3, metavar="N",
+                          help="a grid whose best rate is its lowest or highest adds the next rate beyond it (by the "
+                               "grid's own ratio), until the best has a tried rate on each side or N were added; 0: "
+                               "the rates given only"), AT_LEAST_0)
     add_config_arguments(p, FinetuneConfig, skip=("precision", "lr"), title="hyper-parameters (the task preset's "
                                                                               "unless given)")
 
 
 def _rates(text: str) -> list[float]:
+    """``--lr``: a number, or comma-separated numbers (a grid); an empty part (``1e-4,``) is refused, not dropped."""
+    parts = text.split(",")
     try:
-        rates = [float(t) for t in text.split(",") if t.strip()]
+        if any(not p.strip() for p in parts):
+            raise ValueError
+        return [float(p) for p in parts]
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers") \
             from None
-    if not rates:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers")
-    return rates
 
 
 
@@ -85,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
                       columns=parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
                       attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
-                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid)
+                      card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid,
+                      lr_grid_extend=args.lr_grid_extend)
     if result.interrupted:
         run = Path(args.out) / folder_name(result.lr) if grid else Path(args.out)
         print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in {run / 'checkpoints'}; "

@@ -10,11 +10,21 @@ read, and ``OUT/grid.json`` lists every rate's score::
     {"metric": "accuracy", "lr": 3e-05, "folder": "lr-3e-05",
      "runs": [{"lr": 1e-05, "folder": "lr-1e-05", "best_step": 300, "score": 0.81, "dev_metrics": {...}}, ...]}
 
+**A grid brackets its choice.** A rate chosen at an edge of the grid (its lowest or its highest) says the best may lie
+beyond it. So when dev picks an edge, the grid extends itself: the next rate beyond that edge, by the grid's own ratio
+there, to three figures (rates 1e-5, 3e-5, 1e-4 whose best is 1e-4 add 1e-4 x 1e-4/3e-5: 0.000333), is trained and
+scored too, and again,
+until the best has a tried rate on each side or ``extend`` rates have been added (default 3; 0: the rates given
+only). A grid of one rate has no ratio and no edge to extend. ``grid.json`` says which rates were added and why::
+
+    {..., "given": [1e-05, 3e-05, 0.0001], "added": [{"lr": 0.000333, "why": "the best, 0.0001, was the highest rate"}]}
+
 The rate is chosen on dev, so the chosen model's dev score is optimistic by that choice: score a test split once,
 with `evaluate`, for the figure to report. ``resume=True`` continues a stopped grid (finished rates are kept, a
-stopped one resumes from its checkpoint, the rest start), given the same rates: the folder's marker records them.
-A grid is refused, before anything is written, without dev data, without a rate, with a rate <= 0 or given twice,
-or beside ``FinetuneConfig.lr``. Under ``torchrun`` every process runs every rate; rank 0 chooses and copies.
+stopped one resumes from its checkpoint, the rest start, added rates included), given the same rates: the folder's
+marker records them. A grid is refused, before anything is written, without dev data, without a rate, with a rate
+<= 0 or given twice, or beside ``FinetuneConfig.lr``. Under ``torchrun`` every process runs every rate; rank 0
+chooses and copies.
 """
 
 from __future__ import annotations
@@ -32,9 +42,9 @@ from litebert.files import atomic_write, read_json, write_json
 from litebert.finetuning.job import FinetuneResult, notice, run_one, say
 
 GRID_FILE = folders.GRID
-_NOT_COPIED = (folders.OWNER_FILE, folders.TRACKER_STATE, "README.md")  # the marker and trackers are the run's;
-# the card
-# is written for OUT
+# the marker and trackers are the run's; the card is written for OUT
+_NOT_COPIED = (folders.OWNER_FILE, folders.TRACKER_STATE, "README.md")
+EXTEND = 3  # rates a grid adds beyond an edge the best lands on, at most (module docstring)
 
 
 def folder_name(lr: float) -> str:
@@ -43,11 +53,13 @@ def folder_name(lr: float) -> str:
 
 
 def finetune_grid(job, out: str | os.PathLike, lrs: Sequence[float], *, resume: bool, overwrite: bool, publish,
-                  device: Optional[str], dist: Any):
-    """`finetune` with ``lr_grid`` (module docstring): ``job`` is the call's `litebert.finetuning.job.Job`."""
+                  device: Optional[str], dist: Any, extend: int = EXTEND):
+    """`finetune` with ``lr_grid`` (module docstring): ``job`` is the call's `litebert.finetuning.job.Job`;
+    ``extend``: the rates the grid may add beyond an edge its best lands on."""
     from litebert.engine import distributed as D
 
-
+    if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
+        raise ConfigError("{lr_grid_extend}: expected an integer >= 0 (rates a grid may add)", lr_grid_extend=extend)
     rates = check_rates(job, lrs)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
     plan = folders.plan(out, folders.FINETUNED, resume=resume, overwrite=overwrite, inputs=job.inputs)
@@ -60,7 +72,7 @@ def finetune_grid(job, out: str | os.PathLike, lrs: Sequence[float], *, resume: 
                               metric=grid.get("metric"), lr=grid.get("lr"), grid=grid.get("runs"))
     dist = dist or D.from_environment(device=device)
     try:
-        result = _run(job, plan, rates, publish, dist)
+        result = _run(job, plan, rates, publish, dist, extend)
     finally:
         D.shutdown(dist)
     if dist.is_main:  # once the process group is gone: no peer waits for the upload
@@ -110,35 +122,35 @@ def _check_folder(plan: folders.FolderPlan, rates: tuple[float, ...]) -> None:
                           out=plan.out, overwrite=True)
 
 
-def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist):
-    """Rank 0 begins ``OUT``; every rate's run (a finished one kept, a stopped one resumed); rank 0 chooses, copies
-    and finishes ``OUT``."""
+def _run(job, plan: folders.FolderPlan, given: tuple[float, ...], publish, dist, extend: int):
+    """Rank 0 begins ``OUT``; every rate's run (a finished one kept, a stopped one resumed), and the rates the grid
+    adds while its best lies at an edge (a continued grid's added ones first); rank 0 chooses, copies and finishes
+    ``OUT``."""
     from litebert.engine import distributed as D
     from litebert.push import Publishing
 
-
-    writer = folders.begin(plan, grid=list(rates)) if dist.is_main else None
+    added = [a for a in plan.marker.get("added") or [] if isinstance(a, dict)] if plan.action == "resume" else []
+    writer = folders.begin(plan, grid=list(given), added=added) if dist.is_main else None
     try:
         D.barrier(dist)  # OUT is begun (an overwritten one emptied) before any process looks into it
-        started = [(plan.out / folder_name(lr)).exists() for lr in rates]  # before any run of this call
         own = Publishing(publish.card, None, True)  # the runs' cards say what OUT's does; only OUT is uploaded
         done = {}  # the results of the runs this call trained
-        for i, (lr, begun) in enumerate(zip(rates, started)):
-            run = dataclasses.replace(job, cfg=dataclasses.replace(job.cfg, lr=lr))
-            sub = plan.out / folder_name(lr)
-            opening = run.open(sub, resume=begun, overwrite=False)
-            if opening.finished:
-                continue
-            if dist.is_main:
-                say(job.log, f"learning-rate grid: {lr:g} ({i + 1} of {len(rates)}) in {sub}")
-            result = run_one(run, opening, own, dist)
-            if result.interrupted:
-                return dataclasses.replace(result, out=plan.out, action=plan.action)
-            done[lr] = result
-        runs = _runs(plan.out, rates, job.metric)
-        best = max(runs, key=lambda r: r["score"] if math.isfinite(r["score"]) else -math.inf)  # first of equals
+        while True:
+            rates = given + tuple(float(a["lr"]) for a in added)
+            stopped = _train(job, plan, rates, own, dist, done)
+            if stopped is not None:
+                return dataclasses.replace(stopped, out=plan.out, action=plan.action)
+            runs = _runs(plan.out, rates, job.metric, added)
+            best = max(runs, key=lambda r: r["score"] if math.isfinite(r["score"]) else -math.inf)  # first of equals
+            more = beyond(rates, best) if len(added) < extend else None
+            if more is None:
+                break
+            added.append(more)
+            if writer is not None:
+                writer.mark(False, grid=list(given), added=added)  # a stopped grid continues with its added rates
+                say(job.log, f"learning-rate grid: {more['why']}; adding {more['lr']:g}")
         if writer is not None:
-            _choose(writer, best, runs, job.metric, rates, publish, job.log)
+            _choose(writer, best, runs, job.metric, given, added, publish, job.log)
         D.barrier(dist)  # no process leaves while rank 0 still writes
         ran = done.get(best["lr"])
         return FinetuneResult(out=plan.out, task=job.preset.name, action=plan.action, steps=ran.steps if ran else 0,
@@ -150,24 +162,61 @@ def _run(job, plan: folders.FolderPlan, rates: tuple[float, ...], publish, dist)
             writer.close()
 
 
-def _runs(out: Path, rates: tuple[float, ...], metric: str) -> list[dict]:
-    """Every rate's finished run, from its finetune.json."""
+def _train(job, plan: folders.FolderPlan, rates: tuple[float, ...], own, dist, done: dict):
+    """Each rate's run not finished yet (a stopped one resumed); the result of a run that stopped (a signal,
+    ``stop_after``), else None. ``done``: the results of the runs trained, by rate."""
+    for i, lr in enumerate(rates):
+        run = dataclasses.replace(job, cfg=dataclasses.replace(job.cfg, lr=lr))
+        sub = plan.out / folder_name(lr)
+        opening = run.open(sub, resume=sub.exists(), overwrite=False)
+        if opening.finished:
+            continue
+        if dist.is_main:
+            say(job.log, f"learning-rate grid: {lr:g} ({i + 1} of {len(rates)}) in {sub}")
+        result = run_one(run, opening, own, dist)
+        if result.interrupted:
+            return result
+        done[lr] = result
+    return None
+
+
+def beyond(rates: Sequence[float], best: dict) -> Optional[dict]:
+    """The rate to add when ``best`` (a run: its ``lr`` and ``score``) lies at an edge of ``rates``: one step beyond
+    it by the grid's own ratio at that edge, with why; None when the best has a tried rate on each side (or the grid
+    has one rate, or no finite score)."""
+    ordered = sorted(rates)
+    if len(ordered) < 2 or not math.isfinite(best["score"]):
+        return None
+    lr = best["lr"]
+    if lr == ordered[-1]:
+        more, why = lr * (ordered[-1] / ordered[-2]), f"the best, {lr:g}, was the highest rate"
+    elif lr == ordered[0]:
+        more, why = lr / (ordered[1] / ordered[0]), f"the best, {lr:g}, was the lowest rate"
+    else:
+        return None
+    more = float(f"{more:.3g}")  # three figures, as rates are written (1e-4 x 10/3: 0.000333)
+    return None if folder_name(more) in {folder_name(x) for x in rates} else {"lr": more, "why": why}
+
+
+def _runs(out: Path, rates: tuple[float, ...], metric: str, added: list) -> list[dict]:
+    """Every rate's finished run, from its finetune.json (an added rate says why it was added)."""
+    why = {float(a["lr"]): a["why"] for a in added}
     runs = []
     for lr in rates:
         meta = read_json(out / folder_name(lr) / folders.FINETUNE_META, ConfigError)
         dev = meta.get("dev_metrics") or {}
         runs.append({"lr": lr, "folder": folder_name(lr), "best_step": meta.get("best_step"),
-                     "score": float(dev.get(metric, math.nan)), "dev_metrics": dev})
+                     "score": float(dev.get(metric, math.nan)), "dev_metrics": dev,
+                     **({"added": why[lr]} if lr in why else {})})
     return runs
 
 
-def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, rates: tuple[float, ...], publish,
-            log) -> None:
+def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, given: tuple[float, ...],
+            added: list, publish, log) -> None:
     """Rank 0 makes ``OUT`` the chosen run's model: its files copied (what an earlier choice left removed), the card
     written for ``OUT``, grid.json, and the marker finished."""
     from litebert.card import write_card
     from litebert.card_builders import finetuned_card
-
 
     out, chosen = writer.out, writer.out / best["folder"]
     files = [p for p in folders.entries(chosen) if p.is_file() and not p.is_symlink() and p.name not in _NOT_COPIED]
@@ -182,8 +231,10 @@ def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, r
     if (chosen / "adapter").is_dir():
         for p in folders.entries(chosen / "adapter"):
             atomic_write(out / "adapter" / p.name, lambda tmp, src=p: shutil.copyfile(src, tmp))
-    write_json(out / GRID_FILE, {"metric": metric, "lr": best["lr"], "folder": best["folder"], "runs": runs})
+    write_json(out / GRID_FILE, {"metric": metric, "lr": best["lr"], "folder": best["folder"], "given": list(given),
+                                 "added": added, "runs": runs})
     write_card(out, lambda: finetuned_card(out, publish.card, publish.repo_id), lambda m: notice(log, m))
-    writer.finish(grid=list(rates))
+    writer.finish(grid=list(given), added=added)
     say(log, f"learning-rate grid, dev {metric}: " + ", ".join(f"{r['lr']:g} {r['score']:.4f}" for r in runs) +
-         f"; chose {best['lr']:g}: {out} holds its model")
+         f"; chose {best['lr']:g}" + (f" (with {len(added)} rate(s) added beyond an edge)" if added else "") +
+         f": {out} holds its model")

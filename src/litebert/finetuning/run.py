@@ -33,7 +33,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
              hub_private: bool = True, callbacks: Sequence[Callback] = (),
              compute_metrics: Optional[Callable[[list, list], dict]] = None,
-             lr_grid: Optional[Sequence[float]] = None, dist: Any = None) -> FinetuneResult:
+             lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
@@ -52,7 +52,8 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     more dev metrics, a dict of names to numbers merged into the task's; it gets the dev examples' predictions and
     gold labels as ``evaluate --output`` writes them. ``lr_grid``: peak learning rates, one run each into
     ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
-    ``out/grid.json`` (`litebert.finetuning.grid`).
+    ``out/grid.json`` (`litebert.finetuning.grid`). ``lr_grid_extend``: rates the grid may add beyond an
+    edge its best lands on, so that the choice is bracketed (0: the rates given only).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
     from litebert.engine import distributed as D
     from litebert.push import Publishing
@@ -61,13 +62,13 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     preset, cfg = get_preset(task), config or FinetuneConfig()
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
     job = Job(preset, cfg, {"model": model, "data": data, "dev": dev, "tokenizer": tokenizer}, dict(columns or {}),
-               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
-               compute_metrics)
+              labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
+              compute_metrics)
     if lr_grid is not None:
         from litebert.finetuning.grid import finetune_grid
 
         return finetune_grid(job, out, lr_grid, resume=resume, overwrite=overwrite, publish=publish, device=device,
-                             dist=dist)
+                             extend=lr_grid_extend, dist=dist)
     publish.check()  # the repository id, huggingface_hub and a token: before anything is written
     opening = job.open(out, resume=resume, overwrite=overwrite)
     if opening.finished:
