@@ -60,7 +60,7 @@ ZERO_OK = {
     "pretrain": {"--warmup-steps", "--eval-every", "--save-every", "--keep-last", "--weight-decay", "--short-seq-prob",
                  "--seed", "--data-workers"},
     "gate": {"--warmup-steps", "--weight-decay", "--short-seq-prob", "--seed"},
-    "finetune": {"--warmup-steps", "--warmup-proportion", "--save-every", "--seed", "--dropout"},
+    "finetune": {"--warmup-steps", "--warmup-proportion", "--save-every", "--seed", "--dropout", "--lr-grid-extend"},
     "data inspect": {"--sample", "--show", "--seed", "--epoch", "--max-predictions", "--masked-lm-prob",
                      "--short-seq-prob"},
     "tokenizer train": {"--input-sentence-size", "--seed"},
