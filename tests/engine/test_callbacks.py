@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from litebert import Callback, EarlyStopping, FinetuneConfig, TrainConfig, finetune, pretrain
@@ -304,3 +305,58 @@ def test_auto_trackers_without_tensorboard_say_nothing(separable_task, tmp_path,
     finetune("classify", model, data, out, config=fine_tuning(max_steps=2), progress=False, log=None)
     assert "TensorBoard" not in capsys.readouterr().err
     assert [r["step"] for r in jsonl(out, "train")] == [1, 2] and (out / "train.csv").is_file()
+
+
+# ------------------------------------------------------------------------------------------ NaN and NumPy answers
+def test_improves_by_hand_and_nan_never_blocks():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from litebert.engine.callbacks import improves
+
+    nan = float("nan")
+    assert improves(0.5, None) and improves(0.5, nan) and improves(-1e9, nan)
+    assert not improves(nan, None) and not improves(nan, 0.5) and not improves(nan, nan)
+    assert improves(0.6, 0.5) and not improves(0.5, 0.5) and not improves(0.55, 0.5, min_delta=0.1)
+    assert improves(0.4, 0.5, mode="min") and not improves(0.6, 0.5, mode="min")
+
+    @given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=32), st.just(nan)),
+                    min_size=1, max_size=12))
+    def the_best_is_the_largest_number(values):
+        best = None
+        for v in values:
+            if improves(v, best):
+                best = v
+        numbers = [v for v in values if v == v]
+        assert (best is None) == (not numbers) and (not numbers or best == max(numbers))
+
+    the_best_is_the_largest_number()
+
+
+def test_a_nan_dev_score_first_never_blocks_a_later_best(separable_task, tmp_path):
+    """compute_metrics gives NaN at the first evaluation, then numbers: the best model is a later one (the NaN
+    evaluation's is kept only until a number comes), and early stopping with patience 2 is not fooled either."""
+    model, data = separable_task
+    scores = iter([float("nan"), 0.2, 0.7, 0.5, 0.4, 0.3])
+
+    def mine(predictions, gold):
+        return {"mine": next(scores)}
+
+    done = finetune("classify", model, data, tmp_path / "ft", config=fine_tuning(max_steps=18, metric="mine",
+                                                                                 patience=2),
+                    compute_metrics=mine, progress=False, log=None)
+    history = [r["mine"] for r in jsonl(tmp_path / "ft", "eval")]
+    assert done.best_step == 9 and done.best_metrics["mine"] == 0.7  # steps 3, 6, 9, 12, 15: 0.7 at step 9
+    assert done.stopped_early and done.steps == 15  # 0.5, 0.4: two without improvement after 0.7
+    assert history[0] != history[0] and history[1:5] == [0.2, 0.7, 0.5, 0.4]  # the first one was NaN
+
+
+def test_a_numpy_true_from_a_callback_stops_the_run(separable_task, tmp_path):
+    class NumpyStop(Callback):
+        def on_step(self, step, record):
+            return np.float64(step) >= 4  # a comparison of NumPy values: numpy.True_
+
+    model, data = separable_task
+    done = finetune("classify", model, data, tmp_path / "ft", config=fine_tuning(max_steps=10, read_every=1),
+                    progress=False, log=None, callbacks=[NumpyStop()])
+    assert done.stopped_early and done.steps == 4

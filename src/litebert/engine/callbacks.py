@@ -15,9 +15,10 @@ same four hooks of each `Callback` in a list, in the list's order:
     on_end(step)                once, when the loop leaves (finished, stopped, interrupted, or on an error): close
                                 what the callback opened
 
-``on_step`` and ``on_evaluate`` return True to stop the run (anything else: go on): after the step of that read (the
-last of the records delivered together; ``read_every=1`` with ``log_every=1`` makes it this very step) or of that
-evaluation. Every callback still sees the event; the run then ends as a run that finished early, its model kept:
+``on_step`` and ``on_evaluate`` return True (or NumPy's ``True_``) to stop the run (anything else: go on): after
+the step of that read (the last of the records delivered together; ``read_every=1`` with ``log_every=1`` makes it
+this very step) or of that evaluation. Every callback still sees the event; the run then ends as a run that finished
+early, its model kept:
 pretraining as with ``time_limit`` (a checkpoint, the final evaluation, the model in ``model/``; the run is not
 complete, and ``resume=True`` continues it to ``max_steps``), fine-tuning as with early stopping (the best dev model
 is kept and the run is complete; a resume finds it finished).
@@ -34,8 +35,11 @@ when the run resumes, matched by the callback's class name (and its place among 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable, Optional, Sequence
+
+import numpy as np
 
 from litebert.errors import ConfigError, literal
 
@@ -137,14 +141,32 @@ class Callbacks:
         if self.dist.is_main:
             for call in calls:
                 for c in self.items:
-                    stop = call(c) is True or stop
+                    stop = _asks_to_stop(call(c)) or stop
         return bool(D.broadcast_int(int(stop), self.dist))
+
+
+def _asks_to_stop(answer) -> bool:
+    """A hook's answer: True (Python's or NumPy's: a comparison of NumPy values gives ``numpy.True_``) stops the run;
+    anything else goes on."""
+    return answer is True or (isinstance(answer, np.bool_) and bool(answer))
+
+
+def improves(value: float, best: Optional[float], min_delta: float = 0.0, mode: str = "max") -> bool:
+    """Whether ``value`` is a new best over ``best`` (None: nothing yet) by more than ``min_delta``, higher better
+    (``mode`` max) or lower (min). A NaN value never improves, and a NaN best is beaten by any number: the first
+    evaluation's NaN must not block every later one (the checkpoint kept, early stopping, a grid's choice)."""
+    if math.isnan(value):
+        return False
+    if best is None or math.isnan(best):
+        return True
+    return (value - best if mode == "max" else best - value) > min_delta
 
 
 class EarlyStopping(Callback):
     """Stop when ``metric`` of the evaluations has not improved by more than ``min_delta`` for ``patience``
     evaluations in a row. ``mode``: ``max`` (higher is better, as every fine-tuning task's metric) or ``min``
-    (a loss). The first evaluation sets the best; ``FinetuneConfig(patience=N)`` is ``EarlyStopping(the task's
+    (a loss). The first evaluation with a number sets the best (a NaN never improves, nor blocks a later number:
+    `improves`); ``FinetuneConfig(patience=N)`` is ``EarlyStopping(the task's
     metric, N)``."""
 
     def __init__(self, metric: str, patience: int, min_delta: float = 0.0, mode: str = "max") -> None:
@@ -168,10 +190,9 @@ class EarlyStopping(Callback):
             raise ConfigError("EarlyStopping({metric}): the evaluation at step " + str(step) + " has no such metric; "
                               "it has " + literal(", ".join(metrics)), metric=self.metric)
         value = float(metrics[self.metric])
-        gain = None if self.best is None else (value - self.best if self.mode == "max" else self.best - value)
-        if gain is None or gain > self.min_delta:  # NaN never improves
+        if improves(value, self.best, self.min_delta, self.mode):
             self.best, self.bad = value, 0
-        else:
+        else:  # a NaN never improves, and is never the best a later score must beat
             self.bad += 1
         return self.bad >= self.patience
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from litebert.engine import distributed as D
-from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress
+from litebert.engine.callbacks import Callback, Callbacks, EarlyStopping, Progress, improves
 from litebert.engine.metrics_log import MetricsWriter
 from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
@@ -294,9 +294,15 @@ def _evaluate_and_keep(state: TrainState, evaluate, metric, save, rt: Runtime, l
         raise error if error is not None else TrainingError("the evaluation failed on rank 0 (see its message)")
     if d.is_main:
         c["history"].append({"step": state.step, **metrics})
-        improved = c["best_metrics"] is None or metrics[metric] > c["best_metrics"][metric]
+        value = float(metrics[metric])
+        # the first evaluation's model is kept even with a NaN score (a folder always holds a model), and any later
+        # number replaces a NaN best (`improves`)
+        best = None if c["best_metrics"] is None else float(c["best_metrics"][metric])
+        improved = c["best_metrics"] is None or improves(value, best)
         log(f"step {state.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
             + (" (best)" if improved else ""))
+        if math.isnan(value):
+            log(f"warning: step {state.step}: the dev metric {metric} is NaN; any later number replaces it as the best")
         if improved:
             c.update(best_metrics=metrics, best_step=state.step)
             saved = save(state.model, state.step, metrics) if save is not None else None
