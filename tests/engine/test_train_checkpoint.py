@@ -3,6 +3,7 @@ full."""
 
 import errno
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,3 +111,42 @@ def test_check_compatible_names_every_difference(tmp_path):
     assert ("step-00000005.pt" in msg and "hidden_size: checkpoint 32, now 64" in msg
             and "seed: checkpoint 1, now 2" in msg)
     assert "training data" in msg and "vocab_size" not in msg
+
+
+class Killed(BaseException):
+    """The process dying at a point of a write (raised where the kill would land)."""
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_kill_at_any_rename_of_a_save_leaves_the_run_resumable(tmp_path, monkeypatch, first):
+    """A save killed at each of its renames in turn (the checksum's, the checkpoint's): whatever the folder then
+    holds, every checkpoint visible in it has its checksum and verifies, and the run continues from the newest one
+    (the one being written if its rename happened, else the one before; a first checkpoint killed before its rename
+    leaves nothing to continue from, which is a restart, not a refusal)."""
+    import os
+
+    real = os.replace
+    for kill_at in range(2):  # the save makes two renames: checksum, then checkpoint
+        folder = tmp_path / f"first-{first}-{kill_at}"
+        if not first:
+            C.save_checkpoint(folder, 2, {"model": {"w": torch.zeros(3)}})
+        renames = []
+
+        def dying(src, dst, kill_at=kill_at, renames=renames):
+            if len(renames) == kill_at:
+                raise Killed
+            renames.append(Path(dst).name)
+            return real(src, dst)
+
+        monkeypatch.setattr(os, "replace", dying)
+        with pytest.raises(Killed):
+            C.save_checkpoint(folder, 4, {"model": {"w": torch.ones(3)}})
+        monkeypatch.setattr(os, "replace", real)
+        for step, path in C.list_checkpoints(folder):
+            assert path.with_name(path.name + ".sha256").is_file(), (kill_at, path.name)
+        found = C.latest_valid(folder)  # never "none of the checkpoints verifies"
+        expected = None if first else 2
+        assert (found.step if found else None) == expected, (first, kill_at, renames)
+    # and the save that is not killed is the newest
+    C.save_checkpoint(tmp_path / "whole", 4, {"model": {"w": torch.ones(3)}})
+    assert C.latest_valid(tmp_path / "whole").step == 4

@@ -74,15 +74,20 @@ def save_checkpoint(folder: Path, step: int, state: dict, keep_last: int = 3) ->
         def flush(self):
             self.f.flush()
 
+    checksum = path.with_name(path.name + ".sha256")
+
     def save(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             torch.save(payload, _Hashing(f))
+        # the checksum goes into place before the checkpoint does: a checkpoint that can be seen always has its
+        # checksum, however the process is killed (a checksum alone, of a checkpoint never renamed, is ignored)
+        atomic_write(checksum, f"{digest.hexdigest()}  {path.name}\n")
 
     try:
         atomic_write(path, save)
-        atomic_write(path.with_name(path.name + ".sha256"), f"{digest.hexdigest()}  {path.name}\n")
     except OSError as e:
-        path.unlink(missing_ok=True)  # a .pt without its checksum would be skipped anyway; do not leave it around
+        path.unlink(missing_ok=True)
+        checksum.unlink(missing_ok=True)
         previous = [p.name for _, p in list_checkpoints(folder)]
         raise CheckpointError(
             f"could not save checkpoint {path}: {getattr(e, 'reason', None) or e.strerror or e}. Earlier checkpoints "
