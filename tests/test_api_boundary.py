@@ -311,3 +311,15 @@ def test_top_k_is_a_positive_int_and_clamped_to_what_there_is(pipes):
 def test_fill_mask_text_of_another_type_is_refused(pipes):
     with pytest.raises(ArgumentError, match=r"^text = 123: expected str or null$"):
         fill_mask(pipes["fill-mask"].folder, text=123)
+
+
+def test_parameter_hints_resolve_without_the_return_type():
+    """A return annotation naming a type imported for type checkers only does not stop the parameters' hints from
+    resolving (typing's own machinery, in the function's namespace)."""
+    from typing import Optional
+
+    from litebert.arguments import parameter_hints
+
+    namespace: dict = {"Optional": Optional}
+    exec("def f(a: 'int', b: 'Optional[str]' = None) -> 'OnlyForCheckers':\n    pass", namespace)
+    assert parameter_hints(namespace["f"]) == {"a": int, "b": Optional[str]}

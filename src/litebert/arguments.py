@@ -93,16 +93,11 @@ def check_value(name: str, value: Any, hint: Any, rng: Range | None = None) -> N
 def parameter_hints(fn: Callable) -> dict[str, Any]:
     """The annotation of each annotated parameter of ``fn``, resolved (``from __future__ import annotations`` keeps
     them as strings). An annotation that does not resolve is a bug of the function, raised as such."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except NameError:  # the return annotation may name a type imported for checkers only: resolve the parameters
-        hints = {}
-        for name, p in inspect.signature(fn).parameters.items():
-            if p.annotation is not p.empty:
-                hints[name] = (eval(p.annotation, fn.__globals__) if isinstance(p.annotation, str)  # noqa: S307
-                               else p.annotation)
-    hints.pop("return", None)
-    return hints
+    def parameters_only():  # its annotations: fn's, less the return type's (which may name a type imported for
+        pass               # checkers only), resolved by typing's own machinery in fn's namespace (no eval of text)
+
+    parameters_only.__annotations__ = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k != "return"}
+    return typing.get_type_hints(parameters_only, globalns=getattr(fn, "__globals__", None))
 
 
 def _classes(hint: Any) -> list:
