@@ -202,3 +202,21 @@ def test_refusals(tmp_path):
     wider = AlbertForSequenceClassification(AlbertConfig(**{**BASE, "hidden_size": 48}))
     with pytest.raises(CheckpointError, match="the adapter does not fit this AlbertForSequenceClassification"):
         load_adapter(wider, tmp_path / "a")
+
+
+@pytest.mark.parametrize("change", [dict(r=100_000_000), dict(r=4), dict(r=16),
+                                    dict(rank_pattern={"query": 1_000_000})])
+def test_a_config_that_does_not_describe_its_tensors_is_refused_before_anything_is_built(tmp_path, change):
+    """An adapter_config.json whose ranks are not its tensors' (r = 10^8 would have peft build gigabytes of matrices)
+    is refused naming the file, before peft builds anything."""
+    import time
+
+    ours, _ = base_folders(tmp_path, "all-shared", "sequence-classification")
+    save_adapter(add_lora(ours(), r=8), tmp_path / "a")
+    file = tmp_path / "a" / "adapter_config.json"
+    file.write_text(json.dumps({**json.loads(file.read_text()), **change}))
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError, match=r"adapter_config.json: declares rank\(s\) .* its tensors in "
+                                              r"adapter_model.safetensors have rank\(s\) 8"):
+        load_adapter(ours(), tmp_path / "a")
+    assert time.perf_counter() - t0 < 5

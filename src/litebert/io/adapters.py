@@ -238,6 +238,7 @@ def load_adapter(model: torch.nn.Module, folder: str | os.PathLike, *, adapter_n
     cfg.task_type = None  # peft's task wrappers call the model with HF's arguments; litebert's take their own
     cfg.inference_mode = not is_trainable
     weights = _read_weights(folder)
+    _check_ranks(cfg, weights, file)  # before peft builds matrices of the rank the config says
     state = {_PREFIX + from_hf_name(k[len(_PREFIX):] if k.startswith(_PREFIX) else k, config, bare): v
              for k, v in weights.items()}
     try:
@@ -255,6 +256,24 @@ def load_adapter(model: torch.nn.Module, folder: str | os.PathLike, *, adapter_n
     if not is_trainable:
         wrapped.eval()
     return wrapped
+
+
+def _check_ranks(cfg, weights: dict[str, torch.Tensor], file: Path) -> None:
+    """The ranks ``adapter_config.json`` declares (``r``, ``rank_pattern``'s) against the ranks its tensors have (a
+    ``lora_A`` is [r, in], a ``lora_B`` [out, r]): peft would build matrices of the declared rank for every adapted
+    module before loading a tensor, so a document that says r = 10^8 (200 bytes) would take gigabytes. Refused, naming
+    both, when a declared rank no tensor has exceeds them, or a tensor's rank is not declared."""
+    ranks = {t.shape[0] for k, t in weights.items() if "lora_A" in k and t.dim() == 2}
+    ranks |= {t.shape[1] for k, t in weights.items() if "lora_B" in k and t.dim() == 2}
+    if not ranks:
+        raise CheckpointError(f"{file.parent}: {ADAPTER_WEIGHTS} holds no LoRA tensors (lora_A, lora_B)")
+    pattern = getattr(cfg, "rank_pattern", None) or {}
+    declared = {cfg.r} | {v for v in pattern.values() if isinstance(v, int)}
+    undeclared = sorted(ranks - declared)
+    if max(declared) > max(ranks) or undeclared:
+        raise CheckpointError(f"{file}: declares rank(s) {', '.join(map(str, sorted(declared)))} (r"
+                              f"{', rank_pattern' if pattern else ''}), its tensors in {ADAPTER_WEIGHTS} have rank(s) "
+                              f"{', '.join(map(str, sorted(ranks)))}: the config does not describe these weights")
 
 
 def _lora_config(peft, document: dict, file: Path):
