@@ -135,9 +135,21 @@ EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "resul
                      "speedup": Layout(None, files=(r"[^/]+\.json",))},
                     resumable=True)
 
+LABEL_EFFICIENCY = Layout(
+    "label-efficiency", "label-efficiency experiment",
+    _names("experiment.json", "results.json", "results.md", "label-efficiency.png"),
+    {"subsets": Layout(None, files=(r"n\d+-seed\d+\.[A-Za-z.]+",)),
+     "control-init": Layout(None, folders={r"seed-\d+(?:\.partial)?": Layout(None, files=MODEL_FILES)}),
+     "tapt": Layout(None, files=_names("tapt.json"), folders={"text": Layout(None, files=_names("train.txt")),
+                                                             "store": STORE, "run": RUN}),
+     "runs": Layout(None, folders={r"[^/]+": Layout(None, files=(r"n[^/]+-seed\d+\.json",),
+                                                    folders={r"n[^/]+-seed\d+": FINETUNED})}),
+     "bag-of-words": Layout(None, files=(r"n[^/]+-seed\d+\.json",))},
+    resumable=True)
+
 GATE = Layout("recipe-gate", "recipe gate", _names("gate.json", "gate.md"), {r"proxy(?:-[0-9.]+x)?": RUN})
 
-LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, GATE, ADAPTER)
+LAYOUTS = (TOKENIZER, MODEL, STORE, RUN, FINETUNED, EXPERIMENT, LABEL_EFFICIENCY, GATE, ADAPTER)
 
 
 # ---------------------------------------------------------------------------------------------------- reading

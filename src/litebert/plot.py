@@ -42,7 +42,8 @@ Curves = dict[str, dict[str, tuple[list[int], list[float]]]]  # panel -> line la
 @dataclass
 class Panel:
     """One axes of a figure: ``lines`` ``{label: (xs, values)}`` (``styles[label]``: matplotlib keywords for that
-    line), ``hlines`` ``{label: y}`` drawn dashed (``styles`` too), the y-axis limits ``ylim``."""
+    line), ``hlines`` ``{label: y}`` drawn dashed (``styles`` too), ``bands`` ``{label: (xs, low, high)}`` shaded in
+    the colour of the line of that label, the y-axis limits ``ylim``, the x-axis scale ``xscale`` (linear, log)."""
     title: str
     ylabel: str = ""
     xlabel: str = "step"
@@ -50,6 +51,8 @@ class Panel:
     hlines: dict[str, float] = field(default_factory=dict)
     styles: dict[str, dict] = field(default_factory=dict)
     ylim: Optional[tuple[float, float]] = None
+    bands: dict[str, tuple[Sequence[float], Sequence[float], Sequence[float]]] = field(default_factory=dict)
+    xscale: str = "linear"
 
 
 def _pyplot(what: str):
@@ -87,11 +90,14 @@ def draw(panels: Sequence[Panel], out: str | os.PathLike, *, columns: int = 1, s
         for label, (steps, values) in panel.lines.items():
             style = {"linewidth": 1, "marker": "o" if len(steps) < 30 else None, "markersize": 3,
                      **panel.styles.get(label, {})}
-            ax.plot(steps, values, label=label, **style)
+            (line,) = ax.plot(steps, values, label=label, **style)
+            if label in panel.bands:
+                xs, low, high = panel.bands[label]
+                ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
         for label, y in panel.hlines.items():
             ax.axhline(y, label=label, **{"linestyle": "--", "color": "gray", "linewidth": 0.8,
                                           **panel.styles.get(label, {})})
-        ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=panel.xlabel)
+        ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=panel.xlabel, xscale=panel.xscale)
         if panel.ylim is not None:
             ax.set_ylim(*panel.ylim)
         ax.grid(alpha=0.3)

@@ -110,6 +110,17 @@ def _rates(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated numbers") from None
 
 
+def _sizes_or_all(text: str) -> tuple:
+    parts = text.split(",")
+    if any(not t.strip() for t in parts):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: an empty part (expected e.g. 250,500,all)")
+    try:
+        return tuple(None if t.strip() == "all" else int(t) for t in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated whole numbers or "
+                                         "'all'") from None
+
+
 def _configure_experiment(p: argparse.ArgumentParser) -> None:
     from litebert.experiments.runner import EXPERIMENTS, Settings
     from litebert.experiments.speedup import DEFAULT_PRESETS
@@ -119,7 +130,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                      "store, seed, steps and batch, then scored on held-out MLM/NSP/SOP and fine-tuned on a "
                      "sentiment and a multiple-choice task; speedup times training steps of the presets.\n\n"
                      + __doc__.split("\n\n")[2])
-    p.add_argument("experiment", choices=EXPERIMENTS)
+    p.add_argument("experiment", choices=(*EXPERIMENTS, "label-efficiency"))
     p.add_argument("--out", required=True, type=Path, help="experiment folder (re-running continues it)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, help="pretraining steps of every arm (speedup: timed steps; default 3 "
@@ -169,6 +180,28 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                                                           "data/finetune/sentiment)")
     data.add_argument("--mc-data", type=Path, help="the multiple-choice task's data folder (bundled: "
                                                    "data/finetune/mc)")
+    le = p.add_argument_group("label-efficiency (a pretrained --model against its control and the bag of words at "
+                              "several numbers of labelled examples; docs/EXPERIMENTS.md)")
+    le.add_argument("--model", type=Path, help="the pretrained model folder")
+    le.add_argument("--task", default="sentiment", help="a sentence-classification task (default sentiment; its data "
+                                                        "folder: --sentiment-data)")
+    le.add_argument("--sizes", type=_sizes_or_all, default=(250, 500, 1000, 2000, None),
+                    help="labelled training examples per run, 'all' for the whole split (default "
+                         "250,500,1000,2000,all)")
+    le.add_argument("--seeds", type=int, default=3, help="seeds per size below the whole split (default 3)")
+    le.add_argument("--full-seeds", type=int, default=1, help="seeds at the whole split (default 1)")
+    le.add_argument("--lrs", type=_rates, default=(1e-4, 3e-4),
+                    help="the pretrained model's fine-tuning rates (default 1e-4,3e-4); --control-lrs the control's")
+    le.add_argument("--lr-grid-extend", type=int, default=2,
+                    help="rates a grid may add beyond an edge dev picks (default 2; 0: the rates given only)")
+    le.add_argument("--epochs", type=float, default=3.0, help="passes over a run's examples (default 3)")
+    le.add_argument("--min-steps", type=int, default=150, help="steps of a run at least (default 150)")
+    le.add_argument("--tapt-steps", type=int, default=0,
+                    help="task-adaptive pretraining: MLM steps on the task's unlabelled training texts before "
+                         "fine-tuning, reported as its own arm (default 0: none)")
+    le.add_argument("--tapt-lr", type=float, default=1e-3, help="its LAMB peak rate (default 1e-3)")
+    le.add_argument("--no-control", dest="control", action="store_false", help="no from-scratch control")
+    le.add_argument("--no-bag-of-words", dest="bag_of_words", action="store_false", help="no bag of words")
     sp = p.add_argument_group("speedup")
     sp.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets to time")
     sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
@@ -219,6 +252,8 @@ def settings(args: argparse.Namespace):
 def run_experiment(args: argparse.Namespace) -> int:
     if args.experiment == "speedup":
         return _run_speedup(args)
+    if args.experiment == "label-efficiency":
+        return _run_label_efficiency(args)
     from litebert.experiments import runner
 
     runner.run_experiment(args.out, settings(args))
@@ -237,5 +272,30 @@ def _run_speedup(args: argparse.Namespace) -> int:
                                reference=args.reference, micro_batch=args.micro_batch, seq_len=args.seq_len,
                                steps=3 if args.steps is None else args.steps, untimed_steps=args.untimed_steps,
                                device=args.device, processes=tuple(args.processes), progress=runner.progress)
+    print((args.out / "results.md").read_text())
+    return 0
+
+
+def _run_label_efficiency(args: argparse.Namespace) -> int:
+    from litebert.errors import ConfigError
+    from litebert.experiments.label_efficiency import LabelSettings, label_efficiency
+
+    if args.model is None:
+        raise ConfigError("label-efficiency needs the pretrained model: give {model:flag} DIR", model=None)
+    if args.steps is not None or args.minutes is not None:
+        raise ConfigError("label-efficiency pretrains nothing: its budget is {epochs:flag} and {min_steps:flag} "
+                          "(and {tapt_steps:flag}), not --steps or --minutes", epochs=None, min_steps=None,
+                          tapt_steps=None)
+    data = args.sentiment_data or bundled_data().get("sentiment_data")
+    if data is None:
+        raise ConfigError("give the task's data folder (train, dev and test files): {sentiment_data:flag} DIR",
+                          sentiment_data=None)
+    s = LabelSettings(task=args.task, sizes=args.sizes, seeds=args.seeds, full_seeds=args.full_seeds, seed=args.seed,
+                      lrs=args.lrs, control_lrs=args.control_lrs, lr_grid_extend=args.lr_grid_extend,
+                      epochs=args.epochs, min_steps=args.min_steps, batch_size=args.finetune_batch,
+                      seq_len=args.seq_len, control=args.control, bag_of_words=args.bag_of_words,
+                      tapt_steps=args.tapt_steps, tapt_lr=args.tapt_lr)
+    label_efficiency(args.model, args.out, data=data, tokenizer=args.tokenizer, settings=s, device=args.device,
+                     progress=False)
     print((args.out / "results.md").read_text())
     return 0
