@@ -67,7 +67,7 @@ class Job:
         return self.cfg.metric or self.preset.metric
 
     def check_metric(self) -> None:
-        """A chosen metric the task's evaluation does not give is refused before any data is read (with
+        """A chosen metric the task's evaluation does not give is refused before ``out`` is planned (with
         ``compute_metrics``, whose names only its first call shows, at the first evaluation)."""
         names = self.preset.kind.metrics
         if self.compute_metrics is None and names and self.metric not in names:
@@ -164,9 +164,8 @@ def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
     preset, cfg, log, metric = job.preset, job.cfg, job.log, job.metric
     model_dir = opening.inputs["model"]
     # the plan before any data, as pretraining's: the batch split, the compiler, the precision and attention for the
-    # model's config (its new head changes neither), the metric
+    # model's config (its new head changes neither); the metric was checked by `finetune` before the folder's plan
     machinery = machine(cfg.with_batch(preset), dist, job.attention, load_config(model_dir))
-    job.check_metric()
     t = read_task(preset, cfg, model_dir, job.inputs["data"], job.inputs["dev"], opening.inputs["tokenizer"],
                   job.columns, job.labels, job.encoding_errors, job.allow_tokenizer_mismatch)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress)

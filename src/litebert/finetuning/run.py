@@ -66,6 +66,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     job = Job(preset, cfg, {"model": model, "data": data, "dev": dev, "tokenizer": tokenizer}, dict(columns or {}),
               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
               compute_metrics, allow_tokenizer_mismatch)
+    job.check_metric()  # known from the flags alone: before the output folder is planned or anything read
     if lr_grid is not None:
         from litebert.finetuning.grid import finetune_grid
 
