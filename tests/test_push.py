@@ -244,6 +244,30 @@ def test_a_refused_token_is_one_line(finetuned, fake_hub):
     assert fake_hub.repos == {} and fake_hub.lfs == {}
 
 
+def test_a_failed_push_leaves_the_folder_byte_for_byte(finetuned, fake_hub, tmp_path):
+    """The card that still names the placeholder is pointed at the repository only once the upload succeeded: a
+    refused token, an unreachable Hub or refused metadata leave every file (bytes and times) as it was."""
+    from helpers import snapshot
+
+    folder = tmp_path / "ft"
+    shutil.copytree(finetuned["out"], folder)
+    assert json.dumps(PLACEHOLDER) in (folder / "README.md").read_text()  # else there would be nothing to retarget
+    before = snapshot(folder)
+    fake_hub.token = "hf_another_token"
+    with pytest.raises(HubError, match="refused the token"):
+        push_to_hub(folder, "me/x", endpoint=fake_hub.url)
+    assert snapshot(folder) == before
+    fake_hub.token = TOKEN
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with pytest.raises(HubError, match="cannot upload"):
+        push_to_hub(folder, "me/x", endpoint=closed)
+    assert snapshot(folder) == before
+    push_to_hub(folder, "me/x", endpoint=fake_hub.url)  # succeeded: now the folder's card names the repository
+    assert json.dumps("me/x") in (folder / "README.md").read_text()
+
+
 def test_metadata_the_hub_refuses_is_one_line(finetuned, fake_hub, tmp_path):
     from litebert.card import CardInfo
     from litebert.card_builders import finetuned_card

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from litebert.redact import redact
+
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)(?::(\w+))?\}")  # an escaped brace, or a named argument
 
 
@@ -83,7 +85,9 @@ def first_line(e: BaseException, limit: int) -> str:
 def printable(text: str) -> str:
     """``text`` with each character that a terminal acts on or does not show (control characters such as ESC, tab
     and newline, bidirectional overrides, the surrogates of undecodable file-name bytes) written as in a Python repr:
-    ``\x1b``, ``\t``, ``\u202e``, ``\udcff``."""
+    ``\x1b``, ``\t``, ``\u202e``, ``\udcff``; and without secrets (`litebert.redact.redact`: a URL's password and
+    tokens, ``Authorization`` values)."""
+    text = redact(text)
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

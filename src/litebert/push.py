@@ -137,28 +137,32 @@ def push_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool = True
     Hub model repository ``repo_id`` (ORG/NAME), creating it (``private`` by default) if it does not exist.
 
     ``logs``: also the metrics files. ``endpoint``: the Hub's address (default: huggingface_hub's, which reads
-    ``HF_ENDPOINT``). A litebert card in the folder that still names `litebert.card.PLACEHOLDER` is pointed at
-    ``repo_id`` first (in the folder too). Raises `HubError` (no package, no token, refused, no network) with the
-    folder left as it was."""
+    ``HF_ENDPOINT``). A litebert card in the folder that still names `litebert.card.PLACEHOLDER` is uploaded pointed
+    at ``repo_id``, and rewritten so in the folder once the upload has succeeded. Raises `HubError` (no package, no
+    token, refused, no network) with the folder left byte for byte as it was."""
     check_repo_id(repo_id)
     model, picked = upload_files(folder, logs)
     hf = _import_hub()
     token = _token(hf)
     card = model / CARD_NAME
+    retargeted = None  # the card's text pointed at repo_id: uploaded from memory, written into the folder after
     if (CARD_NAME, card) in picked and is_own_card(card):
-        from litebert.files import atomic_write
-
         text = card.read_text(encoding="utf-8")
-        if retarget(text, repo_id) != text:
-            atomic_write(card, retarget(text, repo_id))
+        retargeted = retarget(text, repo_id) if retarget(text, repo_id) != text else None
     api = hf.HfApi(endpoint=endpoint, token=token)
-    operations = [hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in picked]
+    operations = [hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=retargeted.encode("utf-8")
+                                        if retargeted is not None and path == card else str(path))
+                  for name, path in picked]
     try:
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         commit = api.create_commit(repo_id, operations, repo_type="model",
                                    commit_message=commit_message or f"Upload {model.name} with litebert")
     except Exception as e:  # noqa: BLE001 - huggingface_hub and requests raise many kinds; one line for each cause
         raise _failure(e, repo_id, api.endpoint, folder) from None
+    if retargeted is not None:  # only now: a failed upload leaves the folder byte for byte as it was
+        from litebert.files import atomic_write
+
+        atomic_write(card, retargeted)
     return PushResult(repo_id, str(url), str(commit.commit_url), sorted(n for n, _ in picked), private)
 
 

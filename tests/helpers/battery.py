@@ -90,7 +90,7 @@ def pretrain_argv(inp, out, *extra):
 
 
 # experiment: the options only `experiment speedup` reads
-SPEEDUP_ONLY = {"--micro-batch", "--untimed-steps", "--processes"}
+SPEEDUP_ONLY = {"--micro-batch", "--untimed-steps", "--processes", "--presets", "--reference"}
 
 
 def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list[Path]]:

@@ -30,6 +30,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder: the best dev checkpoint + tokenizer + finetune.json")
     p.add_argument("--tokenizer", help="tokenizer folder (spiece.model or vocab.txt) or file (default: the "
                                        "--model folder)")
+    p.add_argument("--allow-tokenizer-mismatch", action="store_true",
+                   help="use a --tokenizer whose pieces differ from the --model folder's own tokenizer's (same size "
+                        "only), with a warning instead of refusing it")
     p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
     p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
     p.add_argument("--keep-checkpoints", action="store_true",
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
                       attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
                       card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid,
-                      lr_grid_extend=args.lr_grid_extend)
+                      lr_grid_extend=args.lr_grid_extend, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch)
     if result.interrupted:
         run = Path(args.out) / folder_name(result.lr) if grid else Path(args.out)
         print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in {run / 'checkpoints'}; "

@@ -59,6 +59,7 @@ class Job:
     stop_after: Optional[int]
     callbacks: tuple
     compute_metrics: Optional[Callable]
+    allow_tokenizer_mismatch: bool = False  # a tokenizer of other pieces than the model folder's: warned, not refused
 
     @property
     def metric(self) -> str:
@@ -66,7 +67,7 @@ class Job:
         return self.cfg.metric or self.preset.metric
 
     def check_metric(self) -> None:
-        """A chosen metric the task's evaluation does not give is refused before any data is read (with
+        """A chosen metric the task's evaluation does not give is refused before ``out`` is planned (with
         ``compute_metrics``, whose names only its first call shows, at the first evaluation)."""
         names = self.preset.kind.metrics
         if self.compute_metrics is None and names and self.metric not in names:
@@ -111,7 +112,7 @@ class _Task:
 
 
 def read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, columns: dict, labels,
-               encoding_errors: str) -> _Task:
+               encoding_errors: str, allow_tokenizer_mismatch: bool = False) -> _Task:
     """The tokenizer, the data (train and dev), the model with its new head (initialised from the seed) and the
     features, with the tokenizer's ids checked against the model's vocabulary."""
     import torch
@@ -120,7 +121,7 @@ def read_task(preset, cfg: FinetuneConfig, model_dir, data, dev, tokenizer, colu
     from litebert.tasks.features import check_ids
 
     kind = preset.kind
-    tok = finetuned.load_tokenizer(model_dir, tokenizer)
+    tok = finetuned.load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch)
     train_path, dev_path = split_paths(data, dev)
     labels = list(labels) if labels else None
     if labels and len(set(labels)) != len(labels):
@@ -163,11 +164,10 @@ def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
     preset, cfg, log, metric = job.preset, job.cfg, job.log, job.metric
     model_dir = opening.inputs["model"]
     # the plan before any data, as pretraining's: the batch split, the compiler, the precision and attention for the
-    # model's config (its new head changes neither), the metric
+    # model's config (its new head changes neither); the metric was checked by `finetune` before the folder's plan
     machinery = machine(cfg.with_batch(preset), dist, job.attention, load_config(model_dir))
-    job.check_metric()
     t = read_task(preset, cfg, model_dir, job.inputs["data"], job.inputs["dev"], opening.inputs["tokenizer"],
-                  job.columns, job.labels, job.encoding_errors)
+                  job.columns, job.labels, job.encoding_errors, job.allow_tokenizer_mismatch)
     targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress)
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
                             {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len,

@@ -33,17 +33,19 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
              hub_private: bool = True, callbacks: Sequence[Callback] = (),
              compute_metrics: Optional[Callable[[list, list], dict]] = None,
-             lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None) -> FinetuneResult:
+             lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None,
+             allow_tokenizer_mismatch: bool = False) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
 
     ``data``: a folder (train/dev files by their usual names) or the training file; ``dev``: the dev file when not
-    in that folder. ``tokenizer``: default the model folder's. ``columns``: your own data's columns
-    ({"text_a": COL, "text_b": COL, "label": COL}); ``labels``: the label set (default: the task's, or those seen in
-    training). ``config``: hyper-parameters over the preset's. ``resume``: continue the stopped run in ``out``;
-    ``overwrite``: replace the fine-tuned model there. ``keep_checkpoints``: keep out/checkpoints at the end.
-    ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps (of
+    in that folder. ``tokenizer``: default the model folder's; another must hold the folder's pieces
+    (`litebert.pairing.check_tokenizer`), unless ``allow_tokenizer_mismatch`` (a warning). ``columns``: your own
+    data's columns ({"text_a": COL, "text_b": COL, "label": COL}); ``labels``: the label set (default: the task's,
+    or those seen in training). ``config``: hyper-parameters over the preset's. ``resume``: continue the stopped run
+    in ``out``; ``overwrite``: replace the fine-tuned model there. ``keep_checkpoints``: keep out/checkpoints at the
+    end. ``log``: where progress lines go (None: nowhere). ``stop_after``: leave, resumable, after this many steps (of
     each run of a grid). ``card``: what the model card (README.md) says that the run cannot know (license, data set
     ids). ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to when the run has finished
     (`litebert.push`), created private unless ``hub_private`` is False.
@@ -63,7 +65,8 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
     job = Job(preset, cfg, {"model": model, "data": data, "dev": dev, "tokenizer": tokenizer}, dict(columns or {}),
               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
-              compute_metrics)
+              compute_metrics, allow_tokenizer_mismatch)
+    job.check_metric()  # known from the flags alone: before the output folder is planned or anything read
     if lr_grid is not None:
         from litebert.finetuning.grid import finetune_grid
 

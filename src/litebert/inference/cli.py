@@ -46,6 +46,14 @@ _TASK_MODEL = ("a folder written by `litebert finetune`, or an ALBERT task model
 _TOKENIZER = "tokenizer folder (spiece.model or vocab.txt) or file (default: the --model folder's)"
 
 
+def _tokenizer(p: argparse.ArgumentParser, text: str = _TOKENIZER) -> None:
+    """``--tokenizer`` and ``--allow-tokenizer-mismatch`` (`litebert.pairing.check_tokenizer`)."""
+    p.add_argument("--tokenizer", help=text)
+    p.add_argument("--allow-tokenizer-mismatch", action="store_true",
+                   help="use a --tokenizer whose pieces differ from the --model folder's own tokenizer's (same size "
+                        "only), with a warning instead of refusing it")
+
+
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help=_TASK_MODEL)
     p.add_argument("--data", required=True, help="labelled file (or a data folder or dataset id: its dev split); "
@@ -54,7 +62,7 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
                                     "probabilities")
     p.add_argument("--columns", help="the data's columns, text_a=COL[,text_b=COL][,label=COL], as for finetune "
                                      "(default: those the folder was fine-tuned with)")
-    p.add_argument("--tokenizer", help=_TOKENIZER)
+    _tokenizer(p)
     ranged(p.add_argument("--null-threshold", type=float, help="SQuAD v2: no-answer probability threshold "
                                                                "(default: the one chosen on dev during finetune)"),
            FRACTION)
@@ -75,7 +83,7 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="JSONL: one object per line (see docs/finetune.md); or a table "
                                                    "(.parquet, .arrow, a datasets folder): one object per row")
     p.add_argument("--output", required=True, help="JSONL: each input object with the prediction added")
-    p.add_argument("--tokenizer", help=_TOKENIZER)
+    _tokenizer(p)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="use a folder whose fine-tuning did not finish (its best model so far)")
     p.add_argument("--batch-tokens", type=int,
@@ -94,7 +102,7 @@ def _configure_embed(p: argparse.ArgumentParser) -> None:
                                                    "datasets folder) with the text under --text-field; gzip, xz, bz2 "
                                                    "and zstd are read transparently")
     p.add_argument("--output", required=True, help=".npy file, float32 [N, hidden_size]")
-    p.add_argument("--tokenizer", help=_TOKENIZER)
+    _tokenizer(p)
     p.add_argument("--text-field", default="text", help="JSONL field or table column holding the text")
     p.add_argument("--pooling", choices=["mean", "pooled", "cls"], default="mean",
                    help="mean of the last layer over real tokens, the pooler output (tanh dense on [CLS]), or the "
@@ -106,7 +114,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from litebert.inference.predict import evaluate
 
     result = evaluate(args.model, args.data, output=args.output, columns=parse_columns(args.columns),
-                      tokenizer=args.tokenizer, null_threshold=args.null_threshold,
+                      tokenizer=args.tokenizer, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
+                      null_threshold=args.null_threshold,
                       allow_incomplete=args.allow_incomplete,
                       batch_size=64 if args.batch_size is None else args.batch_size, seq_len=args.seq_len,
                       device=args.device, precision=args.precision, attention=args.attention,
@@ -120,6 +129,7 @@ def run_predict(args: argparse.Namespace) -> int:
     from litebert.inference.predict import predict
 
     result = predict(args.model, args.input, args.output, tokenizer=args.tokenizer,
+                     allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
                      allow_incomplete=args.allow_incomplete, batch_size=args.batch_size, batch_tokens=args.batch_tokens,
                      seq_len=args.seq_len, device=args.device, precision=args.precision, attention=args.attention,
                      encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
@@ -132,7 +142,8 @@ def run_embed(args: argparse.Namespace) -> int:
     from litebert.inference.predict import embed
 
     result = embed(args.model, args.input, args.output, text_field=args.text_field, pooling=args.pooling,
-                   tokenizer=args.tokenizer, batch_size=64 if args.batch_size is None else args.batch_size,
+                   tokenizer=args.tokenizer, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
+                   batch_size=64 if args.batch_size is None else args.batch_size,
                    seq_len=args.seq_len,
                    device=args.device, precision=args.precision, attention=args.attention,
                    encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite)
@@ -148,7 +159,7 @@ def _configure_fill_mask(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", help="JSONL (or a table): the text of each record under --text-field")
     p.add_argument("--output", help="JSONL: each --input record with 'predictions' added (default: printed)")
     ranged(p.add_argument("--top-k", type=int, default=5, help="pieces per mask"), AT_LEAST_1)
-    p.add_argument("--tokenizer", help="tokenizer folder or file (default: the --model folder's)")
+    _tokenizer(p, "tokenizer folder or file (default: the --model folder's)")
     p.add_argument("--text-field", default="text", help="field or column holding the text")
     p.add_argument("--batch-size", type=int, default=32, help="texts per batch")
     p.add_argument("--batch-tokens", type=int, help="batches also hold at most this many tokens (default: off)")
@@ -162,7 +173,8 @@ def run_fill_mask(args: argparse.Namespace) -> int:
     from litebert.inference.fill_mask import fill_mask
 
     result = fill_mask(args.model, args.text, input=args.input, output=args.output, top_k=args.top_k,
-                       tokenizer=args.tokenizer, text_field=args.text_field, batch_size=args.batch_size,
+                       tokenizer=args.tokenizer, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
+                       text_field=args.text_field, batch_size=args.batch_size,
                        batch_tokens=args.batch_tokens, device=args.device, precision=args.precision,
                        attention=args.attention, encoding_errors=args.encoding_errors, overwrite=args.overwrite)
     if args.text is not None:

@@ -27,12 +27,15 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
               output: str | os.PathLike | None = None, top_k: int = 5, tokenizer: str | os.PathLike | None = None,
               text_field: str = "text", batch_size: int = 32, batch_tokens: Optional[int] = None,
               device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
-              encoding_errors: str = "strict", overwrite: bool = False) -> FillMaskResult:
+              encoding_errors: str = "strict", overwrite: bool = False,
+              allow_tokenizer_mismatch: bool = False) -> FillMaskResult:
     """Fill the [MASK]s of ``text``, or of the ``text_field`` of every record of ``input`` (JSONL or a table), with
     the MLM head of ``model`` (a pretraining folder, an HF AlbertForMaskedLM/AlbertForPreTraining folder, a hub id):
     the ``top_k`` pieces per mask, as HF's fill-mask pipeline answers. With ``output``, each record is written there
     with its answer under ``predictions`` (an existing file only with ``overwrite``); without, they are returned.
-    ``device``, ``precision`` and ``attention`` as for every command (`litebert.engine.runtime.Runtime`)."""
+    ``device``, ``precision`` and ``attention`` as for every command (`litebert.engine.runtime.Runtime`).
+    ``tokenizer``: another tokenizer than the folder's; of the same pieces as the folder's own, or only warned about
+    with ``allow_tokenizer_mismatch`` (`litebert.pairing.check_tokenizer`)."""
     from litebert import hub
     from litebert.folders import plan_file
     from litebert.inference.predict import CHUNK_SIZE, chunks, write_jsonl
@@ -47,7 +50,7 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens,
-                    precision=precision, attention=attention)
+                    precision=precision, attention=attention, allow_tokenizer_mismatch=allow_tokenizer_mismatch)
     if text is not None:
         return FillMaskResult(1, [fill.answer([text], top_k=top_k)[0]])
     path = as_path(input)

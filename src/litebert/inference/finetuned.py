@@ -57,11 +57,14 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
 # defaults `predict`/`evaluate` use for it (its labels come from config.json's id2label).
 _TASK_OF_HEAD = {"AlbertForSequenceClassification": "classify", "AlbertForTokenClassification": "conll",
                  "AlbertForMultipleChoice": "mc", "AlbertForQuestionAnswering": "squad1"}
-def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
+def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None,
+                   allow_tokenizer_mismatch: bool = False):
     """The tokenizer of ``model_dir``, or the one at ``tokenizer`` (a folder or file) when given
     (`litebert.tokenizer.load_tokenizer`), checked to be the model's (`litebert.pairing.check_tokenizer`: its size
-    is config.json's vocab_size); a model folder without one is a `TokenizerError` that suggests ``--tokenizer``.
-    Every command and pipeline that reads a model with a tokenizer loads the tokenizer here."""
+    is config.json's vocab_size, and a tokenizer given apart from a folder that has its own holds the same pieces,
+    unless ``allow_tokenizer_mismatch``, which only warns); a model folder without one is a `TokenizerError` that
+    suggests ``--tokenizer``. Every command and pipeline that reads a model with a tokenizer loads the tokenizer
+    here."""
     from litebert.errors import TokenizerError
     from litebert.io.hf_folder import CONFIG_NAME, load_config
     from litebert.pairing import check_tokenizer
@@ -74,8 +77,11 @@ def load_tokenizer(model_dir: str | Path, tokenizer: str | Path | None = None):
                              "{tokenizer:flag} PATH, the tokenizer folder or file the model was trained with",
                              model=model_dir, tokenizer=None)
     tok = load(model_dir if tokenizer is None else tokenizer)
+    own = None
+    if tokenizer is not None and model_dir.is_dir() and any((model_dir / n).is_file() for n in TOKENIZER_FILES):
+        own = load(model_dir)  # the folder's own: the one given must hold the same pieces
     if (model_dir / CONFIG_NAME).is_file():
-        check_tokenizer(tok, load_config(model_dir).vocab_size, model_dir, tokenizer)
+        check_tokenizer(tok, load_config(model_dir).vocab_size, model_dir, tokenizer, own, allow_tokenizer_mismatch)
     return tok
 
 
@@ -135,10 +141,11 @@ def meta_from_config(model_dir: str | Path) -> dict:
             "source": f"{file} (architectures {arch})"}
 
 
-def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
+def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
+                   allow_tokenizer_mismatch: bool = False):
     """(preset, model, tokenizer, meta) of a folder written by ``litebert finetune``, or of an ALBERT task-head
     folder without finetune.json whose config.json names the head (`meta_from_config`). ``tokenizer``: a tokenizer
-    folder or .model file to use instead of the folder's own."""
+    folder or .model file to use instead of the folder's own (`load_tokenizer`)."""
     model_dir = Path(model_dir)
     meta_path = model_dir / META_FILE
     if not model_dir.is_dir():
@@ -148,7 +155,7 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
         preset = preset_from_json(meta["task"], meta["preset"])
         # every weight of the head must be there: a head left randomly initialised would predict noise
         model = preset.kind.head.from_pretrained(model_dir, strict=True)
-        return preset, model, load_tokenizer(model_dir, tokenizer), meta
+        return preset, model, load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch), meta
     try:
         meta = read_json(meta_path, CheckpointError)
     except CheckpointError as e:
@@ -165,7 +172,7 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):
     check_head(model_dir, (head,), f"the head {META_FILE}'s task {meta['task']!r} fine-tunes")
     model = preset.kind.load_model(model_dir)
     _check_labels(meta, model, meta_path)
-    return preset, model, load_tokenizer(model_dir, tokenizer), meta
+    return preset, model, load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch), meta
 
 
 def _check_labels(meta: dict, model, meta_path: Path) -> None:

@@ -49,9 +49,12 @@ ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classifica
 @checked(batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1)
 def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike | None = None,
              device: str | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
-             precision: str = "auto", attention: str = "auto", **defaults) -> "Pipeline":
+             precision: str = "auto", attention: str = "auto", allow_tokenizer_mismatch: bool = False,
+             **defaults) -> "Pipeline":
     """The pipeline for ``task`` (one of `TASKS`, or an alias in `ALIASES`) on the model folder (or hub id)
-    ``model``; ``tokenizer``: another tokenizer folder or file than the model's. ``device`` (cpu, cuda, ...; default:
+    ``model``; ``tokenizer``: another tokenizer folder or file than the model's, which must hold the same pieces
+    as the folder's own where it has one (`litebert.pairing.check_tokenizer`; ``allow_tokenizer_mismatch``: only
+    warn). ``device`` (cpu, cuda, ...; default:
     CUDA when available), ``precision`` and ``attention``: as for every command (`Runtime.for_inference`; on a GPU
     ``auto`` is bf16, whose scores differ from HF's fp32 pipeline by its rounding: ``precision="fp32"`` matches
     them). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``, checked here as
@@ -75,20 +78,23 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     net = cls.load(Path(model))
     runtime = Runtime.for_inference(net.config, device, precision, attention)
     runtime.place(net)
-    return cls(name, net, load_tokenizer(model, tokenizer), Path(model), runtime, batch_size, batch_tokens, defaults)
+    tok = load_tokenizer(model, tokenizer, allow_tokenizer_mismatch)
+    return cls(name, net, tok, Path(model), runtime, batch_size, batch_tokens, defaults)
 
 
 def _load_head(cls, folder: Path, prefix: str, what: str, accepted: tuple[str, ...] = ()):
     """``cls`` from ``folder``, whose weights must hold the head (keys starting ``prefix``): a head left randomly
-    initialised would answer noise. The head config.json names must be ``cls``'s or one in ``accepted``
-    (`litebert.pairing.check_head`): a sequence and a token classifier both hold ``classifier.*`` tensors."""
+    initialised would answer noise. The head the folder holds must be ``cls``'s or one in ``accepted``
+    (`litebert.pairing.check_head`: config.json's ``architectures``, else finetune.json's task, else the tensors and
+    the labels): a sequence and a token classifier both hold ``classifier.*`` tensors."""
     from litebert.io.hf_folder import load_weights
     from litebert.pairing import check_head
 
-    if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in load_weights(folder)):
+    tensors = load_weights(folder)
+    if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in tensors):
         raise CheckpointError("{model}: " + f"no {what} in its weights (no {prefix}* tensors); give a folder that has "
                               f"one", model=folder)
-    check_head(folder, (cls.HF_ARCHITECTURE,) + accepted, f"a {what}")
+    check_head(folder, (cls.HF_ARCHITECTURE,) + accepted, f"a {what}", tensors)
     return cls.from_pretrained(folder)
 
 

@@ -83,19 +83,21 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
              null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
              seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
              attention: str = "auto", encoding_errors: str = "strict", progress: bool = True,
-             overwrite: bool = False, qa_decoding: Literal["official", "hf"] = "official") -> EvaluateResult:
+             overwrite: bool = False, qa_decoding: Literal["official", "hf"] = "official",
+             allow_tokenizer_mismatch: bool = False) -> EvaluateResult:
     """Score the fine-tuned folder ``model`` (or an HF ALBERT task model) on the labelled ``data`` (a file, or a data
     folder's dev split). ``output``: also write one JSONL row per example there (an existing file only with
     ``overwrite``). ``columns``: the data's columns (default: those the folder was fine-tuned with).
     ``null_threshold``: SQuAD v2's no-answer threshold (default: the one chosen on dev). ``allow_incomplete``: use a
     folder whose fine-tuning did not finish. ``qa_decoding``: how SQuAD answers are read (`litebert.tasks.qa_decode`:
-    "official", run_squad's, or "hf", transformers' pipeline's)."""
+    "official", run_squad's, or "hf", transformers' pipeline's). ``tokenizer``: another than the folder's, of its
+    pieces (`litebert.pairing.check_tokenizer`; ``allow_tokenizer_mismatch``: only warn when they differ)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
-    preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer)
+    preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer, allow_tokenizer_mismatch)
     preset = replace(preset, kind=preset.kind.for_inference(qa_decoding))
     path = eval_path(data)  # a file, a folder's dev split, a dataset id's
     labels = meta.get("labels")
@@ -123,14 +125,15 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
             device: Optional[str] = None, precision: str = "auto", attention: str = "auto",
             encoding_errors: str = "strict", progress: bool = True, overwrite: bool = False,
             qa_decoding: Literal["official", "hf"] = "official",
-            aggregation_strategy: Optional[Literal["none", "simple", "first", "average", "max"]] = None
-            ) -> PredictResult:
+            aggregation_strategy: Optional[Literal["none", "simple", "first", "average", "max"]] = None,
+            allow_tokenizer_mismatch: bool = False) -> PredictResult:
     """Predict every object of the JSONL ``input`` with the fine-tuned folder ``model`` and write each, with its
     prediction added, to ``output`` (an existing file only with ``overwrite``; see the module docstring for the
     keys). ``batch_tokens``: batches by size, up to ``batch_size`` inputs of at most this many tokens together
     (default: off); with ``batch_tokens`` alone, the tokens decide. ``qa_decoding``: how SQuAD answers are read
     (`litebert.tasks.qa_decode`). ``aggregation_strategy``: token classification answers entities, as
-    ``pipeline("ner", aggregation_strategy=...)`` does, instead of a tag per word."""
+    ``pipeline("ner", aggregation_strategy=...)`` does, instead of a tag per word. ``allow_tokenizer_mismatch``: a
+    ``tokenizer`` of other pieces than the folder's own is warned about, not refused."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
@@ -138,7 +141,8 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
     n = predict_file(model, input, output, seq_len, rows, progress, encoding_errors, device=device,
                      precision=precision, attention=attention, tokenizer=tokenizer, max_tokens=batch_tokens,
-                     qa_decoding=qa_decoding, aggregation_strategy=aggregation_strategy)
+                     qa_decoding=qa_decoding, aggregation_strategy=aggregation_strategy,
+                     allow_tokenizer_mismatch=allow_tokenizer_mismatch)
     return PredictResult(n, Path(output))
 
 
@@ -147,18 +151,21 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
           attention: str = "auto", encoding_errors: str = "strict", progress: bool = True,
-          overwrite: bool = False) -> EmbedResult:
+          overwrite: bool = False, allow_tokenizer_mismatch: bool = False) -> EmbedResult:
     """Embed each text of ``input`` (one a line, or JSONL or a table with the text under ``text_field``) with the
     encoder of ``model`` into the float32 [N, hidden_size] .npy ``output`` (an existing file only with ``overwrite``).
     ``pooling``: mean (over real tokens), pooled (the pooler output) or cls (the raw [CLS] vector). ``device``,
-    ``precision`` and ``attention`` are resolved as for every command (`Runtime.for_inference`)."""
+    ``precision`` and ``attention`` are resolved as for every command (`Runtime.for_inference`).
+    ``allow_tokenizer_mismatch``: a ``tokenizer`` of other pieces than the folder's own is warned about, not
+    refused."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
     out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors,
-                     device=device, tokenizer=tokenizer, precision=precision, attention=attention, progress=progress)
+                     device=device, tokenizer=tokenizer, precision=precision, attention=attention, progress=progress,
+                     allow_tokenizer_mismatch=allow_tokenizer_mismatch)
     return EmbedResult(tuple(out.shape), pooling, Path(output))
 
 
@@ -184,14 +191,14 @@ def predict_file(model_dir: str | Path, input_path: str | Path, output_path: str
                  encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, *, device: Optional[str] = None,
                  precision: str = "auto", attention: str = "auto", tokenizer: str | Path | None = None,
                  max_tokens: int | None = None, qa_decoding: str = "official",
-                 aggregation_strategy: str | None = None) -> int:
+                 aggregation_strategy: str | None = None, allow_tokenizer_mismatch: bool = False) -> int:
     """Predict every object of the JSONL ``input_path`` with the fine-tuned folder ``model_dir`` (or an HF ALBERT
     task-head folder: `finetuned.load_finetuned`) and write each object, with the prediction added, to ``output_path``,
     in the input's order. ``device``, ``precision`` and ``attention`` as for every command
     (`Runtime.for_inference`, refused before anything is written); ``tokenizer`` replaces the folder's own;
     ``max_tokens``: batches by size (`finetuned.predict_outputs`); ``qa_decoding`` and ``aggregation_strategy``: as
     `predict`'s (`TaskKind.for_inference`). Returns the number of predictions."""
-    preset, model, tok, meta = finetuned.load_finetuned(model_dir, tokenizer)
+    preset, model, tok, meta = finetuned.load_finetuned(model_dir, tokenizer, allow_tokenizer_mismatch)
     rt = Runtime.for_inference(model.config, device, precision, attention)
     rt.place(model)
     kind, labels = preset.kind.for_inference(qa_decoding, aggregation_strategy), meta.get("labels")
@@ -245,7 +252,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
                pooling: str = "mean", max_seq_length: int | None = None, batch_size: int = 64,
                encoding_errors: str = "strict", chunk_size: int = CHUNK_SIZE, *, device: Optional[str] = None,
                precision: str = "auto", attention: str = "auto", tokenizer: str | Path | None = None,
-               progress: bool = False) -> np.ndarray:
+               progress: bool = False, allow_tokenizer_mismatch: bool = False) -> np.ndarray:
     """Embed each text of ``input_path`` (text, one a line, or JSONL or a table with the text under ``text_field``;
     compressed or not) with the encoder in ``model_dir``; write the float32 [N, hidden_size] array to ``output_path``
     (.npy). ``pooling``: "mean" over real tokens, "pooled" (the pooler output) or "cls" (the raw [CLS] vector).
@@ -261,7 +268,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
-    tok = finetuned.load_tokenizer(model_dir, tokenizer)
+    tok = finetuned.load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch)
     # mean and cls pooling never read the pooler: an encoder without it loads a folder that has none (an MLM-only
     # model) without warning about weights it would not use
     model = (AlbertModel if pooling == "pooled" else _encoder_without_pooler()).from_pretrained(model_dir)

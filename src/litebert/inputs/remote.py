@@ -15,16 +15,22 @@ a file is streamed, never downloaded whole first. `as_path` turns what a user ga
 Every failure is one line naming the URL (`failure`): a missing file, an unknown scheme, a backend that is not
 installed (with the package fsspec asks for), denied access, a server that cannot be reached. A failure in the middle
 of a stream is a `ReadFailure` (an `OSError`), which the readers report with the offset they had reached.
+
+Where a URL may lead (`redirect_policy`): an HTTP(S) redirect is followed only to the same scheme, host and port;
+one to anywhere else is refused with one line (`RedirectRefused`) naming both addresses, so a server (a loopback or
+private one included) cannot send litebert, with the credentials its URL carries, to another host. What of a URL is
+printed never holds its secrets (`litebert.redact`, through every message's `litebert.errors.printable`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from litebert.errors import DataError, first_line
 from litebert.extras import install_hint
@@ -52,6 +58,68 @@ def as_path(path):
 
 class ReadFailure(OSError):
     """Reading a remote stream failed part-way (the connection dropped, the server answered an error)."""
+
+
+class RedirectRefused(DataError):
+    """A server redirected to another scheme, host or port (`redirect_policy`)."""
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit for http (80) and https (443)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number: never equal to another's
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def is_local(host: str) -> bool:
+    """Whether ``host`` names a loopback, private or link-local address (or is ``localhost``)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def check_redirect(source: str, target: str) -> None:
+    """Refuse (`RedirectRefused`) a redirect from ``source`` to ``target`` (as the Location header gave it: resolved
+    against ``source``) unless both have the same scheme, host and port."""
+    target = urljoin(source, target)
+    if origin(source) == origin(target):
+        return
+    local = " (a loopback or private address: never to another host)" if is_local(origin(source)[1]) else ""
+    raise RedirectRefused(f"{source}: the server redirects to {target}, another scheme, host or port{local}; "
+                          "litebert follows redirects only within the same scheme, host and port: give the URL it "
+                          "redirects to yourself if you trust it")
+
+
+_POLICY = []  # the aiohttp TraceConfig of `redirect_policy`, made once (fsspec reuses a filesystem per options)
+
+
+def redirect_policy():
+    """An aiohttp ``TraceConfig`` that checks every redirect before it is followed (`check_redirect`); given to
+    fsspec's HTTP filesystem as ``client_kwargs={"trace_configs": [...]}``."""
+    if not _POLICY:
+        import aiohttp
+
+        async def on_redirect(session, context, params) -> None:
+            check_redirect(str(params.url), params.response.headers.get("Location", ""))
+
+        config = aiohttp.TraceConfig()
+        config.on_request_redirect.append(on_redirect)
+        config.freeze()
+        _POLICY.append(config)
+    return _POLICY[0]
+
+
+def _refused(e: BaseException) -> RedirectRefused | None:
+    """The refused redirect behind ``e`` (fsspec reports it as the cause of a FileNotFoundError), if any."""
+    return next((x for x in _chain(e) if isinstance(x, RedirectRefused)), None)
 
 
 class RemotePath:
@@ -114,8 +182,9 @@ class RemotePath:
     def fs(self):
         if self._fs is None:
             fsspec = _fsspec(self.url)
+            options = {"client_kwargs": {"trace_configs": [redirect_policy()]}} if self.scheme in _HTTP else {}
             with failures(self.url):
-                self._fs = fsspec.core.url_to_fs(self.url)[0]
+                self._fs = fsspec.core.url_to_fs(self.url, **options)[0]
         return self._fs
 
     @property
@@ -130,7 +199,7 @@ class RemotePath:
                 try:
                     self._info = self.fs.info(self.fs_path)
                 except FileNotFoundError as e:
-                    if _status(e) not in (None, 404, 410) or _connection_error(e):
+                    if _status(e) not in (None, 404, 410) or _connection_error(e) or _refused(e):
                         raise  # HTTP reports every failure as FileNotFoundError: its cause tells which
                     return None
         return self._info
@@ -214,6 +283,8 @@ class _Stream(io.RawIOBase):
         try:
             data = self._f.read(len(buffer))
         except Exception as e:  # noqa: BLE001 - aiohttp, botocore, fsspec: each backend raises its own
+            if _refused(e) is not None:
+                raise _refused(e) from None
             raise ReadFailure(f"reading failed ({describe(e)})") from None
         buffer[:len(data)] = data
         return len(data)
@@ -261,6 +332,8 @@ def failures(url: str):
 def failure(url: str, e: BaseException) -> DataError:
     """The one-line error for ``e``, raised while reaching ``url``."""
     scheme = url.split("://", 1)[0]
+    if _refused(e) is not None:
+        return _refused(e)
     if isinstance(e, ImportError):  # fsspec's registry: "Install s3fs to access S3"
         return DataError(f"{url}: reading {scheme}:// URLs needs a package fsspec does not find: "
                          f"{first_line(e, 200)}")

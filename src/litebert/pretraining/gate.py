@@ -150,6 +150,8 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
     steps = min(train.max_steps, train.warmup_steps + check_after)
     plan = folders.plan(out, folders.GATE, overwrite=overwrite, inputs={"data": data, "eval_data": eval_data})
     vocab = TokenStore(data, verify=False).facts.vocab_size
+    if eval_data is not None:  # the held-out store too, before the folder is begun (the proxy runs read it late)
+        TokenStore(eval_data, verify=False)
     candidate, _ = model_config(model, None, vocab, min(train.seq_len, 512))
     proxy_model = proxy.model(candidate)
     scales = [1.0] + ([margin_scale] if margin_scale else [])
