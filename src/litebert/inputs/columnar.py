@@ -340,8 +340,9 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
     table = _open(as_path(path), kind)
     missing = [c for c in columns or [] if c not in table.schema.names]
     if missing:
+        have = table.schema.names
         raise DataError(f"{literal(path)}: no column {literal(repr(missing[0]))} (it has "
-                        f"{literal(', '.join(table.schema.names) or 'none')}{near_miss(missing[0], table.schema.names)})")
+                        f"{literal(', '.join(have) or 'none')}{near_miss(missing[0], have)})")
     check_columns(path, table.schema.names, columns)
     names = table.class_names if table.class_names is not None else _class_names(table.schema, table.path)
     row = 0
