@@ -101,8 +101,13 @@ def _remove_quietly(path: Path) -> None:
 
 
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> Path:
-    """`atomic_write` of ``data`` as JSON (UTF-8, a final newline)."""
-    return atomic_write(path, json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n")
+    """`atomic_write` of ``data`` as JSON (UTF-8, a final newline). A lone surrogate in a string (a file name's
+    undecodable byte, as Python reads it: ``\\udcff``) is written as its JSON escape, which reads back as the same
+    string; UTF-8 cannot hold it."""
+    text = json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False)
+    if not text.isascii():
+        text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return atomic_write(path, text + "\n")
 
 
 # UTF-8's byte order mark. Windows editors (Notepad, Excel's "CSV UTF-8") start the files they save with it; read as
