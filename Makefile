@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-gpu corpus-large test test-slow test-gpu gpu-proof bench bench-gpu experiments clean
+.PHONY: install demo demo-gpu corpus-large test test-slow fuzz test-gpu gpu-proof bench bench-gpu experiments clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,13 @@ TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The property-based tests (Hypothesis; marked fuzz by tests/conftest.py) under the long profile: random examples,
+# 25 times as many as the suite's derandomized CI profile, failures remembered in .hypothesis/ and tried first next
+# time. FUZZ_PROFILE=ci reruns them as the suite does.
+FUZZ_PROFILE ?= fuzz
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=$(FUZZ_PROFILE) $(BIN)/python -m pytest -q -m fuzz -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

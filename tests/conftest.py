@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from helpers import REPO, unchanged
 from helpers.demo_runs import build_demo_stores
@@ -27,15 +28,32 @@ def albert_vocab() -> Path:
     return ALBERT_VOCAB
 
 
+# Hypothesis profiles (the property tests: every test written with ``@given``, marked ``fuzz`` below). "ci", the
+# default: derandomized (the same examples on every run and machine, so a failure reproduces), a bounded number of
+# examples, no deadline (a shared 2-core machine's timings are noise), no example database (nothing written into the
+# checkout). "fuzz" (``make fuzz``, HYPOTHESIS_PROFILE=fuzz): random examples, 25 times as many, remembered in
+# .hypothesis/ so that a failure found once is tried first the next time. A test that sets its own
+# ``max_examples`` scales it with `helpers.hostile.examples`.
+settings.register_profile("ci", derandomize=True, max_examples=20, deadline=None, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=500, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
 # The files of the longest tests (over a minute each on 2 cores): collected first, so that parallel workers start
 # them early and do not finish with one worker still running one while the other idles.
 LONG_FILES = ("test_plateau_demo_stop.py", "test_plateau_demo_quiet.py", "test_readme.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The long files first (`LONG_FILES`, otherwise collection order); tests marked ``gpu`` skip cleanly on machines
-    without CUDA (``pytest -m gpu`` on a CPU-only machine)."""
+    """The long files first (`LONG_FILES`, otherwise collection order); every Hypothesis test marked ``fuzz``
+    (``make fuzz`` reruns them under the long profile); tests marked ``gpu`` skip cleanly on machines without CUDA
+    (``pytest -m gpu`` on a CPU-only machine)."""
     items.sort(key=lambda item: item.path.name not in LONG_FILES)  # stable: the rest keep their order
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.fuzz)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")

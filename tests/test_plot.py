@@ -2,14 +2,17 @@
 checked to be the image its extension names."""
 
 import json
+import shutil
 import struct
 import sys
 
 import pytest
+from hypothesis import given, settings
 
+from helpers.hostile import examples, file_names, hostile_text
 from helpers.separable_task import finetune
 from litebert.cli import main
-from litebert.errors import ConfigError, DataError
+from litebert.errors import ConfigError, DataError, printable
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 pytest.importorskip("matplotlib")
@@ -149,3 +152,38 @@ def test_without_matplotlib_the_error_names_the_package(monkeypatch):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
     with pytest.raises(ConfigError, match=r"^litebert plot needs matplotlib: pip install 'matplotlib>=3\.7'"):
         plot._pyplot("litebert plot")
+
+
+# ------------------------------------------------------------------------------------------ names that mean something
+@given(text=hostile_text())
+def test_plain_text_is_drawn_letter_for_letter(text):
+    """matplotlib's own reading of what `plain_text` gives it: no mathtext, and the text shown is the name (its
+    control characters escaped)."""
+    from matplotlib.text import Text
+
+    from litebert.plot import plain_text
+
+    assert Text(text=plain_text(text))._preprocess_math(plain_text(text)) == (printable(text), False)
+
+
+@settings(max_examples=examples(4))
+@given(name=file_names())
+def test_plot_draws_a_run_whose_folder_name_is_mathtext(runs, tmp_path_factory, name):
+    """plot-02: a run folder named like ``$x_1$`` or ``a$b`` (matplotlib's ValueError before), ``_run`` (dropped
+    from the legend before): drawn, and named in the legend as it is named on disk."""
+    import matplotlib.figure
+
+    folder = tmp_path_factory.mktemp("hostile") / name
+    shutil.copytree(runs[0], folder)
+    legends = []
+    save = matplotlib.figure.Figure.savefig
+
+    def record(fig, *args, **kwargs):
+        legends.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        return save(fig, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(matplotlib.figure.Figure, "savefig", record)
+        assert main(["plot", str(folder), "--out", str(folder.parent / "curves.png")]) == 0
+    assert png_size(folder.parent / "curves.png") == (800, 900)
+    assert [t.replace(r"\$", "$") for t in legends][:1] == [printable(name)]  # the loss panel's one line

@@ -6,6 +6,10 @@ Each module named below exposes ``configure(parser)`` (adds its arguments, or it
 `litebert.finetune`, ...) and prints its result; every decision is the function's. Modules are imported only when
 their command runs, so ``litebert --help`` is instant.
 
+Everything a command writes to stdout and stderr passes `litebert.terminal.terminal_text` (`safe_streams`): a path
+or a user's text holding an ESC sequence or another control character is shown escaped, in progress lines, logs and
+results as in errors.
+
 Library errors (``litebert.errors.LitebertError``) are printed as one clear message, without a traceback, with exit
 status 2; the arguments they name are shown as this command's flags (an option's ``dest`` is the name of the
 function argument or config field it sets; a module may add names through ``flag_names(args)``).
@@ -30,6 +34,7 @@ import warnings
 from typing import Any, Iterable, Optional, Union
 
 from litebert.errors import LitebertError, first_line, printable
+from litebert.terminal import safe_streams
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -304,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     (https://docs.python.org/3/library/signal.html#note-on-sigpipe): stdout is pointed at /dev/null so that
     the interpreter's last flush finds no closed pipe either."""
     try:
-        code = _main(argv)
-        sys.stdout.flush()  # a pipe closed after the last print is found here, not at exit
+        with safe_streams():  # every line the command writes, not only its errors, is safe for the terminal
+            code = _main(argv)
+            sys.stdout.flush()  # a pipe closed after the last print is found here, not at exit
         return code
     except BrokenPipeError:
         try:

@@ -101,24 +101,49 @@ def _remove_quietly(path: Path) -> None:
 
 
 def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> Path:
-    """`atomic_write` of ``data`` as JSON (UTF-8, a final newline)."""
-    return atomic_write(path, json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n")
+    """`atomic_write` of ``data`` as JSON (UTF-8, a final newline). A lone surrogate in a string (a file name's
+    undecodable byte, as Python reads it: ``\\udcff``) is written as its JSON escape, which reads back as the same
+    string; UTF-8 cannot hold it."""
+    text = json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False)
+    if not text.isascii():
+        text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return atomic_write(path, text + "\n")
+
+
+# UTF-8's byte order mark. Windows editors (Notepad, Excel's "CSV UTF-8") start the files they save with it; read as
+# text it would stick to the first token, key or column name ("\ufeff[PAD]" is not "[PAD]").
+BOM = b"\xef\xbb\xbf"
+
+
+def decode_utf8(data: bytes, path: str | os.PathLike, error: type[LitebertError], *, errors: str = "strict",
+                fix: str = "") -> str:
+    """``data``, the bytes of the user's file ``path``, as text, read as Python's ``utf-8-sig`` reads it: a leading
+    byte order mark (`BOM`) dropped, the rest UTF-8. Every reader of a user's text file (a vocab.txt, a JSON
+    document, a metrics.jsonl; `litebert.inputs.text` for corpora and tables) decodes through this or drops the mark
+    the same way. Bad UTF-8 raises ``error`` naming the file, line and byte offset, then ``fix``;
+    ``errors="replace"`` substitutes U+FFFD instead."""
+    skip = len(BOM) if data.startswith(BOM) else 0
+    try:
+        return data[skip:].decode("utf-8", errors=errors)
+    except UnicodeDecodeError as e:
+        line = data[:skip + e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte offset {skip + e.start}){'; ' + fix if fix else ''}") \
+            from None
 
 
 def read_json(path: str | os.PathLike, error: type[LitebertError], *, expect: type = dict) -> Any:
-    """The JSON document in ``path``; a missing file, bad UTF-8, bad JSON or a document that is not an ``expect``
-    raises ``error`` with the file (and line) in its message. ``path``: a local path, or an object that reads like one
-    (a URL's `litebert.inputs.remote.RemotePath`: the caller turns URLs into paths)."""
+    """The JSON document in ``path`` (a byte order mark first is dropped: `decode_utf8`); a missing file, bad UTF-8,
+    bad JSON or a document that is not an ``expect`` raises ``error`` with the file (and line) in its message.
+    ``path``: a local path, or an object that reads like one (a URL's `litebert.inputs.remote.RemotePath`: the
+    caller turns URLs into paths)."""
     path = _local(path)
     if not path.is_file():
         raise error(f"{path}: no such file")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte offset {e.start})") from None
+        data = path.read_bytes()
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror or e})") from None
-    data = parse_json(text, path, error)
+    data = parse_json(decode_utf8(data, path, error), path, error)
     if not isinstance(data, expect):
         raise error(f"{path}: expected a JSON {json_kind(expect)}, got {json_kind(type(data))}")
     return data

@@ -11,7 +11,9 @@ figure shows exactly what ``metrics.jsonl`` holds. Matplotlib is optional (the `
 extra).
 
 `draw` is the one place line figures are made (this command, the experiments' curves and layer transitions, the
-demos' pretraining figures): panels of lines, with reference lines, written atomically. Matplotlib's config and font
+demos' pretraining figures): panels of lines, with reference lines, written atomically. Every text it draws (titles,
+axis labels, line labels: run folders' names among them) goes through `plain_text`, so a name with ``$``, ``_``,
+``^`` or ``\\`` is drawn as written, never read as mathtext or TeX. Matplotlib's config and font
 cache go to a temporary folder, removed at exit, unless ``MPLCONFIGDIR`` names one: a figure writes nothing under
 HOME.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from litebert.arguments import checked
-from litebert.errors import ConfigError, DataError, literal
+from litebert.errors import ConfigError, DataError, literal, printable
 from litebert.extras import install_hint
 
 FORMATS = ("png", "pdf", "svg")
@@ -84,33 +86,52 @@ def draw(panels: Sequence[Panel], out: str | os.PathLike, *, columns: int = 1, s
 
     plt = _pyplot(what)
 
-    rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=size, sharex=share_steps, squeeze=False)
-    for ax, panel in zip(axes.flat, panels):
-        for label, (steps, values) in panel.lines.items():
-            style = {"linewidth": 1, "marker": "o" if len(steps) < 30 else None, "markersize": 3,
-                     **panel.styles.get(label, {})}
-            (line,) = ax.plot(steps, values, label=label, **style)
-            if label in panel.bands:
-                xs, low, high = panel.bands[label]
-                ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
-        for label, y in panel.hlines.items():
-            ax.axhline(y, label=label, **{"linestyle": "--", "color": "gray", "linewidth": 0.8,
-                                          **panel.styles.get(label, {})})
-        ax.set(title=panel.title, ylabel=panel.ylabel, xlabel=panel.xlabel, xscale=panel.xscale)
-        if panel.ylim is not None:
-            ax.set_ylim(*panel.ylim)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    if share_steps:  # one step axis for the column: named once, at the bottom
-        for ax in axes.flat[:-columns]:
-            ax.set_xlabel("")
-    fig.tight_layout()
-    try:
-        atomic_write(Path(out), lambda tmp: fig.savefig(tmp, dpi=dpi, format=Path(out).suffix.lstrip(".").lower()))
-    finally:
-        plt.close(fig)
+    # No TeX, whatever a matplotlibrc says: text is drawn as given (`plain_text`), never compiled.
+    with plt.rc_context({"text.usetex": False}):
+        rows = -(-len(panels) // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=size, sharex=share_steps, squeeze=False)
+        try:
+            for ax, panel in zip(axes.flat, panels):
+                _draw_panel(ax, panel)
+            if share_steps:  # one step axis for the column: named once, at the bottom
+                for ax in axes.flat[:-columns]:
+                    ax.set_xlabel("")
+            fig.tight_layout()
+            atomic_write(Path(out), lambda tmp: fig.savefig(tmp, dpi=dpi, format=Path(out).suffix.lstrip(".").lower()))
+        finally:
+            plt.close(fig)
+
+
+def _draw_panel(ax, panel: Panel) -> None:
+    handles, names = [], []  # given to the legend as they are: it would drop a label that starts with "_"
+    for label, (steps, values) in panel.lines.items():
+        style = {"linewidth": 1, "marker": "o" if len(steps) < 30 else None, "markersize": 3,
+                 **panel.styles.get(label, {})}
+        names.append(plain_text(label))
+        handles += ax.plot(steps, values, label=names[-1], **style)
+        if label in panel.bands:
+            xs, low, high = panel.bands[label]
+            ax.fill_between(xs, low, high, color=handles[-1].get_color(), alpha=0.15, linewidth=0)
+    for label, y in panel.hlines.items():
+        names.append(plain_text(label))
+        handles.append(ax.axhline(y, label=names[-1], **{"linestyle": "--", "color": "gray", "linewidth": 0.8,
+                                                         **panel.styles.get(label, {})}))
+    ax.set(title=plain_text(panel.title), ylabel=plain_text(panel.ylabel), xlabel=plain_text(panel.xlabel),
+           xscale=panel.xscale)
+    if panel.ylim is not None:
+        ax.set_ylim(*panel.ylim)
+    ax.grid(alpha=0.3)
+    if handles:
+        ax.legend(handles, names, fontsize=7)
+
+
+def plain_text(text: str) -> str:
+    """``text`` (a run folder's name, a label: anything a user chose) as matplotlib draws it letter for letter: control
+    characters shown escaped (`litebert.errors.printable`), and every ``$`` escaped, so that no part of it is read
+    as mathtext (``$x_1$``, or an odd ``$``, which matplotlib refuses with a ValueError). Matplotlib turns ``\\$``
+    back into ``$`` in text without mathtext; every other character, ``_``, ``^`` and ``\\`` included, is drawn as
+    it is outside mathtext."""
+    return printable(str(text)).replace("$", r"\$")
 
 
 def run_curves(run: str | os.PathLike, label: str) -> Curves:

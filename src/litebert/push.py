@@ -30,6 +30,7 @@ from litebert.arguments import checked
 from litebert.card import CARD_NAME, CardInfo, is_own_card, retarget
 from litebert.errors import CheckpointError, ConfigError, LitebertError, first_line, literal
 from litebert.extras import install_hint
+from litebert.values import names
 
 _LOGS = (folders.METRICS_JSONL, folders.TRAIN_CSV, folders.EVAL_CSV)
 _FINETUNED_MODEL = (folders.FINETUNE_META, "answerability.safetensors")
@@ -231,7 +232,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def publishing(args: argparse.Namespace) -> Publishing:
     """The `Publishing` the options of `add_arguments` describe."""
-    datasets = tuple(d.strip() for d in (args.datasets or "").split(",") if d.strip())
+    datasets = tuple(names(args.datasets, "datasets")) if args.datasets else ()
     return Publishing(CardInfo(license=args.license, datasets=datasets), args.push_to_hub, args.hub_private)
 
 

@@ -9,6 +9,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import litebert
 from helpers import cache_repo
@@ -107,3 +109,44 @@ def test_errors_are_one_line_and_leave_the_output(folders, tmp_path, capsys):
         litebert.pipeline("fill-mask", model=model)(["a [MASK]", "b"])
     with pytest.raises(CheckpointError, match="no masked-language-model head"):
         fill_mask(folders / "encoder", "a [MASK]")
+
+
+# ------------------------------------------------------------------------------------------ masks cut off by truncation
+SHORT = 16  # the positions of the short model below: [CLS], 14 pieces, [SEP]
+
+
+@pytest.fixture(scope="module")
+def short(albert_vocab, tmp_path_factory):
+    """(litebert's fill-mask pipeline, HF's tokenizer) of a pretraining folder with SHORT positions."""
+    folder = tmp_path_factory.mktemp("short") / "pretrain"
+    torch.manual_seed(0)
+    config = litebert.AlbertConfig(**CONFIG, max_position_embeddings=SHORT)
+    litebert.AlbertForPreTraining(config).save_pretrained(folder)
+    AlbertTokenizer.from_pretrained(albert_vocab).save_pretrained(folder)
+    return litebert.pipeline("fill-mask", model=folder), transformers.AlbertTokenizer.from_pretrained(str(folder))
+
+
+def test_a_mask_cut_off_by_truncation_is_named_as_such(short):
+    """fill-03 by hand: 20 words then [MASK]; the model reads 16 pieces."""
+    fill, _ = short
+    with pytest.raises(DataError, match=r"^the text 'a a .* \[MASK\]' is 23 pieces with \[CLS\] and \[SEP\], and the "
+                                        r"model reads 16: 1 of its 1 \[MASK\]s \(the first at piece 21\) would be cut "
+                                        r"off; shorten the text around them$"):
+        fill("a " * 20 + "[MASK]")
+
+
+@given(words=st.lists(st.sampled_from(["the", "cat", "whale", "[MASK]", "Ahab,"]), min_size=8, max_size=20))
+def test_masks_are_filled_or_the_cut_is_named(short, words):
+    """HF's tokenizer places the masks (the reference); a text whose masks all fit gets one answer per mask, one that
+    loses any to truncation is refused naming it, one without any says so."""
+    fill, hf = short
+    text = " ".join(words)
+    at = [k for k, i in enumerate(hf(text)["input_ids"]) if i == hf.mask_token_id]
+    kept = [k for k in at if k < SHORT - 1]
+    if at and len(kept) == len(at):
+        answer = fill(text, top_k=2)
+        assert len(answer) == 2 if len(at) == 1 else [len(a) for a in answer] == [2] * len(at)
+        return
+    message = "would be cut off" if at else "no \\[MASK\\] in the text"
+    with pytest.raises(DataError, match=message):
+        fill(text)

@@ -487,7 +487,9 @@ def _is_within(path: Path, folder: Path) -> bool:
 def manifest_checksum(manifest: dict) -> str:
     """sha256 of a manifest's content without its own ``manifest_sha256`` field (key order and spacing ignored)."""
     rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    # surrogatepass: an input's name may hold undecodable bytes (Python's lone surrogates, JSON escapes in the file)
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                          ).hexdigest()
 
 
 def _file_record(folder: Path, name: str) -> dict:

@@ -27,7 +27,7 @@ from litebert.config import AlbertConfig
 from litebert.engine.callbacks import Callback
 from litebert.engine.trackers import Trackers, environment, open_trackers, scalars
 from litebert.errors import LitebertError, first_line
-from litebert.files import atomic_write, parse_json
+from litebert.files import atomic_write, decode_utf8, parse_json
 
 TRAIN_COLUMNS = ["step", "loss", "mlm_loss", "sop_loss", "lr", "grad_norm", "tokens_per_s", "tokens", "elapsed_s",
                  "tflops", "mfu", "skipped_steps", "unigram_entropy"]
@@ -56,7 +56,7 @@ class MetricsError(LitebertError, ValueError):
 def _complete_lines(path: Path, warn: bool = True) -> list[str]:
     """The lines of ``path``, without a torn last line (no final newline: the process was killed while writing it),
     which is dropped with a warning."""
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = decode_utf8(path.read_bytes(), path, MetricsError, errors="replace")
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline
     if torn.strip() and warn:

@@ -20,6 +20,7 @@ from pathlib import Path
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.cli import add_runtime_arguments, ranged
 from litebert.inputs.text import ENCODING_ERRORS
+from litebert.values import cli_type, integers, names, numbers
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -63,12 +64,13 @@ def _configure_analyze(p: argparse.ArgumentParser) -> None:
     _common(t, 256)
     t.add_argument("--out", required=True, type=Path, help="the plot (.png/.pdf/.svg); the numbers go to the same "
                                                           "name with .csv")
-    t.add_argument("--names", help="comma-separated curve names (default: the folders' names)")
+    t.add_argument("--names", type=cli_type(names, "names"),
+                   help="comma-separated curve names (default: the folders' names)")
     t.add_argument("--overwrite", action="store_true", help="the plot or its .csv exists: replace them")
 
 
 def _names(args) -> list[str] | None:
-    return [n.strip() for n in args.names.split(",")] if getattr(args, "names", None) else None
+    return getattr(args, "names", None)  # a list (`litebert.values.names`) or None
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -96,18 +98,16 @@ def run_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated integers") from None
+def _sizes(name: str):
+    """An option of comma-separated integers, as a tuple (`litebert.values.integers`: an empty item is refused)."""
+    parse = cli_type(integers, name)
+    return lambda text: tuple(parse(text))
 
 
-def _rates(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated numbers") from None
+def _rates(name: str):
+    """An option of comma-separated numbers, as a tuple (`litebert.values.numbers`)."""
+    parse = cli_type(numbers, name)
+    return lambda text: tuple(parse(text))
 
 
 def _sizes_or_all(text: str) -> tuple:
@@ -147,7 +147,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     shape.add_argument("--num-layers", type=int, default=d.num_layers, help="layers")
     shape.add_argument("--embedding-size", type=int, default=d.embedding_size,
                        help="E of the sentence-objective arms")
-    shape.add_argument("--embedding-sizes", type=_sizes,
+    shape.add_argument("--embedding-sizes", type=_sizes("embedding_sizes"),
                        help="E values: sharing (default H and H/4), embedding-size (default H/8,H/4,H/2,H)")
     shape.add_argument("--seq-len", type=int, default=d.seq_len, help="pretraining and fine-tuning length")
     shape.add_argument("--batch", type=int, default=d.batch, help="pretraining sequences per step")
@@ -156,7 +156,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                        help="held-out examples per intrinsic score")
     down = p.add_argument_group("downstream fine-tuning")
     down.add_argument("--finetune-lr", type=float, default=d.finetune_lr, help="fine-tuning learning rate")
-    down.add_argument("--control-lrs", type=_rates, default=d.control_lrs,
+    down.add_argument("--control-lrs", type=_rates("control_lrs"), default=d.control_lrs,
                       help="the from-scratch control's fine-tuning rates, the best on dev kept (default "
                            f"{','.join(f'{x:g}' for x in d.control_lrs)})")
     down.add_argument("--sentiment-steps", type=int, default=d.sentiment_steps, help="sentiment steps")
@@ -207,7 +207,8 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     sp.add_argument("--reference", default="bert-large", help="the preset the speedups are relative to")
     sp.add_argument("--micro-batch", type=int, default=8, help="sequences per process per step")
     sp.add_argument("--untimed-steps", type=int, default=1, help="steps run before the timed ones")
-    sp.add_argument("--processes", type=_sizes, default=(1, 2), help="process counts (more than 1: torchrun)")
+    sp.add_argument("--processes", type=_sizes("processes"), default=(1, 2),
+                    help="process counts (more than 1: torchrun)")
 
 
 def bundled_data() -> dict[str, Path]:
@@ -268,7 +269,7 @@ def _run_speedup(args: argparse.Namespace) -> int:
     if args.minutes is not None:
         raise ConfigError("speedup times a fixed number of steps: give {steps:flag} N (default 3), not "
                           "{minutes:flag}", steps=None, minutes=None)
-    speedup.speedup_experiment(args.out, presets=[p.strip() for p in args.presets.split(",") if p.strip()],
+    speedup.speedup_experiment(args.out, presets=names(args.presets, "presets"),
                                reference=args.reference, micro_batch=args.micro_batch, seq_len=args.seq_len,
                                steps=3 if args.steps is None else args.steps, untimed_steps=args.untimed_steps,
                                device=args.device, processes=tuple(args.processes), progress=runner.progress)

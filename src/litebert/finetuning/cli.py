@@ -16,6 +16,7 @@ from litebert.checks import AT_LEAST_0
 from litebert.cli import add_common_arguments, add_config_arguments, given, parse_columns, ranged
 from litebert.finetuning.config import FinetuneConfig
 from litebert.tasks.presets import TASKS
+from litebert.values import cli_type, names, numbers
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -34,7 +35,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="use a --tokenizer whose pieces differ from the --model folder's own tokenizer's (same size "
                         "only), with a warning instead of refusing it")
     p.add_argument("--columns", help="your own data: text_a=COL[,text_b=COL][,label=COL]")
-    p.add_argument("--labels", help="comma-separated label set (default: the task's, or those seen in training)")
+    p.add_argument("--labels", type=cli_type(names, "labels"),
+                   help="comma-separated label set (default: the task's, or those seen in training)")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep --out/checkpoints when the run ends (default: deleted once the run is complete)")
     p.add_argument("--overwrite", action="store_true",
@@ -45,7 +47,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     from litebert.push import add_arguments as add_hub_arguments
 
     add_hub_arguments(p)
-    p.add_argument("--lr", type=_rates, metavar="LR[,LR...]",
+    p.add_argument("--lr", type=cli_type(numbers, "lr"), metavar="LR[,LR...]",
                    help="peak learning rate (default: the preset's); several, comma-separated: a grid, one run each "
                         "in --out/lr-RATE/, the best on dev copied into --out and every rate's score in "
                         "--out/grid.json")
@@ -55,18 +57,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                                "the rates given only"), AT_LEAST_0)
     add_config_arguments(p, FinetuneConfig, skip=("precision", "lr"), title="hyper-parameters (the task preset's "
                                                                               "unless given)")
-
-
-def _rates(text: str) -> list[float]:
-    """``--lr``: a number, or comma-separated numbers (a grid); an empty part (``1e-4,``) is refused, not dropped."""
-    parts = text.split(",")
-    try:
-        if any(not p.strip() for p in parts):
-            raise ValueError
-        return [float(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number or comma-separated numbers") \
-            from None
 
 
 
@@ -89,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     config = FinetuneConfig(**fields, **({"lr": rates[0]} if len(rates) == 1 else {}))
     grid = rates if len(rates) > 1 else None
     publish = publishing(args)
-    labels = args.labels.split(",") if args.labels else None
+    labels = args.labels  # a list (`litebert.values.names`) or None
     result = finetune(args.task, args.model, args.data, args.out, dev=args.dev, tokenizer=args.tokenizer,
                       columns=parse_columns(args.columns), labels=labels, config=config, resume=args.resume,
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,

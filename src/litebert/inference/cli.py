@@ -16,6 +16,7 @@ import sys
 
 from litebert.checks import AT_LEAST_1, FRACTION
 from litebert.cli import add_common_arguments, add_runtime_arguments, parse_columns, ranged
+from litebert.terminal import json_line
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -178,10 +179,10 @@ def run_fill_mask(args: argparse.Namespace) -> int:
                        batch_tokens=args.batch_tokens, device=args.device, precision=args.precision,
                        attention=args.attention, encoding_errors=args.encoding_errors, overwrite=args.overwrite)
     if args.text is not None:
-        print(json.dumps(result.predictions[0], indent=2, ensure_ascii=False))
+        print(json_line(result.predictions[0], indent=2))
     elif result.output is None:
         for row in result.predictions:
-            print(json.dumps(row, ensure_ascii=False))
+            print(json_line(row))
     else:
         print(f"wrote {result.count} answers to {result.output}", file=sys.stderr)
     return 0

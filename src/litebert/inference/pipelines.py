@@ -185,8 +185,17 @@ class FillMask(Pipeline):
         mask_id = self.tokenizer.mask_token_id
         for n, (f, text) in enumerate(zip(feats, texts)):
             f["masks"] = [k for k, i in enumerate(f["input_ids"]) if i == mask_id]
+            at = f"{literal(where[n])}: " if where else ""
+            # A text cut to the model's positions may have lost masks: the uncut encoding says how many it had.
+            if len(f["input_ids"]) == self.max_length:
+                whole = self.tokenizer(text)["input_ids"]
+                cut = [k for k, i in enumerate(whole) if i == mask_id and k >= self.max_length - 1]
+                if cut:
+                    raise DataError(f"{at}the text {literal(repr(text[:80]))} is {len(whole)} pieces with [CLS] and "
+                                    f"[SEP], and the model reads {self.max_length}: {len(cut)} of its "
+                                    f"{len(cut) + len(f['masks'])} [MASK]s (the first at piece {cut[0]}) would be "
+                                    "cut off; shorten the text around them")
             if not f["masks"]:
-                at = f"{literal(where[n])}: " if where else ""
                 raise DataError(f"{at}no [MASK] in the text {literal(repr(text[:80]))}; write [MASK] (in capitals) "
                                 f"where a piece is to be filled in")
 

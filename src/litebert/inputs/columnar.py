@@ -296,13 +296,34 @@ def iter_texts(path: str | os.PathLike, kind: str, field: str) -> Iterator[tuple
         row += batch.num_rows
 
 
+def check_columns(where: str | os.PathLike, have: list[str], wanted: Iterable[str] | None) -> None:
+    """Refuse a header (a table's schema, a CSV/TSV file's first row) that holds one of the ``wanted`` columns (all
+    of them when None) more than once: which of them is meant cannot be known, and readers keep one silently (a dict)
+    or fail (pyarrow's "does not exist in schema"). A `DataError` naming the file, the column and its positions."""
+    wanted = set(have) if wanted is None else set(wanted)
+    for name in dict.fromkeys(have):
+        places = [i for i, h in enumerate(have, 1) if h == name]
+        if name in wanted and len(places) > 1:
+            raise DataError(f"{literal(where)}: the column {literal(repr(name))} is there {len(places)} times "
+                            f"(columns {literal(', '.join(map(str, places)))} of {len(have)}); give each column its "
+                            "own name")
+
+
+def near_miss(name: str, have: list[str]) -> str:
+    """``"; it has 'Text ' (did you mean it?)"`` when a column of ``have`` is ``name`` but for case and surrounding
+    spaces (a renamed or hand-edited header), else ``""``: for the message of a missing column."""
+    close = [h for h in have if h.strip().casefold() == name.strip().casefold() and h != name]
+    return f"; {literal(repr(close[0]))} differs from it only in case or spaces" if close else ""
+
+
 def _check_text_column(table: _Table, field: str) -> None:
     import pyarrow as pa
 
     if field not in table.schema.names:
         raise DataError(f"{literal(table.path)}: no column {literal(repr(field))} (it has "
-                        f"{literal(', '.join(table.schema.names) or 'none')}); choose the column holding the text "
-                        "with {text_field:flag}", text_field=field)
+                        f"{literal(', '.join(table.schema.names) or 'none')}{near_miss(field, table.schema.names)}); "
+                        "choose the column holding the text with {text_field:flag}", text_field=field)
+    check_columns(table.path, table.schema.names, [field])
     kind = table.schema.field(field).type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
@@ -319,7 +340,10 @@ def iter_rows(path: str | os.PathLike, kind: str, columns: list[str] | None = No
     table = _open(as_path(path), kind)
     missing = [c for c in columns or [] if c not in table.schema.names]
     if missing:
-        raise DataError(f"{path}: no column {missing[0]!r} (it has {', '.join(table.schema.names) or 'none'})")
+        have = table.schema.names
+        raise DataError(f"{literal(path)}: no column {literal(repr(missing[0]))} (it has "
+                        f"{literal(', '.join(have) or 'none')}{near_miss(missing[0], have)})")
+    check_columns(path, table.schema.names, columns)
     names = table.class_names if table.class_names is not None else _class_names(table.schema, table.path)
     row = 0
     for batch in _batches(table, columns):
@@ -423,6 +447,7 @@ def text_source(obj: Any, field: str = "text") -> TextSource:
     if package == "pandas" and hasattr(obj, "columns"):
         if field not in obj.columns:
             raise _no_column(f"<DataFrame column {field!r}>", field, [str(c) for c in obj.columns])
+        check_columns("<DataFrame>", list(obj.columns), [field])
         return TextSource(f"<DataFrame column {field!r}>", lambda: enumerate(obj[field]))
     if isinstance(obj, (str, bytes, bytearray, Mapping)) or not isinstance(obj, Iterable):
         raise DataError(f"inputs: expected files, a datasets.Dataset or an iterable of strings, not "

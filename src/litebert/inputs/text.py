@@ -45,6 +45,7 @@ from typing import Any, BinaryIO, Iterable, Iterator, Union
 
 from litebert.errors import DataError
 from litebert.errors import literal as _literal
+from litebert.files import BOM as _BOM
 from litebert.files import json_kind, parse_json
 from litebert.inputs import columnar, urls
 from litebert.inputs.columnar import TextSource
@@ -63,7 +64,6 @@ _SNIFF_BYTES = 1024  # a NUL among the first KiB of a file makes it binary
 # The longest line read, in bytes before decoding (the memory a line costs, whatever it then becomes). Generous: a
 # whole book as one JSON line is a few MB, a whole SQuAD training file on one line 42 MB.
 MAX_LINE_BYTES = 64 << 20
-_BOM = b"\xef\xbb\xbf"
 # A \uD800-\uDFFF escape in JSON text (JSON spells escapes with a lowercase u, their hex digits in either case). Only
 # text holding one can decode to a lone surrogate, so only such text has its strings walked.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

@@ -168,10 +168,12 @@ def records(path: str | Path, *, encoding_errors: str = "strict", columns: list[
         raise DataError(f"{path}: the file is empty")
 
 
-def _delimited_records(path: Path, fmt: str, encoding_errors: str) -> list[tuple[int, dict]]:
-    """``(line, {column: field})`` of each non-blank row of a CSV/TSV file with a header row."""
+def _delimited_records(path: Path, fmt: str, encoding_errors: str, columns: list[str]) -> list[tuple[int, dict]]:
+    """``(line, {column: field})`` of each non-blank row of a CSV/TSV file with a header row; one of ``columns``
+    twice in the header is a DataError (`litebert.inputs.columnar.check_columns`)."""
     rows = _read_spans(path, encoding_errors, delimiter="," if fmt == "csv" else "\t")
     header = rows[0][2]
+    columnar.check_columns(f"{path}:1", header, columns)  # a dict per row would keep the last of two
     records: list[tuple[int, dict]] = []
     for n, end, row in rows[1:]:
         if not any(row):
@@ -191,8 +193,9 @@ def _table_rows(path: Path, kind: str, columns: list[str], encoding_errors: str)
     have = columnar.column_names(path, kind)
     missing = [c for c in columns if c not in have]
     if missing:
-        raise DataError(f"{literal(path)}: no column {literal(repr(missing[0]))} (it has {literal(', '.join(have))}); "
-                        "set the column mapping, e.g. {columns}", columns="text_a=review,label=stars")
+        raise DataError(f"{literal(path)}: no column {literal(repr(missing[0]))} (it has {literal(', '.join(have))}"
+                        f"{columnar.near_miss(missing[0], have)}); set the column mapping, e.g. " + "{columns}",
+                        columns="text_a=review,label=stars")
     wanted = list(dict.fromkeys(columns + (["id"] if "id" in have else [])))
     return list(records(path, encoding_errors=encoding_errors, columns=wanted))
 
@@ -206,7 +209,7 @@ def _table_records(path: Path, fmt: str, encoding_errors: str, columns: list[str
     elif fmt == "jsonl":
         records_ = list(records(path, encoding_errors=encoding_errors))
     elif fmt in ("csv", "tsv"):
-        records_ = _delimited_records(path, fmt, encoding_errors)
+        records_ = _delimited_records(path, fmt, encoding_errors, columns)
     else:
         raise DataError(f"{path}: unknown format {fmt!r}; use .csv, .tsv, .jsonl, .parquet or .arrow (or pass fmt)")
     if not records_:
@@ -217,8 +220,9 @@ def _table_records(path: Path, fmt: str, encoding_errors: str, columns: list[str
 def _column(at: str, rec: dict, key: str):
     """``rec[key]``, of the record at ``at``; a missing column is a DataError that says how to map the columns."""
     if key not in rec:
-        raise DataError(f"{literal(at)}: missing column {literal(repr(key))} (has: {literal(sorted(rec))}); "
-                        "set the column mapping, e.g. {columns}", columns="text_a=review,label=stars")
+        raise DataError(f"{literal(at)}: missing column {literal(repr(key))} (has: {literal(sorted(rec))}"
+                        f"{columnar.near_miss(key, list(rec))}); set the column mapping, e.g. " + "{columns}",
+                        columns="text_a=review,label=stars")
     return rec[key]
 
 

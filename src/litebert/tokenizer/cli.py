@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Iterable
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE
 from litebert.cli import ranged
 from litebert.inputs.text import ENCODING_ERRORS, iter_lines
+from litebert.terminal import json_line
 from litebert.tokenizer.train import train_tokenizer
 
 
@@ -95,5 +95,5 @@ def run(args) -> int:
             row["pieces"] = tok.convert_ids_to_tokens(enc["input_ids"])
         if args.offsets:
             row["offsets"] = enc["offsets"]
-        print(json.dumps(row, ensure_ascii=False))
+        print(json_line(row))
     return 0

@@ -21,7 +21,7 @@ import numpy as np
 
 from litebert.errors import TokenizerError
 from litebert.extras import install_hint
-from litebert.files import atomic_write, read_json, write_json
+from litebert.files import atomic_write, decode_utf8, read_json, write_json
 from litebert.tokenizer.base import CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase, clean_up_tokenization
 
 VOCAB_NAME = "vocab.txt"
@@ -48,18 +48,14 @@ def import_tokenizers(where) -> object:
 
 def read_vocab(path: str | os.PathLike) -> list[str]:
     """The tokens of a ``vocab.txt`` by id: one a line, the line's number (from 0) its id, lines ending in
-    ``\\n``, ``\\r\\n`` or ``\\r`` as transformers' ``load_vocab`` reads them."""
+    ``\\n``, ``\\r\\n`` or ``\\r`` as transformers' ``load_vocab`` reads them; a byte order mark before the first
+    token is not part of it (`litebert.files.decode_utf8`)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as e:
         raise TokenizerError(f"{path}: cannot read the vocabulary ({e.strerror or e})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise TokenizerError(f"{path}:{line}: not UTF-8 text (byte {e.start}); a {VOCAB_NAME} holds one UTF-8 token "
-                             "a line") from None
+    text = decode_utf8(data, path, TokenizerError, fix=f"a {VOCAB_NAME} holds one UTF-8 token a line")
     tokens = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if tokens[-1] == "":
         tokens.pop()  # the end of the last line

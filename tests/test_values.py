@@ -1,0 +1,95 @@
+"""`litebert.values`: one strict parser per kind of comma list, and every list flag reading through them (issue 57,
+item 7: ``--lr=1e-4,`` ran one rate silently; the experiments' lists dropped empty items, ``--labels a,`` made a
+label ''). Properties against Python's own ``float``/``int`` of the items, then each flag by hand."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from litebert.cli import main
+from litebert.errors import ConfigError
+from litebert.values import integers, items, names, numbers
+
+floats = st.floats(allow_nan=False, allow_infinity=False)
+spaces = st.sampled_from(("", " ", "  "))
+
+
+@st.composite
+def comma_list(draw, item):
+    """(text, items, has an empty item): items joined by commas, spaces around some, maybe an empty item put in."""
+    values = draw(st.lists(item, min_size=1, max_size=5))
+    parts = [draw(spaces) + v + draw(spaces) for v in values]
+    empty = draw(st.booleans())
+    if empty:
+        parts.insert(draw(st.integers(0, len(parts))), draw(spaces))  # "a,", ",a", "a,,b", "a, ,b"
+    return ",".join(parts), values, empty
+
+
+@given(case=comma_list(floats.map(repr)))
+def test_numbers_are_floats_of_the_items_and_an_empty_item_is_refused(case):
+    text, values, empty = case
+    if empty:
+        with pytest.raises(ConfigError, match=r"^lr = .*: an empty item \(a comma too many\?\)"):
+            numbers(text, "lr")
+    else:
+        assert numbers(text, "lr") == [float(v) for v in values]
+
+
+@given(case=comma_list(st.integers(-10**6, 10**6).map(str)))
+def test_integers_are_ints_of_the_items(case):
+    text, values, empty = case
+    if empty:
+        with pytest.raises(ConfigError, match="an empty item"):
+            integers(text, "sizes")
+    else:
+        assert integers(text, "sizes") == [int(v) for v in values]
+
+
+@given(case=comma_list(st.text(st.characters(exclude_characters=","), min_size=1).filter(str.strip)))
+def test_names_are_the_stripped_items_each_once(case):
+    text, values, empty = case
+    stripped = [v.strip() for v in values]
+    if empty:
+        with pytest.raises(ConfigError, match="an empty item"):
+            names(text, "labels")
+    elif len(set(stripped)) < len(stripped):
+        with pytest.raises(ConfigError, match="is there twice; give each name once"):
+            names(text, "labels")
+    else:
+        assert names(text, "labels") == stripped
+
+
+@given(text=st.text(max_size=12))
+def test_any_text_is_a_list_or_a_one_line_config_error(text):
+    try:
+        numbers(text, "lr")
+    except ConfigError as e:
+        assert "\n" not in str(e) and str(e).startswith("lr = ")
+
+
+def test_by_hand():
+    assert numbers("1e-4, 3e-4", "lr") == [1e-4, 3e-4] and integers("128,256", "e") == [128, 256]
+    assert items(" a ,b", "x") == ["a", "b"]
+    for bad, message in (("", "empty; give one or more"), ("1e-4,", "an empty item"), ("1e-4,x", "'x' is not a "
+                         "number"), ("inf", "'inf' is not a number"), ("nan", "'nan' is not a number")):
+        with pytest.raises(ConfigError, match=message):
+            numbers(bad, "lr")
+    with pytest.raises(ConfigError, match="'1.5' is not a whole number"):
+        integers("1,1.5", "e")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["finetune", "sst2", "--model", "m", "--data", "d", "--out", "o", "--labels", "neg,pos,"], "--labels"),
+    (["finetune", "sst2", "--model", "m", "--data", "d", "--out", "o", "--lr", "1e-4,,3e-4"], "--lr"),
+    (["experiment", "sharing", "--out", "o", "--embedding-sizes", "128,"], "--embedding-sizes"),
+    (["experiment", "sentence-objective", "--out", "o", "--control-lrs", ",1e-4"], "--control-lrs"),
+    (["experiment", "speedup", "--out", "o", "--processes", "1,2,"], "--processes"),
+    (["analyze", "transitions", "a", "b", "--data", "s", "--out", "o.png", "--names", "x,"], "--names"),
+])
+def test_every_list_flag_refuses_an_empty_item(argv, flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:  # argparse's usage error, before anything runs
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and f"argument {flag}: invalid value" in err and "an empty item" in err, err
+    assert not (tmp_path / "o").exists()
