@@ -20,7 +20,7 @@ from litebert import folders
 from litebert.errors import CheckpointError, literal
 from litebert.files import read_json, write_json
 from litebert.tasks.features import check_ids, length_of
-from litebert.tasks.kinds import example_id
+from litebert.tasks.kinds import ExtractiveQA, example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
 
 META_FILE = folders.FINETUNE_META
@@ -133,6 +133,14 @@ def meta_from_config(model_dir: str | Path) -> dict:
     return {"task": task, "kind": get_preset(task).kind.name, "labels": labels, "columns": {},
             "preset": {"max_seq_length": max_len if isinstance(max_len, int) and max_len > 0 else 512},
             "source": f"{file} (architectures {arch})"}
+
+
+def is_extractive_qa(model_dir: str | Path) -> bool:
+    """Whether the fine-tuned folder (finetune.json's task, else config.json's head: `meta_from_config`) answers
+    SQuAD questions, whose answers a decoding reads (`litebert.tasks.qa_decode`)."""
+    meta_path = Path(model_dir) / META_FILE
+    meta = read_json(meta_path, CheckpointError) if meta_path.is_file() else meta_from_config(model_dir)
+    return isinstance(preset_from_json(meta["task"], meta.get("preset")).kind, ExtractiveQA)
 
 
 def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None):

@@ -12,9 +12,9 @@ Tasks and what each returns, key for key as ``transformers.pipeline`` (4.57) on 
 * ``token-classification`` (``ner``): per text a list of {entity, score, index, word, start, end}, one per piece
   whose label is not "O" (HF's default ``aggregation_strategy="none"``); with "simple", "first", "average" or "max",
   {entity_group, score, word, start, end} per entity (`litebert.tasks.token_groups`)
-* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as `litebert predict`
-  decodes (`litebert.tasks.qa_decode`): ``decoding="official"`` (run_squad's, the default) or ``"hf"`` (HF's
-  pipeline's; only this task's default differs from HF's)
+* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as HF's pipeline decodes
+  (`litebert.tasks.qa_decode`, ``decoding="hf"``, the default); ``decoding="official"`` reads them as run_squad
+  (and `litebert predict`/`evaluate`, which score SQuAD as the paper did) does
 * ``feature-extraction``: per text the last hidden states, nested lists [1, L, H]
 * ``zero-shot-classification``: per text {sequence, labels, scores}, the ``candidate_labels`` ranked by an NLI
   model's entailment (`litebert.tasks.zero_shot`)
@@ -416,11 +416,12 @@ class QuestionAnswering(Pipeline):
     @checked(top_k=AT_LEAST_1, max_answer_len=AT_LEAST_1, max_seq_len=AT_LEAST_1, doc_stride=AT_LEAST_0,
              max_question_len=AT_LEAST_1, n_best=AT_LEAST_1)
     def answer(self, pairs: list[tuple[str, str]], top_k: int = 1,
-               decoding: Literal["official", "hf"] = "official", max_answer_len: Optional[int] = None,
+               decoding: Literal["official", "hf"] = "hf", max_answer_len: Optional[int] = None,
                max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None,
                handle_impossible_answer: bool = False, align_to_words: bool | None = None,
                max_question_len: int = 64, n_best: int = 20) -> list:
-        """``decoding``: "official" (run_squad's) or "hf" (transformers' pipeline's), `litebert.tasks.qa_decode`;
+        """``decoding``: "hf" (transformers' pipeline's, the default: a pipeline answers as HF's) or "official"
+        (run_squad's, as `litebert predict`/`evaluate` score SQuAD), `litebert.tasks.qa_decode`;
         ``max_answer_len`` and ``align_to_words`` default to the decoding's own. ``doc_stride``: official, the
         pieces between window starts; hf, the pieces windows overlap (default for both: min(max_seq_len / 2, 128)).
         ``max_question_len``: official only (HF's fast pipeline keeps the whole question); ``n_best``: official
