@@ -97,7 +97,7 @@ ANNOTATIONS = {
     "Mapping[str, str] | None": ({"map_str", "none"}, None),
     "Sequence[int]": ({"seq_int"}, (1,)),
     "Callable[[str], None]": ({"callable"}, print),
-    "Optional[Callable[[list, list], dict]]": ({"callable", "none"}, None),
+    "Optional[Callable[..., dict]]": ({"callable", "none"}, None),
     "Sequence[Callback]": ({"seq_callback"}, ()),  # Callback objects; no pool value is one
     "Optional[Sequence[float]]": ({"seq_float", "none"}, None),
     "Log": ({"callable", "none"}, None),
