@@ -16,8 +16,9 @@ same hooks of each `Callback` in a list, in the list's order:
     on_log(step, logs)          for each train line the metrics files write (every ``log_every`` steps and the
                                 last; ``logs``: {"split": "train", **record}), each evaluation ({"split": "eval",
                                 **metrics}), and a step's record when a callback asked for a log (fine-tuning)
-    on_epoch_end(epoch, step)   fine-tuning: after the last step of each pass over the training examples (``epoch``
-                                counted from 0); the loop reads the device there
+    on_epoch_end(epoch, step)   fine-tuning: for each pass over the training examples (``epoch`` counted from 0)
+                                whose last step ``step`` ran, at the loop's first read after it (between reads the
+                                host reads nothing back)
     on_save(step, path)         after a checkpoint file or a model folder was written
     on_end(step)                once, when the loop leaves (finished, stopped, interrupted, or on an error): close
                                 what the callback opened
@@ -37,7 +38,7 @@ loop has no other way out. They come first; the caller's follow, in the order gi
 The control object (HF's ``TrainerControl``): every callback's ``self.control`` is the run's `TrainerControl`, shared
 by all of them. In any hook a callback may set ``should_training_stop`` (as returning True), and in fine-tuning
 ``should_evaluate``, ``should_save`` (a checkpoint) and ``should_log`` (an ``on_log`` of the step's record): the loop
-acts on them at that read (the step just read, or the epoch's last step) and resets them, as Trainer does.
+acts on them at that read (after its last step) and resets them, as Trainer does.
 
 Processes: only rank 0 calls the callbacks (it alone evaluates in fine-tuning, writes files and logs); a stop asked
 there is broadcast, so that every process leaves after the same step. A callback whose state must survive a resume

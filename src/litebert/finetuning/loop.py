@@ -122,6 +122,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
 
     model.train()
     calls.begin(state.step)
+    epochs_ended: list[int] = []  # epochs whose last step ran since the last read
     readout = Readout(d, (), args.max_bad_steps, warn=not state.scaler.is_enabled())
     every = read_interval(args.read_every, args.log_every)
     try:
@@ -138,18 +139,19 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 log(news)
             evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
             steps_this_call = state.step - first_step
-            epoch_end = state.step % batches.per_epoch == 0  # read there: the callbacks' on_epoch_end may ask
+            if state.step % batches.per_epoch == 0:  # told at the next read: the host reads nothing more for it
+                epochs_ended.append(state.step // batches.per_epoch - 1)
             flags = [stop.signal is not None]  # this process's: agreed at the read
-            if not _reads_here(args, every, state.step, evaluated or epoch_end or steps_this_call == stop_after,
-                               flags, d):
+            if not _reads_here(args, every, state.step, evaluated or steps_this_call == stop_after, flags, d):
                 continue  # no read: the next step is queued while the device still runs this one
             read = readout.read(state, flags)
             records = [(n.step, _record(n, read)) for n in read.steps]
             asked = calls.steps(records)
             if read.error is not None:
                 raise read.error
-            if epoch_end:
-                asked = calls.epoch_end(state.step // batches.per_epoch - 1, state.step) or asked
+            for epoch in epochs_ended:
+                asked = calls.epoch_end(epoch, (epoch + 1) * batches.per_epoch) or asked
+            epochs_ended.clear()
             wants_eval, wants_save, wants_log = calls.requests()  # the callbacks' control, agreed on every rank
             if wants_log:
                 calls.log(*records[-1])
