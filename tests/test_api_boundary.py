@@ -64,8 +64,8 @@ POOL = [
     ([Path("a")], {"seq_path", "iterable"}),
     ([1, 2], {"seq_int", "seq_float", "iterable"}),
     ((1, 2), {"seq_int", "seq_float", "iterable"}),
-    ({"a": "b"}, {"map_str", "iterable"}),
-    ({"max_steps": 2}, {"iterable"}),
+    ({"a": "b"}, {"map_str", "map_any", "iterable"}),
+    ({"max_steps": 2}, {"map_any", "iterable"}),
     (Opaque(), set()),
     (print, {"callable"}),
     (torch.zeros(2), {"iterable"}),
@@ -97,7 +97,7 @@ ANNOTATIONS = {
     "Mapping[str, str] | None": ({"map_str", "none"}, None),
     "Sequence[int]": ({"seq_int"}, (1,)),
     "Callable[[str], None]": ({"callable"}, print),
-    "Optional[Callable[[list, list], dict]]": ({"callable", "none"}, None),
+    "Optional[Callable[..., dict]]": ({"callable", "none"}, None),
     "Sequence[Callback]": ({"seq_callback"}, ()),  # Callback objects; no pool value is one
     "Optional[Sequence[float]]": ({"seq_float", "none"}, None),
     "Log": ({"callable", "none"}, None),
@@ -121,6 +121,9 @@ ANNOTATIONS = {
     "Literal['official', 'hf']": (set(), "official"),  # a word of its own: no pool value is one
     "Optional[Literal['none', 'simple', 'first', 'average', 'max']]": ({"none"}, None),
     "str | Sequence[str] | None": ({"str", "seq_str", "none"}, None),
+    "str | int | None": ({"str", "int", "none"}, None),  # pipeline's device: a name, or HF's -1 / GPU index
+    "Optional[Mapping[str, Any]]": ({"map_str", "map_any", "none"}, None),  # HF's tokenizer_kwargs
+    "Optional[Literal['sigmoid', 'softmax', 'none']]": ({"none"}, None),
 }
 
 

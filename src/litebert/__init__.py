@@ -52,6 +52,7 @@ _LAZY = {
     "CardInfo": "litebert.card",
     "Callback": "litebert.engine.callbacks",
     "EarlyStopping": "litebert.engine.callbacks",
+    "EvalPrediction": "litebert.tasks.eval_prediction",
 }
 _RENAMED = {"ExperimentSettings": "Settings"}
 

@@ -18,30 +18,32 @@ from torch import nn
 from litebert import model as _model
 from litebert.config import AlbertConfig
 from litebert.model import ACT, AlbertModel, EncoderOutput, init_weights, maybe_dropout
+from litebert.outputs import ModelOutputAccess
 from litebert.padding import Packing
 from litebert.pretrained import PretrainedMixin
 
 
 # ---------------------------------------------------------------------------------------------------- outputs
 @dataclass
-class PreTrainingOutput:
+class PreTrainingOutput(ModelOutputAccess):
     loss: Optional[torch.Tensor] = None  # mlm_loss + sop_loss (whichever are given)
-    mlm_loss: Optional[torch.Tensor] = None
-    sop_loss: Optional[torch.Tensor] = None
     prediction_logits: Optional[torch.Tensor] = None  # [B, P, V] at mlm_positions, else [B, L, V]
     sop_logits: Optional[torch.Tensor] = None  # [B, 2]
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+    # litebert's own, after HF's fields, so that out[i] is HF's AlbertForPreTrainingOutput's (`litebert.outputs`)
+    mlm_loss: Optional[torch.Tensor] = None
+    sop_loss: Optional[torch.Tensor] = None
 
 
 @dataclass
-class TaskOutput:
+class TaskOutput(ModelOutputAccess):
     loss: Optional[torch.Tensor] = None
     logits: Optional[torch.Tensor] = None
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
 
 
 @dataclass
-class QuestionAnsweringOutput:
+class QuestionAnsweringOutput(ModelOutputAccess):
     loss: Optional[torch.Tensor] = None
     start_logits: Optional[torch.Tensor] = None  # [B, L]
     end_logits: Optional[torch.Tensor] = None  # [B, L]
@@ -130,7 +132,7 @@ class AlbertForPreTraining(PretrainedMixin, nn.Module):
             sop_loss = F.cross_entropy(sop_logits, sentence_order_label.view(-1).long())
         losses = [x for x in (mlm_loss, sop_loss) if x is not None]
         loss = sum(losses[1:], losses[0]) if losses else None
-        return PreTrainingOutput(loss, mlm_loss, sop_loss, logits, sop_logits, out.hidden_states)
+        return PreTrainingOutput(loss, logits, sop_logits, out.hidden_states, mlm_loss, sop_loss)
 
 
 class AlbertForMaskedLM(PretrainedMixin, nn.Module):

@@ -28,6 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from litebert.config import AlbertConfig
 from litebert.errors import InputError
+from litebert.outputs import ModelOutputAccess
 from litebert.padding import Packing
 from litebert.pretrained import PretrainedMixin
 
@@ -169,7 +170,7 @@ class Encoder(nn.Module):
 
 
 @dataclass
-class EncoderOutput:
+class EncoderOutput(ModelOutputAccess):
     last_hidden_state: torch.Tensor  # [B, L, H], or [B, P, H] when output_positions were given
     pooler_output: Optional[torch.Tensor] = None  # [B, H]: tanh(W h[CLS] + b)
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None  # embeddings (after projection), then each layer

@@ -135,7 +135,7 @@ def test_feature_extraction_equals_hf(folders, saver):
 def test_question_answering_equals_hf(folders, options, saver):
     folder = folders["qa", saver]
     hf = hf_pipeline("question-answering", folder)
-    ours = litebert.pipeline("question-answering", model=folder, decoding="hf")
+    ours = litebert.pipeline("question-answering", model=folder)  # HF's decoding is the default
     assert_same(hf(question="Who sank the ship?", context=CONTEXT, **options),
                 ours(question="Who sank the ship?", context=CONTEXT, **options))
     questions, contexts = ["Who wrote it?", "When?", "Where?"], [CONTEXT, CONTEXT[:90], CONTEXT[90:200]]

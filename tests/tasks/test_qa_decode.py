@@ -1,8 +1,8 @@
 """One question-answering decoder (`litebert.tasks.qa_decode`) behind `litebert predict`, `litebert evaluate` and
 ``pipeline("question-answering")``: on every question of the bundled SQuAD dev set (data/finetune/squad, 317
-questions), with a tiny model fine-tuned here for a few steps, the three give the same answers under each decoding,
-the defaults are the official decoding everywhere, and the "hf" decoding gives what transformers' own
-question-answering pipeline gives on the same folder."""
+questions), with a tiny model fine-tuned here for a few steps, the three give the same answers under each decoding;
+`predict` and `evaluate` decode the official way when not told (and say so), the pipeline HF's way, and the "hf"
+decoding gives what transformers' own question-answering pipeline gives on the same folder, key for key."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import litebert
-from helpers.pipelines import hf_pipeline
+from helpers.pipelines import assert_same, hf_pipeline
 from litebert.cli import main
 from litebert.finetuning.run import FinetuneConfig, finetune
 
@@ -58,32 +58,39 @@ def predicted(root: Path, **options) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("decoding", ["official", "hf"])
 def test_predict_evaluate_and_the_pipeline_give_the_same_answers(squad, decoding):
-    """Every dev question answered alike by the three; the official decoding is what each does when not told."""
+    """Every dev question answered alike by the three; predict and evaluate decode the official way when not told,
+    and their results say which decoding they used."""
     root, questions = squad
     options = {} if decoding == "official" else {"qa_decoding": decoding}
-    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu")
-    answers = ask(pipe, questions, **({} if decoding == "official" else {"decoding": decoding}))
+    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding=decoding)
+    answers = ask(pipe, questions)
     assert len(answers) == len(questions) == 317
     assert predicted(root, **options) == [(a["answer"], a["start"]) for a in answers]
-    rows = litebert.evaluate(root / "qa", SQUAD, progress=False, **options).rows
+    result = litebert.evaluate(root / "qa", SQUAD, progress=False, **options)
+    rows = result.rows
     assert [r["id"] for r in rows] == [i for i, _, _ in questions]
     assert [(r["prediction"], r["answer_start"]) for r in rows] == [(a["answer"], a["start"]) for a in answers]
+    assert result.qa_decoding == decoding
+    assert litebert.predict(root / "qa", root / "in.jsonl", root / "out.jsonl", progress=False, overwrite=True,
+                            **options).qa_decoding == decoding
 
 
-def test_the_hf_decoding_is_transformers_pipeline(squad):
+def test_the_pipeline_answers_as_transformers_pipeline_by_default(squad):
+    """``litebert.pipeline("question-answering")`` untold: transformers' answers key for key (score, start, end,
+    answer) on every held-out dev question, top 3 included; ``decoding="official"`` answers otherwise."""
     root, questions = squad
     hf = hf_pipeline("question-answering", root / "qa")
     ref = hf(question=[q for _, q, _ in questions], context=[c for _, _, c in questions])
     ref_top3 = hf(question=[q for _, q, _ in questions[:20]], context=[c for _, _, c in questions[:20]], top_k=3)
-    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="hf")
+    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu")
     got = ask(pipe, questions)
-    for r, g in zip(ref, got):
-        assert (g["answer"], g["start"], g["end"]) == (r["answer"], r["start"], r["end"])
-        assert g["score"] == pytest.approx(r["score"], abs=1e-4)
-    for rs, gs in zip(ref_top3, ask(pipe, questions[:20], top_k=3)):
-        assert [(g["answer"], g["start"]) for g in gs] == [(r["answer"], r["start"]) for r in rs]
+    assert_same(ref, got)
+    assert_same(ref_top3, ask(pipe, questions[:20], top_k=3))
+    assert_same(ref, ask(litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="hf"),
+                         questions))
     # the decodings differ on most questions: the option is not a no-op
-    official = ask(litebert.pipeline("question-answering", model=root / "qa", device="cpu"), questions)
+    official = ask(litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="official"),
+                   questions)
     assert sum(o["answer"] != g["answer"] for o, g in zip(official, got)) > len(questions) // 2
 
 
@@ -97,7 +104,7 @@ def test_official_answers_are_the_n_best_read_by_hand(squad):
 
     root, questions = squad
     _, model, tok, _ = load_finetuned(root / "qa")
-    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu")
+    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="official")
     for qid, question, context in questions[:12]:
         best = None
         for f in windows(tok, [SquadExample(qid, question, context)], QADecoding(), 192, 96, 64):
@@ -131,6 +138,12 @@ def test_qa_decoding_on_the_command_line(squad, capsys):
     hf = json.loads(capsys.readouterr().out)
     official = litebert.evaluate(root / "qa", SQUAD, progress=False).metrics
     assert hf["total"] == official["total"] == len(questions) and hf["f1"] != official["f1"]
+    assert hf["qa_decoding"] == "hf"
+    assert main(["evaluate", "--model", str(root / "qa"), "--data", str(SQUAD), "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["qa_decoding"] == "official"
+    assert main(["predict", "--model", str(root / "qa"), "--input", str(root / "in.jsonl"), "--output", str(out),
+                 "--no-progress", "--overwrite"]) == 0
+    assert "(answers decoded the official way)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["predict", "--model", str(root / "qa"), "--input", str(root / "in.jsonl"), "--output", str(out),
               "--qa-decoding", "best", "--overwrite"])
@@ -142,7 +155,7 @@ def test_wrong_decoding_options_are_one_line_errors(squad):
     from litebert.errors import ConfigError
 
     root, _ = squad
-    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu")
+    pipe = litebert.pipeline("question-answering", model=root / "qa", device="cpu", decoding="official")
     with pytest.raises(ConfigError, match="^decoding = 'squad'"):
         pipe(question="Who?", context="Ahab hunted.", decoding="squad")
     with pytest.raises(ConfigError, match="^doc_stride = 0: the official decoding starts a window every"):

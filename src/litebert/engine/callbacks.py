@@ -1,8 +1,10 @@
 """Callbacks: what a training loop tells the code around it, and how that code asks it to stop.
 
 Both loops (pretraining's `litebert.pretraining.loop.train`, fine-tuning's `litebert.finetuning.loop.train`) call the
-same four hooks of each `Callback` in a list, in the list's order:
+same hooks of each `Callback` in a list, in the list's order:
 
+    on_train_begin(step)        once, before the first step of this call (``step``: where the run starts; a resumed
+                                run's checkpoint step)
     on_step(step, record)       for every optimizer step, when the loop reads the steps' numbers back from the
                                 device (`litebert.engine.readout`: every ``read_every`` steps, rounded up to a
                                 multiple of ``log_every``, and at evaluations, checkpoints and the end), the
@@ -11,6 +13,12 @@ same four hooks of each `Callback` in a list, in the list's order:
                                 keeps every ``log_every``-th)
     on_evaluate(step, metrics)  after every evaluation: pretraining's held-out MLM/SOP metrics, fine-tuning's dev
                                 metrics (with what ``compute_metrics`` adds)
+    on_log(step, logs)          for each train line the metrics files write (every ``log_every`` steps and the
+                                last; ``logs``: {"split": "train", **record}), each evaluation ({"split": "eval",
+                                **metrics}), and a step's record when a callback asked for a log (fine-tuning)
+    on_epoch_end(epoch, step)   fine-tuning: for each pass over the training examples (``epoch`` counted from 0)
+                                whose last step ``step`` ran, at the loop's first read after it (between reads the
+                                host reads nothing back)
     on_save(step, path)         after a checkpoint file or a model folder was written
     on_end(step)                once, when the loop leaves (finished, stopped, interrupted, or on an error): close
                                 what the callback opened
@@ -27,6 +35,11 @@ litebert's own progress bar (`Progress`), metrics files and trackers (`litebert.
 and early stopping (`EarlyStopping`, which ``FinetuneConfig.patience`` builds) are callbacks in the same list: the
 loop has no other way out. They come first; the caller's follow, in the order given.
 
+The control object (HF's ``TrainerControl``): every callback's ``self.control`` is the run's `TrainerControl`, shared
+by all of them. In any hook a callback may set ``should_training_stop`` (as returning True), and in fine-tuning
+``should_evaluate``, ``should_save`` (a checkpoint) and ``should_log`` (an ``on_log`` of the step's record): the loop
+acts on them at that read (after its last step) and resets them, as Trainer does.
+
 Processes: only rank 0 calls the callbacks (it alone evaluates in fine-tuning, writes files and logs); a stop asked
 there is broadcast, so that every process leaves after the same step. A callback whose state must survive a resume
 returns it from ``state_dict`` (JSON values): it is kept in each checkpoint and given back to ``load_state_dict``
@@ -36,6 +49,7 @@ when the run resumes, matched by the callback's class name (and its place among 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -44,9 +58,30 @@ import numpy as np
 from litebert.errors import ConfigError, literal
 
 
+@dataclass
+class TrainerControl:
+    """What the callbacks ask of the loop (HF's ``TrainerControl``), reset once the loop has acted on it."""
+
+    should_training_stop: bool = False
+    should_evaluate: bool = False
+    should_save: bool = False
+    should_log: bool = False
+
+
 class Callback:
     """Hooks a training loop calls (module docstring). Subclass it and override the hooks you need; each default
-    does nothing."""
+    does nothing. ``self.control``: the run's `TrainerControl` (set when the loop starts)."""
+
+    control: TrainerControl = TrainerControl()  # a stand-in until a loop hands the run's own
+
+    def on_train_begin(self, step: int) -> None:
+        """Before the first step this call runs; ``step``: where the run starts."""
+
+    def on_log(self, step: int, logs: dict) -> None:
+        """A train line or an evaluation was logged at ``step`` (``logs["split"]``: "train" or "eval")."""
+
+    def on_epoch_end(self, epoch: int, step: int) -> None:
+        """Fine-tuning: the pass ``epoch`` over the training examples ended with step ``step``."""
 
     def on_step(self, step: int, record: dict) -> Optional[bool]:
         """After optimizer step ``step``; ``record``: its numbers. Return True to stop the run here."""
@@ -74,16 +109,47 @@ class Callbacks:
     """The callbacks of one run, as the loop calls them: in order, on rank 0 only (``dist``: the run's processes);
     a stop asked there is returned on every rank."""
 
-    def __init__(self, callbacks: Sequence[Callback], dist) -> None:
-        self.items, self.dist = list(callbacks), dist
+    def __init__(self, callbacks: Sequence[Callback], dist, log_every: Optional[int] = None,
+                 last: Optional[int] = None) -> None:
+        """``log_every``, ``last``: the steps whose records the metrics files write, for ``on_log``."""
+        self.items, self.dist, self.log_every, self.last = list(callbacks), dist, log_every, last
+        self.control = TrainerControl()
+        for c in self.items:
+            c.control = self.control
+
+    def begin(self, step: int) -> None:
+        if self.dist.is_main:
+            for c in self.items:
+                c.on_train_begin(step)
 
     def step(self, step: int, record: dict) -> bool:
         return self.steps([(step, record)])
 
     def steps(self, records: list[tuple[int, dict]]) -> bool:
-        """``on_step`` of every callback for each ``(step, record)`` of one read, in order; one stop decision for
-        them all."""
-        return self._ask(*[lambda c, s=step, r=record: c.on_step(s, r) for step, record in records])
+        """``on_step`` of every callback for each ``(step, record)`` of one read, in order, and ``on_log`` of those
+        the metrics files write; one stop decision for them all."""
+        logged = [(s, r) for s, r in records if self.log_every and (s % self.log_every == 0 or s == self.last)]
+        return self._ask(*[lambda c, s=step, r=record: c.on_step(s, r) for step, record in records],
+                         *[lambda c, s=step, r=record: c.on_log(s, {"split": "train", **r}) for step, record in logged])
+
+    def log(self, step: int, record: dict) -> None:
+        """``on_log`` of a record a callback asked for (``should_log``)."""
+        if self.dist.is_main:
+            for c in self.items:
+                c.on_log(step, {"split": "train", **record})
+
+    def epoch_end(self, epoch: int, step: int) -> bool:
+        return self._ask(lambda c: c.on_epoch_end(epoch, step))
+
+    def requests(self) -> tuple[bool, bool, bool]:
+        """(evaluate, save, log): what rank 0's callbacks asked through the control, on every rank; reset."""
+        from litebert.engine import distributed as D
+
+        ctl = self.control
+        bits = int(ctl.should_evaluate) | int(ctl.should_save) << 1 | int(ctl.should_log) << 2
+        bits = D.broadcast_int(bits if self.dist.is_main else 0, self.dist)
+        ctl.should_evaluate = ctl.should_save = ctl.should_log = False
+        return bool(bits & 1), bool(bits & 2), bool(bits & 4)
 
     def advance(self, step: int) -> None:
         """A step was queued (its numbers not read yet): the progress bars move their count."""
@@ -94,7 +160,8 @@ class Callbacks:
 
     def evaluate(self, step: int, metrics: Optional[dict]) -> bool:
         """``metrics``: rank 0's (other ranks may have none)."""
-        return self._ask(lambda c: c.on_evaluate(step, metrics))
+        return self._ask(lambda c: c.on_evaluate(step, metrics),
+                         lambda c: c.on_log(step, {"split": "eval", **metrics}))
 
     def save(self, step: int, path: Path) -> None:
         if self.dist.is_main:
@@ -142,6 +209,7 @@ class Callbacks:
             for call in calls:
                 for c in self.items:
                     stop = _asks_to_stop(call(c)) or stop
+            stop, self.control.should_training_stop = stop or self.control.should_training_stop, False
         return bool(D.broadcast_int(int(stop), self.dist))
 
 

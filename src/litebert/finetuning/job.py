@@ -69,6 +69,10 @@ class Job:
     def check_metric(self) -> None:
         """A chosen metric the task's evaluation does not give is refused before ``out`` is planned (with
         ``compute_metrics``, whose names only its first call shows, at the first evaluation)."""
+        from litebert.tasks.eval_prediction import takes_eval_prediction
+
+        if self.compute_metrics is not None:
+            takes_eval_prediction(self.compute_metrics)  # one argument or two: else refused before any data is read
         names = self.preset.kind.metrics
         if self.compute_metrics is None and names and self.metric not in names:
             raise ConfigError("{metric}: the " + literal(self.preset.name) + " task's dev metrics are " +

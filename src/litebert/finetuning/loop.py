@@ -121,6 +121,8 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
         return _evaluate_and_keep(state, evaluate, metric, save, rt, log, calls)
 
     model.train()
+    calls.begin(state.step)
+    epochs_ended: list[int] = []  # epochs whose last step ran since the last read
     readout = Readout(d, (), args.max_bad_steps, warn=not state.scaler.is_enabled())
     every = read_interval(args.read_every, args.log_every)
     try:
@@ -137,18 +139,28 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 log(news)
             evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
             steps_this_call = state.step - first_step
+            if state.step % batches.per_epoch == 0:  # told at the next read: the host reads nothing more for it
+                epochs_ended.append(state.step // batches.per_epoch - 1)
             flags = [stop.signal is not None]  # this process's: agreed at the read
             if not _reads_here(args, every, state.step, evaluated or steps_this_call == stop_after, flags, d):
                 continue  # no read: the next step is queued while the device still runs this one
             read = readout.read(state, flags)
-            asked = calls.steps([(n.step, _record(n, read)) for n in read.steps])
+            records = [(n.step, _record(n, read)) for n in read.steps]
+            asked = calls.steps(records)
             if read.error is not None:
                 raise read.error
+            for epoch in epochs_ended:
+                asked = calls.epoch_end(epoch, (epoch + 1) * batches.per_epoch) or asked
+            epochs_ended.clear()
+            wants_eval, wants_save, wants_log = calls.requests()  # the callbacks' control, agreed on every rank
+            if wants_log:
+                calls.log(*records[-1])
+            evaluated = evaluated or (wants_eval and evaluate is not None)
             result.stopped_early = (evaluated and run_eval()) or (asked and state.step < args.train_steps)
             if result.stopped_early:
                 break
             stopping = read.flags[0] > 0 or steps_this_call == stop_after
-            if stopping or evaluated or due(args.save_every, state.step, args.train_steps + 1):
+            if stopping or evaluated or wants_save or due(args.save_every, state.step, args.train_steps + 1):
                 _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=stopping)
             result.interrupted = stopping and state.step < args.train_steps
             if result.interrupted:
@@ -191,7 +203,7 @@ def _callbacks(args: TrainArgs, plan: RunPlan, step: int, out_dir, run_config: d
                       every=args.log_every, last=args.train_steps)]
     bar = Progress("fine-tuning", args.train_steps, step, postfix, enabled=args.progress and d.is_main)
     early = [EarlyStopping(metric, args.patience)] if args.patience is not None and metric is not None else []
-    return Callbacks([bar, *files, *given, *early], d)
+    return Callbacks([bar, *files, *given, *early], d, log_every=args.log_every, last=args.train_steps)
 
 
 def _ema(average: Optional[float], value: float) -> float:

@@ -32,7 +32,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              encoding_errors: str = "strict", progress: bool = True, log: Log = print,
              stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
              hub_private: bool = True, callbacks: Sequence[Callback] = (),
-             compute_metrics: Optional[Callable[[list, list], dict]] = None,
+             compute_metrics: Optional[Callable[..., dict]] = None,
              lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None,
              allow_tokenizer_mismatch: bool = False) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
@@ -50,10 +50,12 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     ids). ``push_to_hub``: a Hub repository (ORG/NAME) to upload ``out`` to when the run has finished
     (`litebert.push`), created private unless ``hub_private`` is False.
     ``callbacks``: `litebert.engine.callbacks.Callback` objects the loop calls after each step, evaluation and save
-    (on rank 0); a stop one asks for ends the run as early stopping does. ``compute_metrics(predictions, labels)``:
-    more dev metrics, a dict of names to numbers merged into the task's; it gets the dev examples' predictions and
-    gold labels as ``evaluate --output`` writes them. ``lr_grid``: peak learning rates, one run each into
-    ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
+    (on rank 0); a stop one asks for ends the run as early stopping does. ``compute_metrics``:
+    more dev metrics, a dict of names to numbers merged into the task's; a function of one argument gets an
+    `EvalPrediction` as ``transformers.Trainer`` gives it (``predictions``: the dev logits as NumPy arrays,
+    ``label_ids``), one of two ``(predictions, labels)``, the dev examples' predictions and gold labels as
+    ``evaluate --output`` writes them (`litebert.tasks.eval_prediction`). ``lr_grid``: peak learning rates, one run
+    each into ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
     ``out/grid.json`` (`litebert.finetuning.grid`). ``lr_grid_extend``: rates the grid may add beyond an
     edge its best lands on, so that the choice is bracketed (0: the rates given only).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""

@@ -122,7 +122,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                       device=args.device, precision=args.precision, attention=args.attention,
                       encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
                       qa_decoding=args.qa_decoding)
-    print(json.dumps({"task": result.task, "data": str(result.data), **result.metrics}, indent=2))
+    decoding = {"qa_decoding": result.qa_decoding} if result.qa_decoding else {}
+    print(json.dumps({"task": result.task, "data": str(result.data), **decoding, **result.metrics}, indent=2))
     return 0
 
 
@@ -135,7 +136,8 @@ def run_predict(args: argparse.Namespace) -> int:
                      seq_len=args.seq_len, device=args.device, precision=args.precision, attention=args.attention,
                      encoding_errors=args.encoding_errors, progress=args.progress, overwrite=args.overwrite,
                      qa_decoding=args.qa_decoding, aggregation_strategy=args.aggregation_strategy)
-    print(f"wrote {result.count} predictions to {result.output}")
+    decoded = f" (answers decoded the {result.qa_decoding} way)" if result.qa_decoding else ""
+    print(f"wrote {result.count} predictions to {result.output}{decoded}")
     return 0
 
 

@@ -19,8 +19,9 @@ import torch
 from litebert import folders
 from litebert.errors import CheckpointError, literal
 from litebert.files import read_json, write_json
+from litebert.tasks.eval_prediction import eval_prediction, takes_eval_prediction
 from litebert.tasks.features import check_ids, length_of
-from litebert.tasks.kinds import example_id
+from litebert.tasks.kinds import ExtractiveQA, example_id
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
 
 META_FILE = folders.FINETUNE_META
@@ -141,6 +142,14 @@ def meta_from_config(model_dir: str | Path) -> dict:
             "source": f"{file} (architectures {arch})"}
 
 
+def is_extractive_qa(model_dir: str | Path) -> bool:
+    """Whether the fine-tuned folder (finetune.json's task, else config.json's head: `meta_from_config`) answers
+    SQuAD questions, whose answers a decoding reads (`litebert.tasks.qa_decode`)."""
+    meta_path = Path(model_dir) / META_FILE
+    meta = read_json(meta_path, CheckpointError) if meta_path.is_file() else meta_from_config(model_dir)
+    return isinstance(preset_from_json(meta["task"], meta.get("preset")).kind, ExtractiveQA)
+
+
 def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
                    allow_tokenizer_mismatch: bool = False):
     """(preset, model, tokenizer, meta) of a folder written by ``litebert finetune``, or of an ALBERT task-head
@@ -204,9 +213,10 @@ def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] |
              batch_size: int = 64, features: list[dict] | None = None, null_threshold: float | None = None,
              progress: bool = False, runtime=None, compute_metrics=None) -> tuple[dict, list]:
     """(metrics, per-example predictions) on labelled examples; ``features``: the examples' own, when already made.
-    The model runs as ``runtime`` says (`predict_outputs`). ``compute_metrics(predictions, labels)``: more metrics (a
-    dict of names to numbers), from
-    the predictions and gold labels as `evaluation_rows` gives them (``evaluate --output``'s).
+    The model runs as ``runtime`` says (`predict_outputs`). ``compute_metrics``: more metrics (a dict of names to
+    numbers), from an `EvalPrediction` (the raw outputs and label ids, as Trainer's) when it takes one argument, or
+    from the predictions and gold labels as `evaluation_rows` gives them (``evaluate --output``'s) when it takes two
+    (`litebert.tasks.eval_prediction`).
 
     SQuAD v2: metrics follow the official evaluation — exact/F1 with questions whose no-answer probability exceeds
     ``null_threshold`` (default 1.0: none) counted as "no answer", plus ``best_exact``/``best_f1`` and their
@@ -217,20 +227,23 @@ def evaluate(preset: TaskPreset, model, tok, examples: list, labels: list[str] |
                               runtime)
     metrics, preds = kind.score(examples, preds, labels, null_threshold), kind.thresholded(preds, null_threshold)
     if compute_metrics is not None:
-        rows = kind.evaluation_rows(examples, feats, preds, outs, labels)
-        metrics.update(own_metrics(compute_metrics, [r["prediction"] for r in rows], [r["label"] for r in rows],
-                                   metrics))
+        if takes_eval_prediction(compute_metrics):
+            args: tuple = (eval_prediction(feats, outs),)
+        else:
+            rows = kind.evaluation_rows(examples, feats, preds, outs, labels)
+            args = ([r["prediction"] for r in rows], [r["label"] for r in rows])
+        metrics.update(own_metrics(compute_metrics, args, metrics))
     return metrics, preds
 
 
-def own_metrics(compute_metrics, predictions: list, gold: list, metrics: dict) -> dict[str, float]:
-    """What ``compute_metrics(predictions, gold)`` returns, checked: a dict of new metric names (not the task's own
-    ``metrics``) to numbers, as floats."""
+def own_metrics(compute_metrics, args: tuple, metrics: dict) -> dict[str, float]:
+    """What ``compute_metrics(*args)`` returns (`litebert.tasks.eval_prediction`: an EvalPrediction, or predictions
+    and gold labels), checked: a dict of new metric names (not the task's own ``metrics``) to numbers, as floats."""
     from numbers import Real
 
     from litebert.errors import ConfigError
 
-    got = compute_metrics(predictions, gold)
+    got = compute_metrics(*args)
     name = getattr(compute_metrics, "__name__", type(compute_metrics).__name__)
     if not isinstance(got, dict) or not all(isinstance(k, str) and isinstance(v, Real) and not isinstance(v, bool)
                                             for k, v in got.items()):

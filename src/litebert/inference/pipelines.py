@@ -12,9 +12,9 @@ Tasks and what each returns, key for key as ``transformers.pipeline`` (4.57) on 
 * ``token-classification`` (``ner``): per text a list of {entity, score, index, word, start, end}, one per piece
   whose label is not "O" (HF's default ``aggregation_strategy="none"``); with "simple", "first", "average" or "max",
   {entity_group, score, word, start, end} per entity (`litebert.tasks.token_groups`)
-* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as `litebert predict`
-  decodes (`litebert.tasks.qa_decode`): ``decoding="official"`` (run_squad's, the default) or ``"hf"`` (HF's
-  pipeline's; only this task's default differs from HF's)
+* ``question-answering``: {score, start, end, answer} (a list with ``top_k`` > 1), decoded as HF's pipeline decodes
+  (`litebert.tasks.qa_decode`, ``decoding="hf"``, the default); ``decoding="official"`` reads them as run_squad
+  (and `litebert predict`/`evaluate`, which score SQuAD as the paper did) does
 * ``feature-extraction``: per text the last hidden states, nested lists [1, L, H]
 * ``zero-shot-classification``: per text {sequence, labels, scores}, the ``candidate_labels`` ranked by an NLI
   model's entailment (`litebert.tasks.zero_shot`)
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ from litebert import folders, hub
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
+from litebert.inference.pipeline_base import Labelled, Pipeline, load_head, tokenizer_options
 
 TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
          "zero-shot-classification")
@@ -48,14 +49,15 @@ ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classifica
 
 @checked(batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1)
 def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike | None = None,
-             device: str | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
+             device: str | int | None = None, *, batch_size: int = 32, batch_tokens: Optional[int] = None,
              precision: str = "auto", attention: str = "auto", allow_tokenizer_mismatch: bool = False,
              **defaults) -> "Pipeline":
     """The pipeline for ``task`` (one of `TASKS`, or an alias in `ALIASES`) on the model folder (or hub id)
     ``model``; ``tokenizer``: another tokenizer folder or file than the model's, which must hold the same pieces
     as the folder's own where it has one (`litebert.pairing.check_tokenizer`; ``allow_tokenizer_mismatch``: only
     warn). ``device`` (cpu, cuda, ...; default:
-    CUDA when available), ``precision`` and ``attention``: as for every command (`Runtime.for_inference`; on a GPU
+    CUDA when available; HF's ints: -1 the CPU, N the GPU cuda:N), ``precision`` and ``attention``: as for every
+    command (`Runtime.for_inference`; on a GPU
     ``auto`` is bf16, whose scores differ from HF's fp32 pipeline by its rounding: ``precision="fp32"`` matches
     them). ``defaults``: call options given once (``top_k=3``), as HF's ``pipeline(..., top_k=3)``, checked here as
     a call's are."""
@@ -70,6 +72,7 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
                           + (f" (did you mean {close[0]!r}?)" if close else ""), task=task)
     cls = _PIPELINES[name]
     cls.answer.check(None, [], **defaults)
+    device = _device(device)
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
     if not Path(model).is_dir():
         raise CheckpointError("{model}: no such model folder", model=model)
@@ -82,86 +85,16 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     return cls(name, net, tok, Path(model), runtime, batch_size, batch_tokens, defaults)
 
 
-def _load_head(cls, folder: Path, prefix: str, what: str, accepted: tuple[str, ...] = ()):
-    """``cls`` from ``folder``, whose weights must hold the head (keys starting ``prefix``): a head left randomly
-    initialised would answer noise. The head the folder holds must be ``cls``'s or one in ``accepted``
-    (`litebert.pairing.check_head`: config.json's ``architectures``, else finetune.json's task, else the tensors and
-    the labels): a sequence and a token classifier both hold ``classifier.*`` tensors."""
-    from litebert.io.hf_folder import load_weights
-    from litebert.pairing import check_head
-
-    tensors = load_weights(folder)
-    if not any(k.startswith(prefix) or k.startswith("albert." + prefix) for k in tensors):
-        raise CheckpointError("{model}: " + f"no {what} in its weights (no {prefix}* tensors); give a folder that has "
-                              f"one", model=folder)
-    check_head(folder, (cls.HF_ARCHITECTURE,) + accepted, f"a {what}", tensors)
-    return cls.from_pretrained(folder)
-
-
-def _kind(inputs) -> str:
-    """What a wrong input is, in a message: its type, or a list's item of another type."""
-    if isinstance(inputs, (list, tuple)):
-        bad = next(t for t in inputs if not isinstance(t, str))
-        return f"a {type(inputs).__name__} holding a {type(bad).__name__}"
-    return type(inputs).__name__
-
-
-class Pipeline:
-    """A loaded model and tokenizer that answer texts as HF's pipeline of the same task does (see the module
-    docstring). Call it with a string or a list of strings and the task's options."""
-
-    def __init__(self, task, model, tokenizer, folder: Path, runtime, batch_size: int, batch_tokens, defaults: dict):
-        self.task, self.model, self.tokenizer, self.folder = task, model, tokenizer, folder
-        self.runtime, self.batch_size, self.batch_tokens, self.defaults = runtime, batch_size, batch_tokens, defaults
-        self.max_length = model.config.max_position_embeddings
-
-    @property
-    def device(self):
-        return self.runtime.device
-
-    def __call__(self, inputs: str | Sequence[str], **options):
-        """The answer to a string, or a list of answers, one per string of a list (an empty list: an empty list, as
-        HF's). ``options``: those of the task's `answer` (``top_k``...), checked by their annotations."""
-        options = {**self.defaults, **options}
-        if isinstance(inputs, str):
-            return self.answer([inputs], **options)[0]
-        if not isinstance(inputs, (list, tuple)) or not all(isinstance(t, str) for t in inputs):
-            raise ArgumentError("{inputs:flag}: " + f"{self.task} takes a string or a list of strings, got "
-                                f"{literal(_kind(inputs))}", inputs=inputs)
-        if not inputs:
-            self.answer.check(self, [], **options)
-            return []
-        return self.answer(list(inputs), **options)
-
-    def answer(self, texts: list[str]) -> list:
-        """One answer per text: the task's own, its options as keyword arguments (decorated with `checked`)."""
-        raise NotImplementedError
-
-    def encode(self, texts: list[str]) -> list[dict]:
-        """[CLS] text [SEP] of each text, cut to the model's positions (special tokens written in it are theirs)."""
-        enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, return_offsets=True)
-        return [{"input_ids": i, "token_type_ids": t, "offsets": o}
-                for i, t, o in zip(enc["input_ids"], enc["token_type_ids"], enc["offsets"])]
-
-    def run(self, features: list[dict], collate=None) -> list[Any]:
-        """The model's output for each feature (`litebert.inference.loop.run_batches`: batches of similar length, the
-        padding skipped, order restored); each is what `take` makes of that feature's row of the batch-major tensors
-        `outputs` returns. ``collate``: the host batch of a list of features (default: their padded inputs)."""
-        from litebert.inference.loop import run_batches
-        from litebert.tasks.features import check_ids
-
-        check_ids(features, self.model.config.vocab_size)
-        rows = run_batches(self.model, features, self.outputs, runtime=self.runtime, batch_size=self.batch_size,
-                           batch_tokens=self.batch_tokens, pad_id=self.tokenizer.pad_token_id, collate=collate)
-        return [self.take(r, len(f["input_ids"])) for f, r in zip(features, rows)]
-
-    def outputs(self, out, batch: dict) -> dict:
-        """The batch-major float32 tensors of a batch's model output that `take` reads."""
-        raise NotImplementedError
-
-    def take(self, row: dict, length: int):
-        """One feature's answer material from its ``row`` of `outputs` (numpy arrays), ``length`` its pieces."""
-        raise NotImplementedError
+def _device(device: str | int | None) -> str | None:
+    """HF's int devices as litebert's names: -1 the CPU, N >= 0 the GPU cuda:N (refused where there is none)."""
+    if not isinstance(device, int) or isinstance(device, bool):
+        return device
+    if device < -1:
+        raise ConfigError("{device}: expected -1 (the CPU), a GPU's index (0, 1, ...) or a name (cpu, cuda:0)",
+                          device=device)
+    if device >= 0 and not torch.cuda.is_available():
+        raise ConfigError("{device}: there is no CUDA GPU here; use device=-1 (or 'cpu')", device=device)
+    return "cpu" if device == -1 else f"cuda:{device}"
 
 
 # ---------------------------------------------------------------------------------------------------- fill-mask
@@ -170,7 +103,7 @@ class FillMask(Pipeline):
     def load(folder: Path):
         from litebert.heads import AlbertForMaskedLM
 
-        return _load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head",
+        return load_head(AlbertForMaskedLM, folder, "predictions.", "masked-language-model head",
                           ("AlbertForPreTraining",))
 
     def __call__(self, inputs, **options):
@@ -178,21 +111,25 @@ class FillMask(Pipeline):
         return answers[0] if not isinstance(inputs, str) and len(answers) == 1 else answers  # as HF's
 
     @checked(top_k=AT_LEAST_1)
-    def answer(self, texts: list[str], top_k: int = 5, where: Optional[list[str]] = None) -> list:
-        """``top_k`` pieces per mask (more than the vocabulary: all of it). ``where``: where each text comes from
-        (file:line), for errors."""
-        feats = self.encode(texts)
+    def answer(self, texts: list[str], top_k: int = 5, targets: str | Sequence[str] | None = None,
+               tokenizer_kwargs: Optional[Mapping[str, Any]] = None, where: Optional[list[str]] = None) -> list:
+        """``top_k`` pieces per mask (more than the vocabulary: all of it). ``targets``: the pieces (or words, read
+        as their first piece, as HF's) to rank, alone. ``tokenizer_kwargs``: HF's, ``truncation`` and
+        ``max_length``. ``where``: where each text comes from (file:line), for errors."""
+        length = self.cut_length(**tokenizer_options(tokenizer_kwargs, "tokenizer_kwargs"))
+        feats = self.encode(texts, length)
+        target_ids = self._target_ids(targets)
         mask_id = self.tokenizer.mask_token_id
         for n, (f, text) in enumerate(zip(feats, texts)):
             f["masks"] = [k for k, i in enumerate(f["input_ids"]) if i == mask_id]
             at = f"{literal(where[n])}: " if where else ""
-            # A text cut to the model's positions may have lost masks: the uncut encoding says how many it had.
-            if len(f["input_ids"]) == self.max_length:
+            # A text cut to its length may have lost masks: the uncut encoding says how many it had.
+            if len(f["input_ids"]) == length:
                 whole = self.tokenizer(text)["input_ids"]
-                cut = [k for k, i in enumerate(whole) if i == mask_id and k >= self.max_length - 1]
+                cut = [k for k, i in enumerate(whole) if i == mask_id and k >= length - 1]
                 if cut:
                     raise DataError(f"{at}the text {literal(repr(text[:80]))} is {len(whole)} pieces with [CLS] and "
-                                    f"[SEP], and the model reads {self.max_length}: {len(cut)} of its "
+                                    f"[SEP], and it is cut to {length}: {len(cut)} of its "
                                     f"{len(cut) + len(f['masks'])} [MASK]s (the first at piece {cut[0]}) would be "
                                     "cut off; shorten the text around them")
             if not f["masks"]:
@@ -209,7 +146,31 @@ class FillMask(Pipeline):
             return {**pad_inputs(fs, self.tokenizer.pad_token_id), "mlm_positions": positions}
 
         probs = self.run(feats, collate)
-        return [self._rows(f, p, min(top_k, p.shape[-1])) for f, p in zip(feats, probs)]
+        return [self._rows(f, p, top_k, target_ids) for f, p in zip(feats, probs)]
+
+    def _target_ids(self, targets: str | Sequence[str] | None) -> Optional[list[int]]:
+        """The ids of ``targets`` as HF's ``get_target_ids`` finds them: a piece of the vocabulary, else the first
+        piece of the word (with a warning); each once, in the order of a Python set of them, as HF's."""
+        import warnings
+
+        if targets is None:
+            return None
+        vocab, ids = self.tokenizer.get_vocab(), []
+        for target in [targets] if isinstance(targets, str) else targets:
+            piece = vocab.get(target)
+            if piece is None:
+                pieces = self.tokenizer(target, add_special_tokens=False)["input_ids"]
+                if not pieces:
+                    warnings.warn(f"fill-mask: the target {target!r} has no piece in the vocabulary; ignored")
+                    continue
+                piece = pieces[0]
+                warnings.warn(f"fill-mask: the target {target!r} is not a piece of the vocabulary; ranked as its "
+                              f"first piece {self.tokenizer.convert_ids_to_tokens(piece)!r}")
+            ids.append(piece)
+        if not ids:
+            raise ConfigError("{targets}: none of them has a piece in the vocabulary; give pieces or words",
+                              targets=targets)
+        return list(set(ids))
 
     def outputs(self, out, batch):
         return {"probs": out.logits.float().softmax(-1)}  # [B, P, V]
@@ -217,9 +178,14 @@ class FillMask(Pipeline):
     def take(self, row, length):
         return torch.from_numpy(row["probs"])  # [P, V]
 
-    def _rows(self, f: dict, probs: torch.Tensor, top_k: int) -> list:
+    def _rows(self, f: dict, probs: torch.Tensor, top_k: int, target_ids: Optional[list[int]]) -> list:
         single = len(f["masks"]) == 1
-        values, ids = probs[:len(f["masks"])].topk(top_k)  # [masks, k]
+        probs = probs[:len(f["masks"])]  # [masks, V]
+        if target_ids is not None:
+            probs = probs[:, target_ids]  # [masks, targets]: ranked among themselves, their softmax over V kept
+        values, ids = probs.topk(min(top_k, probs.shape[-1]))  # [masks, k]
+        if target_ids is not None:
+            ids = torch.tensor(target_ids)[ids]
         decode = self.tokenizer.decode
         result = []
         for position, vs, ps in zip(f["masks"], values.tolist(), ids.tolist()):
@@ -235,47 +201,35 @@ class FillMask(Pipeline):
 
 
 # ---------------------------------------------------------------------------------------------------- classification
-def _labels(model, folder: Path) -> list[str]:
-    """Class names: config.json's id2label, else finetune.json's labels, else HF's LABEL_i."""
-    from litebert.files import read_json
-
-    config = model.config
-    if config.id2label:
-        return [config.id2label[i] for i in range(len(config.id2label))]
-    meta = folder / folders.FINETUNE_META
-    labels = read_json(meta, CheckpointError).get("labels") if meta.is_file() else None
-    n = model.classifier.out_features
-    return labels if isinstance(labels, list) and len(labels) == n else [f"LABEL_{i}" for i in range(n)]
 
 
-class _Labelled(Pipeline):
-    """A pipeline whose answers name the folder's labels (`_labels`, read once)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.labels = _labels(self.model, self.folder)
-
-
-class TextClassification(_Labelled):
+class TextClassification(Labelled):
     @staticmethod
     def load(folder: Path):
         from litebert.heads import AlbertForSequenceClassification
 
-        return _load_head(AlbertForSequenceClassification, folder, "classifier.", "sequence-classification head")
+        return load_head(AlbertForSequenceClassification, folder, "classifier.", "sequence-classification head")
 
-    @checked(top_k=AT_LEAST_1)
-    def answer(self, texts: list[str], top_k: int | None | Literal[""] = "") -> list:
+    @checked(top_k=AT_LEAST_1, max_length=AT_LEAST_1)
+    def answer(self, texts: list[str], top_k: int | None | Literal[""] = "",
+               function_to_apply: Optional[Literal["sigmoid", "softmax", "none"]] = None,
+               truncation: bool | None = None, max_length: Optional[int] = None) -> list:
         """``top_k``: the best so many labels, best first (more than there are: all of them, as HF's); None: all;
-        not given (HF's legacy ""): the best label alone, not in a list."""
+        not given (HF's legacy ""): the best label alone, not in a list. ``function_to_apply``: what makes scores of
+        the logits (default as HF's: none for regression, sigmoid for one label or multi-label, else softmax).
+        ``truncation``, ``max_length``: HF's tokenizer arguments (`Pipeline.cut_length`)."""
         from litebert.tasks.scores import softmax
 
         labels, config = self.labels, self.model.config
-        logits = self.run(self.encode(texts))
+        logits = self.run(self.encode(texts, self.cut_length(truncation, max_length)))
+        if function_to_apply is None:  # HF's default
+            function_to_apply = ("none" if config.problem_type == "regression" else "sigmoid" if (
+                config.problem_type == "multi_label_classification" or len(labels) == 1) else "softmax")
         out = []
-        for z in logits:  # HF's function_to_apply default: none (regression), sigmoid (1 label), else softmax
-            if config.problem_type == "regression":
+        for z in logits:
+            if function_to_apply == "none":
                 scores = z
-            elif config.problem_type == "multi_label_classification" or len(z) == 1:
+            elif function_to_apply == "sigmoid":
                 scores = 1 / (1 + np.exp(-z))
             else:
                 scores = softmax(z)
@@ -299,7 +253,7 @@ class TextClassification(_Labelled):
         return row["logits"]
 
 
-class ZeroShotClassification(_Labelled):
+class ZeroShotClassification(Labelled):
     """An NLI model's entailment scores for labels given at the call (`litebert.tasks.zero_shot`)."""
 
     load = staticmethod(TextClassification.load)
@@ -341,12 +295,12 @@ class ZeroShotClassification(_Labelled):
         return row["logits"]
 
 
-class TokenClassification(_Labelled):
+class TokenClassification(Labelled):
     @staticmethod
     def load(folder: Path):
         from litebert.heads import AlbertForTokenClassification
 
-        return _load_head(AlbertForTokenClassification, folder, "classifier.", "token-classification head")
+        return load_head(AlbertForTokenClassification, folder, "classifier.", "token-classification head")
 
     @checked
     def answer(self, texts: list[str], ignore_labels: Sequence[str] = ("O",),
@@ -375,8 +329,19 @@ class FeatureExtraction(Pipeline):
         return AlbertModel.from_pretrained(folder)
 
     @checked
-    def answer(self, texts: list[str]) -> list:
-        return [[h.tolist()] for h in self.run(self.encode(texts))]
+    def answer(self, texts: list[str], truncation: bool | None = None,
+               tokenize_kwargs: Optional[Mapping[str, Any]] = None, return_tensors: bool = False) -> list:
+        """Per text the last hidden states [1, L, H]: nested lists, or with ``return_tensors`` a float32 tensor (on
+        the CPU), as HF's. ``truncation`` and ``tokenize_kwargs`` (``truncation``, ``max_length``): HF's tokenizer
+        arguments (`Pipeline.cut_length`); ``truncation`` in both is refused, as HF refuses it."""
+        options = tokenizer_options(tokenize_kwargs, "tokenize_kwargs")
+        if truncation is not None:
+            if options["truncation"] is not None:
+                raise ConfigError("{truncation}: given twice, as an argument and in tokenize_kwargs; give one",
+                                  truncation=truncation)
+            options["truncation"] = truncation
+        hidden = self.run(self.encode(texts, self.cut_length(**options)))
+        return [h.unsqueeze(0) if return_tensors else [h.tolist()] for h in hidden]
 
     def outputs(self, out, batch):
         return {"hidden": out.last_hidden_state.float()}  # [B, L, H]
@@ -404,7 +369,7 @@ class QuestionAnswering(Pipeline):
     def load(folder: Path):
         from litebert.heads import AlbertForQuestionAnswering
 
-        return _load_head(AlbertForQuestionAnswering, folder, "qa_outputs.", "question-answering head")
+        return load_head(AlbertForQuestionAnswering, folder, "qa_outputs.", "question-answering head")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -422,20 +387,23 @@ class QuestionAnswering(Pipeline):
             pairs = [(x["question"], x["context"]) for x in items]
         if not all(isinstance(q, str) and isinstance(c, str) and c for q, c in pairs):
             raise DataError("question-answering: each question and context must be a string, the context non-empty")
-        if not pairs:  # an empty list in, an empty list out (as HF's)
-            self.answer.check(self, [], **{**self.defaults, **options})
-            return []
-        answers = self.answer(pairs, **{**self.defaults, **options})
+        options = {**self.defaults, **options}
+        with self.batching(options):
+            if not pairs:  # an empty list in, an empty list out (as HF's)
+                self.answer.check(self, [], **options)
+                return []
+            answers = self.answer(pairs, **options)
         return answers[0] if len(answers) == 1 else answers
 
     @checked(top_k=AT_LEAST_1, max_answer_len=AT_LEAST_1, max_seq_len=AT_LEAST_1, doc_stride=AT_LEAST_0,
              max_question_len=AT_LEAST_1, n_best=AT_LEAST_1)
     def answer(self, pairs: list[tuple[str, str]], top_k: int = 1,
-               decoding: Literal["official", "hf"] = "official", max_answer_len: Optional[int] = None,
+               decoding: Literal["official", "hf"] = "hf", max_answer_len: Optional[int] = None,
                max_seq_len: Optional[int] = None, doc_stride: Optional[int] = None,
                handle_impossible_answer: bool = False, align_to_words: bool | None = None,
                max_question_len: int = 64, n_best: int = 20) -> list:
-        """``decoding``: "official" (run_squad's) or "hf" (transformers' pipeline's), `litebert.tasks.qa_decode`;
+        """``decoding``: "hf" (transformers' pipeline's, the default: a pipeline answers as HF's) or "official"
+        (run_squad's, as `litebert predict`/`evaluate` score SQuAD), `litebert.tasks.qa_decode`;
         ``max_answer_len`` and ``align_to_words`` default to the decoding's own. ``doc_stride``: official, the
         pieces between window starts; hf, the pieces windows overlap (default for both: min(max_seq_len / 2, 128)).
         ``max_question_len``: official only (HF's fast pipeline keeps the whole question); ``n_best``: official

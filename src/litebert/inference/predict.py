@@ -62,12 +62,14 @@ class EvaluateResult:
     metrics: dict
     rows: list  # one per example: id, gold label, prediction, probabilities (`finetuned.evaluate_rows`)
     output: Optional[Path] = None
+    qa_decoding: Optional[str] = None  # how SQuAD answers were read ("official": as the paper scored); None: not QA
 
 
 @dataclass
 class PredictResult:
     count: int
     output: Path
+    qa_decoding: Optional[str] = None  # how SQuAD answers were read; None: not a QA folder
 
 
 @dataclass
@@ -90,7 +92,8 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     ``overwrite``). ``columns``: the data's columns (default: those the folder was fine-tuned with).
     ``null_threshold``: SQuAD v2's no-answer threshold (default: the one chosen on dev). ``allow_incomplete``: use a
     folder whose fine-tuning did not finish. ``qa_decoding``: how SQuAD answers are read (`litebert.tasks.qa_decode`:
-    "official", run_squad's, or "hf", transformers' pipeline's). ``tokenizer``: another than the folder's, of its
+    "official", run_squad's, as the paper scored SQuAD, or "hf", transformers' pipeline's); the result's
+    ``qa_decoding`` says which was used (None for other tasks). ``tokenizer``: another than the folder's, of its
     pieces (`litebert.pairing.check_tokenizer`; ``allow_tokenizer_mismatch``: only warn when they differ)."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
@@ -115,7 +118,8 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
                                          null_threshold=threshold, progress=progress, runtime=rt)
     if output is not None:
         write_jsonl(output, rows)
-    return EvaluateResult(preset.name, path, metrics, rows, Path(output) if output is not None else None)
+    return EvaluateResult(preset.name, path, metrics, rows, Path(output) if output is not None else None,
+                          getattr(preset.kind, "decoding", None))
 
 
 @checked
@@ -143,7 +147,7 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
                      precision=precision, attention=attention, tokenizer=tokenizer, max_tokens=batch_tokens,
                      qa_decoding=qa_decoding, aggregation_strategy=aggregation_strategy,
                      allow_tokenizer_mismatch=allow_tokenizer_mismatch)
-    return PredictResult(n, Path(output))
+    return PredictResult(n, Path(output), qa_decoding if finetuned.is_extractive_qa(model) else None)
 
 
 @checked

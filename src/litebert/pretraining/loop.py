@@ -100,6 +100,7 @@ def train(model: torch.nn.Module, train_data, eval_data, cfg: TrainConfig, out_d
     evaluated: dict = {}  # the last evaluation: {"step", "metrics"}
     readout = Readout(d, PARTS, cfg.max_bad_steps, warn=not state.scaler.is_enabled())
     every = read_interval(cfg.read_every, cfg.log_every)
+    calls.begin(state.step)
     try:
         result.stopped_early = asked = state.step == 0 and eval_data is not None and run_eval(0, evaluated)
         while state.step < cfg.max_steps and not asked:
@@ -157,7 +158,7 @@ def _callbacks(model, cfg: TrainConfig, plan: RunPlan, out: Path, state: TrainSt
                         config=run_config or {"model": model.config.to_dict(), **cfg.to_dict()})
     bar = Progress("pretrain", cfg.max_steps, state.step, functools.partial(_postfix, guard=guard),
                    enabled=progress and d.is_main)
-    calls = Callbacks([bar, log, *given], d)
+    calls = Callbacks([bar, log, *given], d, log_every=cfg.log_every, last=cfg.max_steps)
     calls.restore(state.counters["callbacks"])
     return log, calls
 

@@ -26,6 +26,7 @@ from torch import nn
 from litebert.errors import CheckpointError, ConfigError, literal
 from litebert.files import atomic_write
 from litebert.heads import AlbertForQuestionAnswering
+from litebert.outputs import ModelOutputAccess
 from litebert.padding import Packing
 from litebert.tasks.readers import SquadExample
 
@@ -111,7 +112,7 @@ ANSWERABILITY_FILE = "answerability.safetensors"
 
 
 @dataclass
-class SquadV2Output:
+class SquadV2Output(ModelOutputAccess):
     loss: Optional[torch.Tensor] = None  # span loss + answerability BCE
     start_logits: Optional[torch.Tensor] = None  # [B, L]
     end_logits: Optional[torch.Tensor] = None  # [B, L]
