@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import IntTokenizer
 from litebert import TrainConfig
@@ -166,6 +168,10 @@ def test_plateau_needs_the_loss_at_h1_and_the_collapse(loss, found, plateau):
     (6.477, 6.586, (0.87, 0.75), "PASS"),      # run A's too-robust H 256 proxy: positions apart at H1
     (6.200, 6.586, (0.95, 0.95), "PASS"),      # below H1 - 0.3 whatever the probe says
     (7.300, 6.586, (0.80, 0.60), "SLOW"),      # apart but far above H1: not yet predicting from context
+    (6.478, 6.481, (0.91, 0.62), "SLOW"),      # the demo's model re-gated: at H1, 91% one piece: the cosine alone
+                                               # must not pass it
+    (6.250, 6.481, (0.40, 0.62), "PASS"),      # the demo's recipe as documented: 0.23 below H1, apart
+    (6.400, 6.481, (0.95, 0.95), "PLATEAU"),   # 0.08 below H1 and collapsed: the guard's plateau
 ])
 def test_gate_verdicts(loss, h1, probe_, verdict):
     from litebert.pretraining.gate import verdict_of
@@ -201,9 +207,44 @@ def test_lr_auto_is_the_sqrt_rule_decided_when_the_config_is_built():
         TrainConfig(lr="fast")
 
 
-def test_advice_names_half_the_rate_and_the_rule():
+def test_advice_names_only_what_was_measured_to_help():
+    # run A (docs/pretraining.md, "The CPU gate"): 0.00176 plateaued; half, 0.00088, plateaued too (GPU.md, "The
+    # gate"); a quarter, 0.00044, did not; bias correction only delayed the plateau
     text = advice(0.00176, 120, 256, "lamb", False)
-    assert "half: 0.00088" in text and "0.00044" in text and "--bias-correction" in text and "120" in text
+    assert "--lr 0.00044" in text and "0.00088" not in text and "--bias-correction" not in text
+    assert "warmup 120" in text and "litebert gate" in text
+    # the demo's plateau rate 0.01 -> 0.0025, inside the range measured to learn (0.002-0.006)
+    assert "--lr 0.0025" in advice(0.01, 100, 16, "lamb", True)
+    # a sqrt-rule rate below the quarter is named too
+    assert "0.00044" in advice(0.004, 100, 256, "lamb", False) and "--lr 0.001 " in advice(0.004, 100, 256, "lamb",
+                                                                                           False)
+
+
+@pytest.mark.parametrize("warmup, max_steps, given, expected", [
+    (100, 1100, None, 150),       # the CPU demo: first check at step 250 (23% of the run), not 400
+    (100, 400, None, 100),        # short runs: at least 100 steps after the warmup (falling through takes ~50-125)
+    (3125, 125_000, None, 300),   # the paper's run: at most 300 (the old fixed value)
+    (100, None, None, 300),       # no end known: the longest
+    (100, 1100, 7, 7),            # given: as given
+])
+def test_first_check_scales_with_the_run(warmup, max_steps, given, expected):
+    from litebert.pretraining.plateau import check_after
+
+    assert check_after(warmup, max_steps, given) == expected
+
+
+@given(h1=st.floats(4, 10), a=st.floats(-1, 3), b=st.floats(-1, 3), collapsed=st.booleans())
+def test_a_lower_loss_never_gets_a_worse_verdict(h1, a, b, collapsed):
+    from litebert.pretraining.gate import explain
+
+    rank = {"PLATEAU": 0, "SLOW": 1, "PASS": 2}
+    lo, hi = sorted((h1 + a, h1 + b))
+    for loss in (lo, hi):
+        verdict, why = explain(loss, h1, False, collapsed)
+        assert f"{loss:.3f}" in why and f"{h1:.3f}" in why  # the values that decided it are printed
+        if verdict == "PASS":
+            assert loss <= h1 - 0.1 + 1e-9  # never a PASS at H1
+    assert rank[explain(lo, h1, False, collapsed)[0]] >= rank[explain(hi, h1, False, collapsed)[0]]
 
 
 def test_cli_reads_lr_auto_and_refuses_another_word(tmp_path, capsys):

@@ -64,7 +64,8 @@ class TrainConfig(Machinery):
         peak_tflops: peak TFLOP/s of one device, for the MFU estimate (guessed for known GPUs)
         on_plateau: what the plateau guard does when the run sits on the unigram plateau after the warmup: warn
             (one line), stop (one line, then a checkpoint and a resumable stop) or off
-        plateau_check_steps: the guard checks at warmup + this many steps, then every this many steps
+        plateau_check_steps: the guard checks at warmup + this many steps, then every this many steps (default: 15%
+            of the steps after the warmup, at least 100 and at most 300)
     """
 
     # pretraining's defaults of shared settings
@@ -96,7 +97,7 @@ class TrainConfig(Machinery):
     keep_last: int = 3
     peak_tflops: Optional[float] = None  # per device, for MFU; guessed for known GPUs
     on_plateau: str = "warn"         # the plateau guard (`litebert.pretraining.plateau`): warn | stop | off
-    plateau_check_steps: int = 300
+    plateau_check_steps: Optional[int] = None  # None: 15% of the steps after warmup, within [100, 300]
 
     RANGES: ClassVar[dict[str, Range]] = _RANGES
     CHOICES: ClassVar[dict[str, tuple]] = _CHOICES

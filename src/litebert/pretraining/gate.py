@@ -9,15 +9,18 @@ hidden size of at most 512 (8 heads, FFN 2048), length 128 (the predictions per 
 of 8. It follows the candidate's schedule (warmup steps, decay to the candidate's ``max_steps``) step for step. The
 width matters: a proxy at H 256 learned where the GPU run sat on the plateau, at H 512 it sat there too.
 
-The verdict, from the plateau guard's statistics at the last step (`litebert.pretraining.plateau`):
+The verdict, from the plateau guard's statistics at the last step (`litebert.pretraining.plateau`); each run's
+verdict is printed with the rule that decided it and the values it read (`explain`):
 
     PLATEAU   the guard fires: the train MLM loss sits at the unigram entropy H1 (within [H1 - 0.3, H1 + 0.5]) and
-              the held-out predictions have collapsed (one answer, parallel final states)
-    PASS      the proxy predicts from context: its probe is no longer collapsed and its loss is at most H1 + 0.5, or
-              its loss is below H1 - 0.3. (How far below H1 a proxy gets by then depends on its small batch more
-              than on the recipe; whether it has left the collapsed state does not.)
-    SLOW      neither: still collapsed and still falling towards H1 (the rate moves the weights too little in the
-              steps given to tell), or not collapsed but far above H1
+              the held-out predictions have collapsed (one answer, parallel final states): the recipe as given
+              would waste its run
+    PASS      the proxy predicts from context: its loss at least `PASS_MARGIN` (0.1 nats) below H1, and its probe no
+              longer collapsed, or its loss below H1 - 0.3 whatever the probe says. A loss at H1 with an uncollapsed
+              probe is not enough: positions pulled apart that still predict the frequencies have not yet learned.
+    SLOW      neither: still collapsed and still falling towards H1, or at H1 but not yet below it by the margin, or
+              not collapsed but far above H1 (the rate moves the weights too little in the steps given to tell;
+              ``after_warmup`` looks later)
 
 The gate was calibrated on the two H200 runs whose outcome is known (docs/pretraining.md, "The CPU gate").
 """
@@ -45,6 +48,9 @@ from litebert.pretraining.plateau import CEILING, COLLAPSE_COSINE, COLLAPSE_SHAR
 # the plateau learned, even at twice its rate; at H 512 (and H 768) it sat on the plateau as the GPU run did.
 PROXY_HIDDEN, PROXY_HEADS, PROXY_FFN, PROXY_LEN, PROXY_BATCH = 512, 8, 2048, 128, 8
 VERDICTS = ("PLATEAU", "SLOW", "PASS")
+# A PASS needs the proxy's loss this far below H1 (nats): the 20-step mean of a batch-8 proxy wanders by about 0.05
+# at the plateau, so 0.1 is below it by twice that; the calibration's learning proxies were 0.11-0.4 below.
+PASS_MARGIN = 0.1
 
 
 class GateInterrupted(LitebertError, KeyboardInterrupt):
@@ -102,6 +108,7 @@ class GateRun:
     first_below: Optional[int]  # the first step whose 20-step mean loss was below H1 - 0.3 (None: never)
     seconds: float
     run: str
+    why: str = ""  # the rule that decided the verdict, with the values it read (`explain`)
 
 
 @dataclass
@@ -115,19 +122,38 @@ class GateResult:
     def line(self) -> str:
         first = self.runs[0]
         extra = "".join(f"; at {r.lr / first.lr:g}x the rate: {r.verdict}" for r in self.runs[1:])
-        return (f"gate: {self.verdict} (proxy at lr {first.lr:.3g}, {first.steps} steps: MLM loss {first.mlm_loss:.3f} "
-                f"vs H1 {first.unigram_entropy:.3f}, probe cosine {first.probe.get('probe_cosine', float('nan')):.2f}, "
-                f"{first.seconds / 60:.1f} min{extra})")
+        return (f"gate: {self.verdict} (proxy at lr {first.lr:.3g}, {first.steps} steps, {first.seconds / 60:.1f} min: "
+                f"{first.why}{extra})")
 
 
 def verdict_of(loss: float, h1: float, plateau: bool, collapsed: bool) -> str:
-    """PLATEAU when the guard fired; PASS when the proxy predicts from context (its probe no longer collapsed and its
-    loss at or below the unigram level, or its loss below H1 - 0.3); SLOW otherwise."""
+    """The verdict alone (`explain`)."""
+    return explain(loss, h1, plateau, collapsed)[0]
+
+
+def explain(loss: float, h1: float, plateau: bool, collapsed: bool, probe: Optional[dict] = None) -> tuple[str, str]:
+    """(verdict, the rule that decided it with the values it read): PLATEAU when the guard fired; PASS when the
+    proxy predicts from context (loss at least `PASS_MARGIN` below H1 and the probe no longer collapsed, or the loss
+    below H1 - 0.3); SLOW otherwise."""
+    p = probe or {}
+    state = (f"top share {p['probe_top_share']:.2f}, cosine {p['probe_cosine']:.2f}: " if "probe_cosine" in p else "")
+    state += "collapsed" if collapsed else "not collapsed"
+    below = h1 - loss
+    values = f"loss {loss:.3f} vs H1 {h1:.3f} ({below:+.3f} below; probe {state})"
     if plateau:
-        return "PLATEAU"
-    if loss < h1 - MARGIN or (not collapsed and loss <= h1 + CEILING):
-        return "PASS"
-    return "SLOW"
+        return "PLATEAU", (f"the guard fired: loss within [H1 - {MARGIN:g}, H1 + {CEILING:g}] and the probe collapsed "
+                           f"(top share >= {COLLAPSE_SHARE:g}, cosine >= {COLLAPSE_COSINE:g}); {values}")
+    if below > MARGIN:
+        return "PASS", f"loss more than {MARGIN:g} below H1; {values}"
+    if below >= PASS_MARGIN and not collapsed:
+        return "PASS", f"loss at least {PASS_MARGIN:g} below H1 and the probe not collapsed; {values}"
+    if below >= PASS_MARGIN:
+        why = f"loss {PASS_MARGIN:g}-{MARGIN:g} below H1 but the probe still collapsed"
+    elif loss <= h1 + CEILING:
+        why = f"loss not yet {PASS_MARGIN:g} below H1" + ("" if collapsed else " (the probe not collapsed)")
+    else:
+        why = f"loss more than {CEILING:g} above H1, still falling towards it"
+    return "SLOW", f"{why}; {values}"
 
 
 def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig | str | os.PathLike,
@@ -171,8 +197,7 @@ def gate(data: str | os.PathLike, out: str | os.PathLike, *, model: AlbertConfig
                 raise GateInterrupted(f"the gate was stopped (signal {done.signal}) at step {done.step} of its proxy; "
                                       f"run it again with --overwrite")
             runs.append(_read_run(folder, cfg.lr, steps, time.perf_counter() - t0))
-            _say(log, f"gate: {runs[-1].verdict} at lr {cfg.lr:.3g} (MLM loss {runs[-1].mlm_loss:.3f} vs H1 "
-                      f"{runs[-1].unigram_entropy:.3f})")
+            _say(log, f"gate: {runs[-1].verdict} at lr {cfg.lr:.3g}: {runs[-1].why}")
         result = GateResult(runs[0].verdict, runs, {"model": candidate.to_dict(), **train.to_dict()},
                             _shape(proxy_model, cfg), plan.out)  # the batch and length of every run
         write_json(plan.out / "gate.json", {"verdict": result.verdict, "runs": [dataclasses.asdict(r) for r in runs],
@@ -200,8 +225,8 @@ def _read_run(folder: Path, lr: float, steps: int, seconds: float) -> GateRun:
                   if sum(losses[i:i + 20]) / 20 < h1 - 0.3), None)
     probe = {k: v for k, v in last.items() if k.startswith("probe_")}
     collapsed = probe["probe_top_share"] >= COLLAPSE_SHARE and probe["probe_cosine"] >= COLLAPSE_COSINE
-    return GateRun(lr, steps, verdict_of(last["mlm_loss"], h1, bool(last["plateau"]), collapsed), last["mlm_loss"],
-                   h1, probe, first, round(seconds, 1), str(folder))
+    verdict, why = explain(last["mlm_loss"], h1, bool(last["plateau"]), collapsed, probe)
+    return GateRun(lr, steps, verdict, last["mlm_loss"], h1, probe, first, round(seconds, 1), str(folder), why)
 
 
 def markdown(result: GateResult) -> str:
@@ -216,7 +241,20 @@ def markdown(result: GateResult) -> str:
                       f"Candidate: {c['optimizer']} lr {c['lr']:.3g}, warmup {c['warmup_steps']} of {c['max_steps']} "
                       f"steps, batch {c['batch_size']} x {c['seq_len']}, bias correction {c['bias_correction']}, "
                       f"depth {c['model']['num_hidden_layers']} (sharing {c['model']['sharing']}).",
-                      f"Proxy: {json.dumps(result.proxy)}.", "", *rows, ""])
+                      f"Proxy: {json.dumps(result.proxy)}.", "", *rows, "",
+                      *(f"- {Path(r.run).name}: **{r.verdict}**: {r.why}" for r in result.runs), "", LEGEND])
+
+
+LEGEND = f"""What the verdicts mean (`litebert.pretraining.gate`; docs/pretraining.md, "The CPU gate"):
+
+- **PASS**: the proxy predicts from context: its MLM loss at least {PASS_MARGIN:g} nats below the unigram entropy H1
+  and its held-out probe no longer collapsed, or its loss more than {MARGIN:g} below H1. The recipe left the plateau.
+- **SLOW**: too early to tell: the loss still falling towards H1, or at H1 but not yet {PASS_MARGIN:g} below it. Look
+  later (`--after-warmup`), or lower the rate.
+- **PLATEAU**: the plateau guard fired: the loss within [H1 - {MARGIN:g}, H1 + {CEILING:g}] and the probe collapsed
+  (one answer at most masked positions, parallel final states). The recipe as given would waste its run: lower the
+  rate (a quarter learned in every plateaued case measured).
+"""
 
 
 def _say(log, message: str) -> None:

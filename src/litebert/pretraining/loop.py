@@ -41,7 +41,7 @@ from litebert.padding import packs_in_training, prepare_batch
 from litebert.pretraining.config import TrainConfig
 from litebert.pretraining.feed import Feed
 from litebert.pretraining.identity import run_identity
-from litebert.pretraining.plateau import PlateauGuard, Probe, advice, probe, unigram_of_store
+from litebert.pretraining.plateau import PlateauGuard, Probe, advice, check_after, probe, unigram_of_store
 
 PARTS = ("mlm_loss", "sop_loss")  # the loss's parts each step reports beside it
 PROBE_EXAMPLES = 64  # held-out sequences the plateau guard probes (~1,000 masked positions at 20 per sequence)
@@ -234,7 +234,8 @@ def _guard(cfg: TrainConfig, train_data, eval_data, collate: Callable, rt: Runti
     n = min(PROBE_EXAMPLES, _num_examples(source))
     batch = prepare_batch(collate([source.example(0, i) for i in range(n)]), rt.dist.device, pack=True,
                           varlen=rt.varlen)
-    guard = PlateauGuard(unigram, cfg.warmup_steps, check_after=cfg.plateau_check_steps, action=cfg.on_plateau,
+    interval = check_after(cfg.warmup_steps, cfg.max_steps, cfg.plateau_check_steps)
+    guard = PlateauGuard(unigram, cfg.warmup_steps, check_after=interval, action=cfg.on_plateau,
                          batch=batch)
     if rt.dist.is_main:
         print(f"plateau guard: {unigram.describe()}; checks at step {guard.warmup + guard.check_after} (warmup "
