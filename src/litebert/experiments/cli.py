@@ -196,6 +196,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                     help="rates a grid may add beyond an edge dev picks (default 2; 0: the rates given only)")
     le.add_argument("--epochs", type=float, default=3.0, help="passes over a run's examples (default 3)")
     le.add_argument("--min-steps", type=int, default=150, help="steps of a run at least (default 150)")
+    le.add_argument("--evaluations", type=int, default=4, help="dev evaluations per run (default 4)")
     le.add_argument("--tapt-steps", type=int, default=0,
                     help="task-adaptive pretraining: MLM steps on the task's unlabelled training texts before "
                          "fine-tuning, reported as its own arm (default 0: none)")
@@ -293,7 +294,8 @@ def _run_label_efficiency(args: argparse.Namespace) -> int:
                           sentiment_data=None)
     s = LabelSettings(task=args.task, sizes=args.sizes, seeds=args.seeds, full_seeds=args.full_seeds, seed=args.seed,
                       lrs=args.lrs, control_lrs=args.control_lrs, lr_grid_extend=args.lr_grid_extend,
-                      epochs=args.epochs, min_steps=args.min_steps, batch_size=args.finetune_batch,
+                      epochs=args.epochs, min_steps=args.min_steps, evaluations=args.evaluations,
+                      batch_size=args.finetune_batch,
                       seq_len=args.seq_len, control=args.control, bag_of_words=args.bag_of_words,
                       tapt_steps=args.tapt_steps, tapt_lr=args.tapt_lr)
     label_efficiency(args.model, args.out, data=data, tokenizer=args.tokenizer, settings=s, device=args.device,
