@@ -24,6 +24,8 @@ an interrupted pretraining resumes; the fine-tunings run again.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import lzma
 import math
@@ -45,6 +47,7 @@ STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 mi
 # gets the grid meant for it, the best rate chosen on dev (docs/pretraining.md, "The demo": how the grids were found).
 FINETUNE = dict(epochs=3.0, batch_size=32, seq_len=64, warmup_proportion=0.1, bias_correction=True)
 PRETRAINED_LRS = (1e-4, 3e-4)
+LABEL_EXAMPLES = 500  # one point of the label-efficiency curve (all of it: `litebert experiment label-efficiency`)
 CONTROL_LRS = (1e-4, 3e-4)
 
 
@@ -124,7 +127,7 @@ def _seconds_per_step(config, stores: dict, settings: dict, device=None) -> floa
 
     probe = TrainConfig(**{**settings, "max_steps": PROBE_STEPS, "warmup_steps": 1, "eval_every": 0, "save_every": 0,
                            "log_every": 1, "on_plateau": "off", "report_to": "none"})
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()):  # the probe's own lines
         pretrain(stores["train"], Path(tmp) / "probe", model=config, train=probe, device=device, progress=False)
         elapsed = [r["elapsed_s"] for r in read_metrics(Path(tmp) / "probe")]
     return float(np.median(np.diff([0.0, *elapsed])[3:]))
@@ -158,7 +161,8 @@ def stage_pretrain(work: Path, args, stores: dict) -> dict:
         plan.write_text(json.dumps({"settings": settings, "seconds_per_step": per_step,
                                     "expected_s": round(expect)}) + "\n")
         print(f"[pretrain] {args.steps} steps of {settings['batch_size']} x {settings['seq_len']}: "
-              f"~{per_step:.2f} s per step ({PROBE_STEPS} timed) -> expect ~{expect / 60:.0f} min on this machine "
+              f"~{per_step:.2f} s per step (a timing probe of {PROBE_STEPS} steps in a scratch folder) -> expect "
+              f"~{expect / 60:.0f} min on this machine "
               "(a busy machine takes longer; the results do not depend on it)", flush=True)
     cfg = TrainConfig(**{**settings, "eval_examples": EVAL_EXAMPLES})
     print(f"[pretrain] E=128 H=256 6 layers (all shared); LAMB lr {cfg.lr}, global batch {cfg.batch_size}, "
@@ -262,8 +266,25 @@ def stage_report(work: Path, args, pre: dict, tok, heldout: Path) -> dict:
         lines += [f"  {r['text'][:90]}  [{r['masked']}] -> " + ", ".join(f"'{t}' {p:.1%}" for t, p in r["top"])
                   for r in fills]
     print("\n".join(["", "=" * 30 + " ALBERT demo: pretraining " + "=" * 30, *lines, ""]), flush=True)
+    from litebert.engine.metrics_log import read_metrics
+
+    h1 = {r["unigram_entropy"] for r in read_metrics(run, "train") if "unigram_entropy" in r}
     return {"final_eval": final, "baselines": base, "mlm_most_frequent_piece": piece, "fill_mask": fills,
+            **({"unigram_entropy": h1.pop()} if len(h1) == 1 else {}),
             **{k: v for k, v in summary.summary().items() if k != "final_eval"}}
+
+
+def finetune_settings(args) -> dict:
+    """The sentiment fine-tuning's settings: `FINETUNE`, with --finetune-epochs (or --finetune-steps), evaluated 8
+    times a run."""
+    settings = dict(FINETUNE)
+    if args.finetune_steps:  # a step count instead of epochs (a quick run)
+        settings.update(epochs=None, max_steps=args.finetune_steps)
+    else:
+        settings["epochs"] = args.finetune_epochs
+    steps = settings.get("max_steps") or math.ceil(8568 / settings["batch_size"] * settings["epochs"])
+    settings["eval_every"] = max(1, steps // 8)
+    return settings
 
 
 def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
@@ -276,20 +297,60 @@ def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
         report["sentiment"] = part
         write_report(work, report)
 
-    settings = dict(FINETUNE)
-    if args.finetune_steps:  # a step count instead of epochs (a quick run)
-        settings.update(epochs=None, max_steps=args.finetune_steps)
-    else:
-        settings["epochs"] = args.finetune_epochs
+    settings = finetune_settings(args)
     budget = (f"{settings['max_steps']} steps" if settings.get("max_steps") else f"{settings['epochs']:g} epochs")
-    steps = settings.get("max_steps") or math.ceil(8568 / settings["batch_size"] * settings["epochs"])
-    settings["eval_every"] = max(1, steps // 8)
     rates = lambda lrs: ", ".join(f"{x:g}" for x in lrs)  # noqa: E731
     print(f"[finetune] sentiment, {budget} of {settings['batch_size']} each: the pretrained model at lr "
           f"{rates(args.finetune_lrs)}, the same architecture from random weights at lr {rates(args.control_lrs)} "
           "(the best on dev kept); bag of words; majority class", flush=True)
     demo_finetune.sentiment_report(model, work / "finetune", args.finetune_lrs, control_lrs=args.control_lrs,
                                    device="cpu", progress=not args.no_progress, seed=0, on_part=save, **settings)
+
+
+def stage_task_adaptive(work: Path, args, model: Path, report: dict) -> None:
+    """--tapt-steps N: the pretrained model's MLM training continued for N steps on the sentiment task's unlabelled
+    training texts (task-adaptive pretraining, `litebert.experiments.tapt`), then fine-tuned as the pretrained model
+    was; its row goes beside the others with what the adaptation cost."""
+    if not args.tapt_steps:
+        return
+    import demo_finetune
+    from litebert.experiments.tapt import TaptSettings, adapt
+
+    texts = demo_finetune.read_splits()["train"]
+    print(f"[tapt] {args.tapt_steps} MLM steps on the task's {len(texts):,} training texts (no labels), then "
+          "fine-tuning as the pretrained model", flush=True)
+    tapt = adapt(model, model, texts, work / "tapt", TaptSettings(args.tapt_steps, seed=1), device="cpu",
+                 progress=not args.no_progress, log=None)
+    settings = finetune_settings(args)
+    row = demo_finetune.finetune_sentiment(tapt["model"], work / "finetune" / "tapt", args.finetune_lrs,
+                                           tokenizer=model, device="cpu", progress=not args.no_progress, seed=0,
+                                           **settings)
+    report["sentiment"]["tapt"] = {**row, "settings": settings,
+                                   "adaptation": {k: tapt[k] for k in ("steps", "minutes", "tokens", "texts")}}
+    write_report(work, report)
+
+
+def stage_label_efficiency(work: Path, args, model: Path, report: dict) -> None:
+    """--label-examples N: the pretrained model, the control and the bag of words trained on N labelled snippets
+    only (one seed; `litebert experiment label-efficiency` runs the whole curve over seeds)."""
+    if not args.label_examples:
+        return
+    import demo_finetune
+    from litebert.experiments.label_efficiency import LabelSettings, label_efficiency
+
+    s = LabelSettings(sizes=(args.label_examples,), seeds=1, lrs=args.finetune_lrs, control_lrs=args.control_lrs,
+                      lr_grid_extend=0, seq_len=FINETUNE["seq_len"], batch_size=FINETUNE["batch_size"],
+                      min_steps=args.finetune_steps or LabelSettings.min_steps)
+    print(f"[label efficiency] {args.label_examples} labelled snippets: the pretrained model, the control, the bag of "
+          f"words ({s.steps(args.label_examples)} steps a run)", flush=True)
+    summary = label_efficiency(model, work / "label-efficiency", data=demo_finetune.DATA, settings=s,
+                               progress=False, log=None)
+    report["label_efficiency"] = {"examples": args.label_examples, "seed": s.seed,
+                                  "steps": s.steps(args.label_examples),
+                                  **{arm: {"dev_accuracy": rows[str(args.label_examples)]["dev"]["mean"],
+                                           "test_accuracy": rows[str(args.label_examples)]["test"]["mean"]}
+                                     for arm, rows in summary["table"].items()}}
+    write_report(work, report)
 
 
 def write_report(work: Path, report: dict, render=None) -> None:
@@ -316,13 +377,26 @@ def markdown(report: dict) -> str:
     s = report.get("sentiment", {})
     if s:
         lines += ["", *sentiment_table(s)]
+    if "tapt" in s:
+        a = s["tapt"]["adaptation"]
+        lines += ["", f"Task-adaptive pretraining: {a['steps']} MLM steps on the {a['texts']:,} training texts "
+                      f"({a['minutes']:.1f} min) before fine-tuning."]
+    le = report.get("label_efficiency")
+    if le:
+        arms = [(k, n) for k, n in (("pretrained", "pretrained"), ("control", "control"),
+                                    ("bag_of_words", "bag of words")) if k in le]
+        lines += ["", f"| {le['examples']} labelled snippets (seed {le['seed']}, {le['steps']} steps) | "
+                  + " | ".join(n for _, n in arms) + " |", "|---|" + "---|" * len(arms),
+                  "| dev | " + " | ".join(f"{le[k]['dev_accuracy']:.1%}" for k, _ in arms) + " |",
+                  "| test | " + " | ".join(f"{le[k]['test_accuracy']:.1%}" for k, _ in arms) + " |"]
     return "\n".join(lines) + "\n"
 
 
 def sentiment_table(s: dict) -> list[str]:
     """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``) and,
     for the fine-tuned ones, every rate tried with its dev accuracy (dev's choice in bold)."""
-    names = {"pretrained": "pretrained, fine-tuned", "from_scratch": "same model from random weights (control)",
+    names = {"pretrained": "pretrained, fine-tuned", "tapt": "pretrained + task-adaptive pretraining, fine-tuned",
+             "from_scratch": "same model from random weights (control)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
              "majority": "best constant guess"}
 
@@ -352,6 +426,11 @@ def main(argv=None) -> int:
                     help=f"the pretrained model's fine-tuning rates (default {','.join(map(str, PRETRAINED_LRS))})")
     ap.add_argument("--control-lrs", type=_rates, default=CONTROL_LRS,
                     help=f"the from-scratch control's rates (default {','.join(map(str, CONTROL_LRS))})")
+    ap.add_argument("--tapt-steps", type=int, default=0,
+                    help="task-adaptive pretraining: MLM steps on the task's unlabelled texts before fine-tuning a "
+                         "third model (default 0: none; 300 take ~2 min, its fine-tuning ~5)")
+    ap.add_argument("--label-examples", type=int, default=LABEL_EXAMPLES,
+                    help=f"also train on this many labelled snippets only (default {LABEL_EXAMPLES}; 0: skip)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -366,6 +445,8 @@ def main(argv=None) -> int:
     report = stage_report(work, args, pre, tok, corpus["heldout"])
     write_report(work, report)  # the pretraining's figures first: a stopped run keeps them
     stage_finetune(work, args, pre["run"] / "model", report)
+    stage_task_adaptive(work, args, pre["run"] / "model", report)
+    stage_label_efficiency(work, args, pre["run"] / "model", report)
     report["seconds"] = round(time.time() - t0, 1)
     write_report(work, report)
     import demo_finetune

@@ -18,9 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 def test_demo_at_a_few_steps(tmp_path):
     out = tmp_path / "demo"
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "--out", str(out), "--steps", "11",
-                           "--finetune-steps", "4", "--no-progress"], capture_output=True, text=True, timeout=1200)
+                           "--finetune-steps", "4", "--tapt-steps", "3", "--label-examples", "40", "--no-progress"],
+                          capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "11 steps of 16 x 128" in done.stdout and "expect ~" in done.stdout  # the time it expects, before training
+    assert "timing probe" in done.stdout and "warmup 1;" not in done.stderr  # the probe prints no header of its own
     report = json.loads((out / "report.json").read_text())
     assert report["step"] == report["max_steps"] == 11 and report["complete"] and not report["time_limited"]
     assert len(report["fill_mask"]) == 4 and all(len(r["top"]) == 3 and "[MASK]" in r["text"]
@@ -31,7 +33,13 @@ def test_demo_at_a_few_steps(tmp_path):
     assert 0.76 <= s["bag_of_words"]["dev_accuracy"] <= 0.80 and 0.76 <= s["bag_of_words"]["test_accuracy"] <= 0.80
     for name, grid in (("pretrained", [1e-4, 3e-4]), ("from_scratch", [1e-4, 3e-4])):
         assert s[name]["test_examples"] == 1000 and [r["lr"] for r in s[name]["runs"]] == grid
+    assert [r["lr"] for r in s["tapt"]["runs"]] == [1e-4, 3e-4] and s["tapt"]["adaptation"]["steps"] == 3
+    le = report["label_efficiency"]
+    assert le["examples"] == 40 and all(0 <= le[k]["test_accuracy"] <= 1 for k in ("pretrained", "control",
+                                                                                    "bag_of_words"))
+    assert 6 < report["unigram_entropy"] < 8  # H1 of an 8k vocabulary's masked targets (6.48 in the full demo)
     md = (out / "report.md").read_text()
+    assert "| 40 labelled snippets" in md and "Task-adaptive pretraining: 3 MLM steps" in md
     for row in ("| bag of words (TF-IDF + logistic regression, C on dev) |", "| same model from random weights",
                 "| best constant guess |", "| pretrained, fine-tuned |", "| SOP accuracy |"):
         assert row in md
