@@ -194,8 +194,9 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
     then = Machinery.unalias(saved.get("train") or {}, str(where))  # a checkpoint written under earlier names
     added = current.get("added") or {}  # settings a checkpoint written before they existed ran with
     for k, v in current["train"].items():
-        if then.get(k, added.get(k)) != v:
-            problems.append(f"{k}: checkpoint {then.get(k)!r}, now {v!r}")
+        was = then.get(k, added.get(k))
+        if was != v:
+            problems.append(f"{k}: checkpoint {was!r}, now {v!r}")
     if saved.get("data") != current["data"]:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
     init_then, init_now = saved.get("init"), current.get("init")

@@ -35,7 +35,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              compute_metrics: Optional[Callable[..., dict]] = None,
              lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None,
              allow_tokenizer_mismatch: bool = False,
-             compute_loss: Optional[Callable[[Any, Any], Any]] = None) -> FinetuneResult:
+             compute_loss: Optional[Callable[..., Any]] = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
