@@ -9,8 +9,9 @@ token tasks); a custom loss needs labels in the batch (every task but SQuAD, who
 
 A micro-batch's loss is a mean over its examples (labelled tokens), weighted in the step by its share of them
 (`litebert.finetuning.loop`); with class weights a mean weighted by them, as ``cross_entropy(weight=...)`` takes it
-(sum of w[y]·nll / sum of w[y]), and a micro-batch's share is its share of the weights (`example_weight`), so the
-step's gradient is still that of one big batch. A custom loss is taken to be a mean over the micro-batch's examples.
+(sum of w[y]·nll / sum of w[y]; with smoothing too, each class's term of the smoothed target weighted by its w, as
+torch defines it), and a micro-batch's share is its share of the weights (`example_weight`), so the step's gradient
+is still that of one big batch. A custom loss is taken to be a mean over the micro-batch's examples.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def training_loss(label_smoothing_factor: float, class_weights: Optional[Sequenc
     on_device: dict[torch.device, torch.Tensor] = {}
 
     def loss(outputs, labels: torch.Tensor) -> torch.Tensor:
-        logits = outputs.logits  # [B, C] (sequence), [B, L, C] (token), [B, K] (multiple choice)
+        # [B, C] (sequence), [B, L, C] (token), [B, K] (multiple choice); in fp32, as autocast runs the cross-entropy
+        logits = outputs.logits.float()
         w = None
         if weights is not None:
             w = on_device.get(logits.device)
