@@ -98,6 +98,7 @@ ANNOTATIONS = {
     "Sequence[int]": ({"seq_int"}, (1,)),
     "Callable[[str], None]": ({"callable"}, print),
     "Optional[Callable[..., dict]]": ({"callable", "none"}, None),
+    "Optional[Callable[..., Any]]": ({"callable", "none"}, None),  # compute_loss: returns a tensor
     "Sequence[Callback]": ({"seq_callback"}, ()),  # Callback objects; no pool value is one
     "Optional[Sequence[float]]": ({"seq_float", "none"}, None),
     "Log": ({"callable", "none"}, None),

@@ -6,6 +6,7 @@ refused naming both."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,29 @@ def test_a_checkpoint_that_recorded_the_earlier_names_resumes(tmp_path):
     check_compatible(saved, now, Path(tmp_path))
     with pytest.raises(CheckpointError, match=r"batch_size: checkpoint 8, now 16"):
         check_compatible({**saved, "train": {"global_batch": 8, "clip_norm": 1.0, "lr": 0.1}}, now, Path(tmp_path))
+
+
+def test_a_checkpoint_written_before_a_setting_existed_resumes_with_its_former_value(tmp_path):
+    """Fine-tuning checkpoints written before ``optim``, ``lr_scheduler_type``... existed lack them: they resume
+    when the setting has the value those runs had (`TrainArgs.ADDED`), and are refused naming it otherwise."""
+    from litebert.finetuning.loop import run_identity
+
+    class Model:
+        class config:
+            @staticmethod
+            def to_dict():
+                return {"hidden_size": 8}
+
+    args = TrainArgs(lr=0.1, batch_size=16, train_steps=10)
+    now = {**run_identity(Model, args, []), "max_steps": 10}
+    assert set(TrainArgs.ADDED) <= set(now["train"]) and now["added"] == TrainArgs.ADDED
+    before = {k: v for k, v in now["train"].items() if k not in TrainArgs.ADDED}
+    saved = {**now, "train": before, "step": 4}
+    del saved["added"]
+    check_compatible(saved, now, Path(tmp_path))
+    for field, value in (("optim", "lamb"), ("lr_scheduler_type", "cosine"), ("label_smoothing_factor", 0.1),
+                         ("class_weights", [1.0, 2.0]), ("eval_strategy", "epoch")):
+        changed = TrainArgs(lr=0.1, batch_size=16, train_steps=10, **{field: value})
+        said = f"{field}: checkpoint {TrainArgs.ADDED[field]!r}, now {value!r}"
+        with pytest.raises(CheckpointError, match=re.escape(said)):
+            check_compatible(saved, {**run_identity(Model, changed, []), "max_steps": 10}, Path(tmp_path))

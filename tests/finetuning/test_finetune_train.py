@@ -88,11 +88,11 @@ def test_micro_batches_equal_one_batch(separable_task, tmp_path, capsys):
 
 def test_token_losses_are_weighted_by_labelled_tokens():
     """Token classification averages over labelled tokens: micro-batches weigh by those, not by examples."""
-    from litebert.finetuning.loop import _weight
+    from litebert.finetuning.loss import example_weight
 
-    assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, -100, -100]}) == 1
-    assert _weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, 0, -100]}) == 2
-    assert _weight({"input_ids": [2, 5, 3], "labels": 1}) == 1
+    assert example_weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, -100, -100]}, None) == 1
+    assert example_weight({"input_ids": [2, 5, 6, 3], "labels": [-100, 1, 0, -100]}, None) == 2
+    assert example_weight({"input_ids": [2, 5, 3], "labels": 1}, None) == 1
 
 
 def test_batch_that_does_not_split_is_a_one_line_error(separable_task, tmp_path, capsys):

@@ -54,3 +54,46 @@ def test_bad_arguments():
         lr_at(0, 1.0, 0)
     with pytest.raises(ConfigError, match="warmup_steps"):
         lr_at(0, 1.0, 10, -1)
+
+
+# ------------------------------------------------------------------------------- fine-tuning's lr_scheduler_type
+@pytest.mark.parametrize("name", ["linear", "cosine", "constant", "constant_with_warmup"])
+@pytest.mark.parametrize("total, warmup", [(100, 10), (10, 0), (10, 10), (7, 3), (1, 0)])
+def test_schedules_follow_transformers_get_scheduler(name, total, warmup):
+    """Each HF-named schedule gives, for the update after step s, the rate of transformers' own ``get_scheduler``
+    after s calls of its ``step()`` (past the end too)."""
+    transformers = pytest.importorskip("transformers")
+    from litebert.optim import schedule_at
+
+    peak = 3e-5
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=peak)
+    hf = transformers.get_scheduler(name, opt, num_warmup_steps=warmup, num_training_steps=total)
+    expected = []
+    for _ in range(total + 3):
+        expected.append(opt.param_groups[0]["lr"])
+        opt.step()
+        hf.step()
+    ours = [schedule_at(name, s, peak, total, warmup) for s in range(total + 3)]
+    assert ours == pytest.approx(expected, rel=1e-12, abs=0)
+    if name == "constant":  # HF's constant has no warmup whatever warmup says
+        assert set(ours) == {peak}
+
+
+def test_official_schedule_is_lr_at_and_differs_from_hf_linear_after_warmup():
+    """"official" (the default) is `lr_at`: the decay counted from step 0, so at the end of warmup the rate is
+    lr·(1 - W/T), where HF's "linear" is back at the peak; without warmup the two are the same curve."""
+    from litebert.optim import schedule_at
+
+    assert [schedule_at("official", s, 1.0, 10, 2) for s in range(12)] == [lr_at(s, 1.0, 10, 2) for s in range(12)]
+    assert schedule_at("official", 2, 1.0, 10, 2) == pytest.approx(0.8)
+    assert schedule_at("linear", 2, 1.0, 10, 2) == pytest.approx(1.0)
+    assert ([schedule_at("official", s, 1.0, 10) for s in range(12)]
+            == pytest.approx([schedule_at("linear", s, 1.0, 10) for s in range(12)]))
+
+
+def test_an_unknown_schedule_is_refused_listing_the_choices():
+    from litebert.optim import schedule_at
+
+    with pytest.raises(ConfigError, match=r"^lr_scheduler_type = 'poly': choose one of 'official', 'linear', "
+                                          r"'cosine', 'constant', 'constant_with_warmup'$"):
+        schedule_at("poly", 0, 1.0, 10)

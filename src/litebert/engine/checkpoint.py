@@ -182,7 +182,9 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
     Only the keys listed in ``current["train"]`` are compared (the loop passes those that change the math; logging
     intervals may differ). ``init`` (the weights a run started from, ``--init-from``) is compared by the hash of the
     weights, not by path, so a moved model folder is still the same start. ``max_steps`` may differ (the run is
-    extended or shortened), but not fall below the step the checkpoint has reached.
+    extended or shortened), but not fall below the step the checkpoint has reached. ``current["added"]`` (optional):
+    {setting: value} of settings added since older checkpoints were written, read as the value those runs had where a
+    checkpoint lacks them.
     """
     problems = []
     if saved.get("model_config") != current["model_config"]:
@@ -190,9 +192,11 @@ def check_compatible(saved: dict, current: dict, where: Path) -> None:
         keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         problems += [f"model config {k}: checkpoint {a.get(k)!r}, now {b.get(k)!r}" for k in keys]
     then = Machinery.unalias(saved.get("train") or {}, str(where))  # a checkpoint written under earlier names
+    added = current.get("added") or {}  # settings a checkpoint written before they existed ran with
     for k, v in current["train"].items():
-        if then.get(k) != v:
-            problems.append(f"{k}: checkpoint {then.get(k)!r}, now {v!r}")
+        was = then.get(k, added.get(k))
+        if was != v:
+            problems.append(f"{k}: checkpoint {was!r}, now {v!r}")
     if saved.get("data") != current["data"]:
         problems.append(f"training data: checkpoint fingerprint {saved.get('data')}, now {current['data']}")
     init_then, init_now = saved.get("init"), current.get("init")

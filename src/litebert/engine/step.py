@@ -46,6 +46,9 @@ class TrainingError(LitebertError, RuntimeError):
 # ---------------------------------------------------------------------------------------------------- micro-batch
 AUTO_CPU_CAP = 32  # micro_batch "auto" on a CPU: the per-process batch, up to this (no probing: no OOM to catch)
 OutOfMemory = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+# A training loss other than the model's own: (the model's outputs, the batch's labels) -> the micro-batch's loss
+LossFn = Callable[[object, torch.Tensor], torch.Tensor]
+
 PROBED = ("cuda",)  # device types where auto starts at the per-process batch and halves on out-of-memory
 
 
@@ -219,22 +222,24 @@ class StepResult:
 def train_step(state: TrainState, wrapped: nn.Module,
                micro_batches: Iterable[tuple[dict, float]] | Callable[[int], Iterable[tuple[dict, float]]], *,
                runtime: Runtime, lr: float, max_grad_norm: float, parts: tuple[str, ...] = (),
-               micro: Optional[MicroBatch] = None) -> StepResult:
+               micro: Optional[MicroBatch] = None, loss: Optional[LossFn] = None) -> StepResult:
     """One optimizer step on ``micro_batches``: this process's ``(batch on the device, weight)`` pairs, the weights
     summing, over all processes, to 1 (each micro-batch's share of the batch's mean loss). They are produced one
     ahead of the one that runs, on CUDA on a side stream (`_ahead`): the next micro-batch's host-to-device copy
-    overlaps the forward pass. ``parts``: output fields reported beside the loss (e.g. ``mlm_loss``).
+    overlaps the forward pass. ``parts``: output fields reported beside the loss (e.g. ``mlm_loss``). ``loss``: the
+    training loss as a function of the model's outputs and the batch's ``labels`` (popped from the batch, so the model
+    computes none: as ``transformers.Trainer``'s ``compute_loss_func``); default: the model's own ``loss``.
 
     With ``micro`` (`MicroBatch`), ``micro_batches(size)`` makes the step's micro-batches of that size; an ``auto``
     one that runs out of memory is halved and the step's forward and backward passes run again (`_fitting`). The
     size the step ran at is kept in ``state.counters["micro_batch"]``. Nothing is read back from the device (the
     module docstring); the step's numbers are in the returned `StepResult`."""
     if micro is None:
-        losses = _backward(state, wrapped, micro_batches, runtime, parts)
+        losses = _backward(state, wrapped, micro_batches, runtime, parts, loss)
     elif not micro.auto:
-        losses = _backward(state, wrapped, micro_batches(micro.size), runtime, parts)
+        losses = _backward(state, wrapped, micro_batches(micro.size), runtime, parts, loss)
     else:
-        losses = _fitting(state, wrapped, micro_batches, micro, runtime, parts)
+        losses = _fitting(state, wrapped, micro_batches, micro, runtime, parts, loss)
     scaler = state.scaler
     scale = scaler._get_scale_async().double() if scaler.is_enabled() else None  # copied before update() moves it
     scaler.unscale_(state.optimizer)
@@ -265,7 +270,7 @@ def _update(optimizer: torch.optim.Optimizer, finite: torch.Tensor) -> None:
 
 
 def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tuple[dict, float]], runtime: Runtime,
-              parts: tuple[str, ...]) -> torch.Tensor:
+              parts: tuple[str, ...], loss_fn: Optional[LossFn] = None) -> torch.Tensor:
     """Forward and backward of every micro-batch, gradients accumulated (synced by DDP on the last); the weighted
     loss and its parts, [1 + parts]."""
     d = runtime.dist
@@ -276,8 +281,13 @@ def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tup
         batch, weight = upcoming
         upcoming = next(batches, None)
         with D.no_sync(wrapped, sync=upcoming is None), runtime.autocast():  # gradients synced on the last
-            out = wrapped(**batch)
-            loss = out.loss.float()
+            if loss_fn is None:
+                out = wrapped(**batch)
+                loss = out.loss.float()
+            else:
+                labels = batch.pop("labels")
+                out = wrapped(**batch)
+                loss = loss_fn(out, labels).float()
         # DDP averages gradients over processes: x world_size makes the result the sum of the weighted losses
         state.scaler.scale(loss * (weight * d.world_size)).backward()
         values = [loss] + [getattr(out, p).float() if getattr(out, p) is not None else loss * 0 for p in parts]
@@ -287,7 +297,8 @@ def _backward(state: TrainState, wrapped: nn.Module, micro_batches: Iterable[tup
 
 
 def _fitting(state: TrainState, wrapped: nn.Module, make: Callable[[int], Iterable[tuple[dict, float]]],
-             micro: MicroBatch, runtime: Runtime, parts: tuple[str, ...]) -> torch.Tensor:
+             micro: MicroBatch, runtime: Runtime, parts: tuple[str, ...],
+             loss_fn: Optional[LossFn] = None) -> torch.Tensor:
     """`_backward` at ``micro.size``; on CUDA out-of-memory (on any process) every process drops the step's
     gradients, frees the cached memory, restores the RNG (the same dropout masks) and runs the step again at the
     halved size. So the step equals one run at that micro-batch from the start. Several processes run the plain
@@ -298,7 +309,7 @@ def _fitting(state: TrainState, wrapped: nn.Module, make: Callable[[int], Iterab
     while True:
         losses = None
         try:
-            losses = _backward(state, wrapped, make(micro.size), runtime, parts)
+            losses = _backward(state, wrapped, make(micro.size), runtime, parts, loss_fn)
         except OutOfMemory:
             pass  # leaving the handler releases the failed attempt's activations (its frames)
         if not D.any_rank(losses is None, d):

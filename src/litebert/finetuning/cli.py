@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from litebert.checks import AT_LEAST_0
-from litebert.cli import add_common_arguments, add_config_arguments, given, parse_columns, ranged
+from litebert.cli import add_common_arguments, add_config_arguments, field_docs, given, parse_columns, ranged
+from litebert.errors import ConfigError
 from litebert.finetuning.config import FinetuneConfig
 from litebert.tasks.presets import TASKS
 from litebert.values import cli_type, names, numbers
@@ -55,9 +56,22 @@ def configure(p: argparse.ArgumentParser) -> None:
                           help="a grid whose best rate is its lowest or highest adds the next rate beyond it (by the "
                                "grid's own ratio), until the best has a tried rate on each side or N were added; 0: "
                                "the rates given only"), AT_LEAST_0)
-    add_config_arguments(p, FinetuneConfig, skip=("precision", "lr"), title="hyper-parameters (the task preset's "
-                                                                              "unless given)")
+    add_config_arguments(p, FinetuneConfig, skip=("precision", "lr", "class_weights"),
+                         title="hyper-parameters (the task preset's unless given)")
+    p.add_argument("--class-weights", type=cli_type(class_weights, "class_weights"), metavar="W[,W...]|balanced",
+                   help=field_docs(FinetuneConfig)["class_weights"])
 
+
+
+def class_weights(text: str, name: str) -> list[float] | str:
+    """``--class-weights``: ``balanced``, or comma-separated numbers (`litebert.values.numbers`)."""
+    if text.strip() == "balanced":
+        return "balanced"
+    try:
+        return numbers(text, name)
+    except ConfigError as e:
+        raise ConfigError(e.template.replace("give comma-separated numbers", "give comma-separated numbers (one "
+                                             "per label) or balanced"), **e.named) from None
 
 
 def flag_names(args: argparse.Namespace) -> dict[str, str]:

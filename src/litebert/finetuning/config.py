@@ -8,11 +8,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Literal, Optional
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABILITY
 from litebert.engine.args import Machinery
-from litebert.errors import ConfigError
+from litebert.errors import ConfigError, Field
+from litebert.optim.schedule import SCHEDULES
+
+OPTIMIZERS = ("adamw", "lamb")  # `litebert.optim.build_optimizer`'s: the official AdamW (fine-tuning's) and LAMB
+EVAL_STRATEGIES = ("steps", "epoch")
+# The knobs a Hugging Face user sets on TrainingArguments, under its names, with their choices (docs/finetune.md)
+_KNOBS = {"optim": OPTIMIZERS, "lr_scheduler_type": SCHEDULES, "eval_strategy": EVAL_STRATEGIES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +55,19 @@ class FinetuneConfig(Machinery):
         lora_dropout: dropout on the LoRA input (default 0)
         lora_targets: comma list of the modules adapted: query, key, value, dense, ffn, ffn_output, pooler
             (default query,value)
+        weight_decay: decoupled weight decay of every weight but LayerNorms and biases (official: 0.01)
+        optim: the optimizer: adamw (the official AdamW, fine-tuning's) or lamb
+        lr_scheduler_type: the learning-rate schedule: official (linear warmup, then linear decay counted from step
+            0, as google-research/albert), or as Hugging Face's: linear, cosine, constant_with_warmup (linear
+            warmup, then decay from the end of warmup / a constant rate), constant (no warmup)
+        label_smoothing_factor: the targets' share spread evenly over all classes in the cross-entropy
+            (classification, token and multiple-choice tasks)
+        class_weights: the cross-entropy's weight of each label, in the label order (a JSON list; on the command
+            line comma-separated), or balanced: n_examples / (n_labels x the label's count in the training data)
+            (classification and token tasks)
+        eval_strategy: evaluate on dev every eval_every steps (steps) or at the end of every epoch (epoch); both
+            also at the end
+        save_total_limit: keep the newest N resumable checkpoints in out/checkpoints
     """
 
     lr: Optional[float] = None
@@ -71,16 +90,29 @@ class FinetuneConfig(Machinery):
     lora_alpha: Optional[float] = None
     lora_dropout: Optional[float] = None
     lora_targets: Optional[str] = None
+    weight_decay: float = 0.01
+    optim: str = "adamw"
+    lr_scheduler_type: str = "official"
+    label_smoothing_factor: float = 0.0
+    class_weights: Optional[list[float] | Literal["balanced"]] = None
+    eval_strategy: str = "steps"
+    save_total_limit: int = 2
 
+    CHOICES: ClassVar[dict] = _KNOBS
     RANGES: ClassVar[dict] = {
         "lr": POSITIVE, "batch_size": AT_LEAST_1, "max_steps": AT_LEAST_1, "epochs": POSITIVE,
         "warmup_steps": AT_LEAST_0, "warmup_proportion": FRACTION, "max_grad_norm": POSITIVE,
         "eval_every": AT_LEAST_1, "patience": AT_LEAST_1,
         "dropout": PROBABILITY, "seq_len": AT_LEAST_1, "max_train_examples": AT_LEAST_1,
-        "max_eval_examples": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "lora_dropout": PROBABILITY}
+        "max_eval_examples": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "lora_dropout": PROBABILITY,
+        "weight_decay": AT_LEAST_0, "label_smoothing_factor": PROBABILITY, "save_total_limit": AT_LEAST_1}
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_class_weights(self.class_weights, type(self).__name__)
+        if self.eval_strategy == "epoch" and self.eval_every is not None:
+            raise ConfigError("{eval_every:flag} evaluates every N steps, {eval_strategy} at each epoch's end: give "
+                              "one", eval_every=self.eval_every, eval_strategy=self.eval_strategy)
         lora_given = [n for n in ("lora_r", "lora_alpha", "lora_dropout", "lora_targets")
                       if getattr(self, n) is not None]
         if lora_given and not self.lora:
@@ -102,8 +134,11 @@ class FinetuneConfig(Machinery):
         """The examples of one optimizer step: this config's, else the preset's."""
         return self.batch_size if self.batch_size is not None else preset.batch_size
 
-    def train_args(self, preset, n_features: int, max_len: int, progress: bool) -> "TrainArgs":
-        """The loop's settings (`TrainArgs`): these values where given, the preset's elsewhere."""
+    def train_args(self, preset, n_features: int, max_len: int, progress: bool,
+                   class_weights: Optional[list[float]] = None, compute_loss: Optional[str] = None) -> "TrainArgs":
+        """The loop's settings (`TrainArgs`): these values where given, the preset's elsewhere. ``class_weights``:
+        `class_weights` resolved against the labels and data (`litebert.finetuning.loss.resolve_class_weights`);
+        ``compute_loss``: the name of the caller's loss function, if any."""
         batch = self._batch(preset)
         if self.max_steps is not None:
             steps = self.max_steps
@@ -122,7 +157,11 @@ class FinetuneConfig(Machinery):
                          warmup_steps=min(warmup, steps), eval_every=self.eval_every or preset.eval_every,
                          max_grad_norm=self.max_grad_norm if self.max_grad_norm is not None else 1.0,
                          patience=self.patience, group_by_length=not self.pad_to_max,
-                         pad_to=max_len if self.pad_to_max else None, progress=progress, **self.machinery())
+                         pad_to=max_len if self.pad_to_max else None, progress=progress,
+                         weight_decay=self.weight_decay, optim=self.optim, lr_scheduler_type=self.lr_scheduler_type,
+                         label_smoothing_factor=self.label_smoothing_factor, class_weights=class_weights,
+                         compute_loss=compute_loss, eval_strategy=self.eval_strategy,
+                         save_total_limit=self.save_total_limit, **self.machinery())
 
     def lora_args(self) -> dict:
         """`litebert.io.adapters.add_lora`'s arguments (its defaults where not given)."""
@@ -149,16 +188,43 @@ class TrainArgs(Machinery):
     skip_padding: bool = True  # dense layers on real tokens only when the loss never reads padding (False: as HF)
     eval_batch_size: int = 64
     progress: bool = True
+    optim: str = "adamw"
+    lr_scheduler_type: str = "official"
+    label_smoothing_factor: float = 0.0
+    class_weights: Optional[list[float]] = None  # one per label, in the label order (None: unweighted)
+    compute_loss: Optional[str] = None  # the name of the caller's loss function (`litebert.finetuning.loss`)
+    eval_strategy: str = "steps"
+    save_total_limit: int = 2  # checkpoints kept in the run folder's checkpoints/
 
+    CHOICES: ClassVar[dict] = _KNOBS
     RANGES: ClassVar[dict] = {
         "lr": POSITIVE, "batch_size": AT_LEAST_1, "train_steps": AT_LEAST_1, "warmup_steps": AT_LEAST_0,
         "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE, "eval_every": AT_LEAST_1, "patience": AT_LEAST_1,
-        "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1}
+        "pad_to": AT_LEAST_1, "eval_batch_size": AT_LEAST_1, "label_smoothing_factor": PROBABILITY,
+        "save_total_limit": AT_LEAST_1}
 
     # Fields that shape the trajectory: resuming with any of them changed is refused (micro_batch is not one: it
     # changes only the order of floating-point sums).
     TRAJECTORY = ("lr", "batch_size", "train_steps", "warmup_steps", "weight_decay", "max_grad_norm", "eval_every",
-                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision", "bias_correction")
+                  "patience", "seed", "group_by_length", "pad_to", "skip_padding", "precision", "bias_correction",
+                  "optim", "lr_scheduler_type", "label_smoothing_factor", "class_weights", "compute_loss",
+                  "eval_strategy")
+    # The settings added to TRAJECTORY after runs were written without them, and the value those runs had: a
+    # checkpoint that lacks one resumes when the setting still has it (`litebert.engine.checkpoint.check_compatible`)
+    ADDED: ClassVar[dict] = {"optim": "adamw", "lr_scheduler_type": "official", "label_smoothing_factor": 0.0,
+                             "class_weights": None, "compute_loss": None, "eval_strategy": "steps"}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_class_weights(self.class_weights, type(self).__name__)
+
+
+def check_class_weights(weights, owner: str) -> None:
+    """``class_weights``: positive numbers (a label of weight 0 would make a batch of it alone a loss of 0/0); their
+    number is checked against the labels once they are known (`litebert.finetuning.loss.resolve_class_weights`)."""
+    if isinstance(weights, list) and (not weights or any(w <= 0 for w in weights)):
+        raise ConfigError("{class_weights}: give one weight > 0 per label, in the label order (or balanced)",
+                          class_weights=Field(owner, weights))
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:

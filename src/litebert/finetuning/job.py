@@ -60,6 +60,7 @@ class Job:
     callbacks: tuple
     compute_metrics: Optional[Callable]
     allow_tokenizer_mismatch: bool = False  # a tokenizer of other pieces than the model folder's: warned, not refused
+    compute_loss: Optional[Callable] = None  # the training loss in place of the task's (`litebert.finetuning.loss`)
 
     @property
     def metric(self) -> str:
@@ -68,11 +69,15 @@ class Job:
 
     def check_metric(self) -> None:
         """A chosen metric the task's evaluation does not give is refused before ``out`` is planned (with
-        ``compute_metrics``, whose names only its first call shows, at the first evaluation)."""
+        ``compute_metrics``, whose names only its first call shows, at the first evaluation); so is a loss setting
+        the task cannot take (`litebert.finetuning.loss.check_loss`)."""
         from litebert.tasks.eval_prediction import takes_eval_prediction
 
         if self.compute_metrics is not None:
             takes_eval_prediction(self.compute_metrics)  # one argument or two: else refused before any data is read
+        from litebert.finetuning.loss import check_loss
+
+        check_loss(self.preset.kind, self.cfg.label_smoothing_factor, self.cfg.class_weights, self.compute_loss)
         names = self.preset.kind.metrics
         if self.compute_metrics is None and names and self.metric not in names:
             raise ConfigError("{metric}: the " + literal(self.preset.name) + " task's dev metrics are " +
@@ -162,6 +167,7 @@ def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
     from litebert.engine import distributed as D
     from litebert.engine.plan import machine, plan_run
     from litebert.finetuning.loop import run_identity, train
+    from litebert.finetuning.loss import resolve_class_weights, training_loss
     from litebert.inference import finetuned
     from litebert.io.hf_folder import load_config
 
@@ -172,7 +178,9 @@ def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
     machinery = machine(cfg.with_batch(preset), dist, job.attention, load_config(model_dir))
     t = read_task(preset, cfg, model_dir, job.inputs["data"], job.inputs["dev"], opening.inputs["tokenizer"],
                   job.columns, job.labels, job.encoding_errors, job.allow_tokenizer_mismatch)
-    targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress)
+    targs = cfg.train_args(preset, len(t.feats), t.max_len, job.progress,
+                           class_weights=resolve_class_weights(cfg.class_weights, t.labels, t.feats),
+                           compute_loss=_function_name(job.compute_loss))
     identity = run_identity(t.model, targs, t.feats + (t.dev_feats or []),
                             {"task": preset.name, "labels": t.labels, "max_seq_length": t.max_len,
                              **({"lora": cfg.lora_args()} if cfg.lora else {}),
@@ -207,7 +215,8 @@ def run_one(job: Job, opening, publish, dist) -> FinetuneResult:
         loop = train(t.model, t.feats, targs, evaluate if t.dev_ex else None, metric, save, t.tok.pad_token_id,
                      log=(log or (lambda _: None)) if dist.is_main else (lambda _: None), out_dir=plan.out,
                      plan=run, stop_after=job.stop_after, keep_checkpoints=job.keep_checkpoints, run_config=meta,
-                     callbacks=job.callbacks)
+                     callbacks=job.callbacks, loss=training_loss(targs.label_smoothing_factor, targs.class_weights,
+                                                                 job.compute_loss))
         result = FinetuneResult(out=plan.out, task=preset.name, action=run.action, steps=loop.steps,
                                 complete=not loop.interrupted, best_step=loop.best_step,
                                 best_metrics=loop.best_metrics, metric=metric, stopped_early=loop.stopped_early,
@@ -259,6 +268,13 @@ def split_paths(data: str | os.PathLike, dev: str | os.PathLike | None) -> tuple
     from litebert.tasks.sources import split_paths as splits
 
     return splits(data, dev)
+
+
+def _function_name(fn: Optional[Callable]) -> Optional[str]:
+    """What finetune.json and the checkpoints record of a caller's function: ``module.qualified_name``."""
+    if fn is None:
+        return None
+    return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
 
 
 def _head_name(kind) -> str:

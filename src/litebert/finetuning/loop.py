@@ -1,10 +1,12 @@
 """The fine-tuning loop: AdamW, linear warmup then linear decay, dynamic padding with length-grouped batches,
-evaluation every N steps keeping the best dev checkpoint, early stopping, progress bars.
+evaluation every N steps (or each epoch) keeping the best dev checkpoint, early stopping, progress bars.
 
-The optimizer and schedule are the official ones (``litebert.optim``: AdamW without bias correction, LayerNorm and
-biases excluded from weight decay 0.01, lr warms up linearly and decays linearly to 0 at the last step, gradients
-clipped to global norm 1.0 — google-research/albert ``optimization.py``). One plain loop; what it reports (progress,
-metrics files, trackers) and early stopping are callbacks (`litebert.engine.callbacks`), as the caller's are.
+By default the optimizer and schedule are the official ones (``litebert.optim``: AdamW without bias correction,
+LayerNorm and biases excluded from weight decay 0.01, lr warms up linearly and decays linearly to 0 at the last step,
+gradients clipped to global norm 1.0 — google-research/albert ``optimization.py``); `TrainArgs` may choose LAMB,
+another decay, HF's schedules and a loss with label smoothing or class weights (`litebert.finetuning.loss`). One
+plain loop; what it reports (progress, metrics files, trackers) and early stopping are callbacks
+(`litebert.engine.callbacks`), as the caller's are.
 
 It runs on any device and on many processes with the pretraining loop's engine (`litebert.engine.step`: the train
 state, the optimizer step and its non-finite policy), in its vocabulary: ``batch_size`` examples per optimizer
@@ -37,12 +39,13 @@ from litebert.engine.plan import RunPlan, local_plan
 from litebert.engine.readout import Read, Readout, StepNumbers, read_interval
 from litebert.engine.runtime import Runtime
 from litebert.engine.signals import StopSignals
-from litebert.engine.step import MicroBatch, TrainingError, TrainState, due, setup, train_step
+from litebert.engine.step import LossFn, MicroBatch, TrainingError, TrainState, due, setup, train_step
 from litebert.errors import ConfigError, DataError, literal
 from litebert.finetuning.config import TrainArgs
-from litebert.optim import build_optimizer, lr_at
+from litebert.finetuning.loss import example_weight, training_loss
+from litebert.optim import build_optimizer, schedule_at
 from litebert.padding import packs_in_training, prepare_batch
-from litebert.tasks.features import IGNORE, collate, length_grouped_batches, length_of, random_batches
+from litebert.tasks.features import collate, length_grouped_batches, length_of, random_batches
 
 TRAIN_COLUMNS = ["step", "loss", "lr", "grad_norm", "examples_per_s", "examples", "elapsed_s", "skipped_steps",
                  "loss_scale"]  # loss_scale: fp16 only
@@ -56,18 +59,13 @@ def run_identity(model: torch.nn.Module, args: TrainArgs, features: list[dict], 
         h.update(json.dumps(f, sort_keys=True, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
                  .encode())
     return {"model_config": model.config.to_dict(),
-            "train": {**{k: getattr(args, k) for k in args.TRAJECTORY}, **(extra or {})}, "data": h.hexdigest()}
+            "train": {**{k: getattr(args, k) for k in args.TRAJECTORY}, **(extra or {})}, "data": h.hexdigest(),
+            "added": dict(args.ADDED)}
 
 
 def _plain(x):
     """Metrics as plain JSON values (numpy floats become floats), so that checkpoints load with weights_only."""
     return json.loads(json.dumps(x, default=float))
-
-
-def _weight(f: dict) -> int:
-    """What a feature counts for in its head's mean loss: its labelled tokens (token classification), else 1."""
-    labels = f.get("labels")
-    return sum(1 for y in labels if y != IGNORE) if isinstance(labels, list) else 1
 
 
 @dataclass
@@ -86,7 +84,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
           save: Callable[[torch.nn.Module, int, dict], Optional[Path]] | None = None, pad_id: int = 0,
           log: Callable[[str], None] = print, *, out_dir: str | Path | None = None, plan: Optional[RunPlan] = None,
           stop_after: int | None = None, keep_checkpoints: bool = False, run_config: dict | None = None,
-          callbacks: Sequence[Callback] = ()) -> LoopResult:
+          callbacks: Sequence[Callback] = (), loss: Optional[LossFn] = None) -> LoopResult:
     """Train for ``args.train_steps`` updates; every ``eval_every`` steps (and at the end) call ``evaluate(model)``
     (rank 0 only, under the training autocast) and, when ``metrics[metric]`` improves (higher is better),
     ``save(model, step, metrics)`` (which returns the folder it wrote, for the callbacks). Without ``evaluate`` the
@@ -101,7 +99,9 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     a new tracker run (default: ``args``). ``callbacks``: called after each step, evaluation and save
     (`litebert.engine.callbacks`: on rank 0), after the progress bar and the metrics files, and before the
     `EarlyStopping` that ``args.patience`` makes; a stop they ask for ends the run as early stopping does (the last
-    evaluation unless this step's was, the best model kept)."""
+    evaluation unless this step's was, the best model kept). ``loss``: the training loss in place of the model's own
+    (`litebert.finetuning.loss`: a caller's ``compute_loss``); default: the model's, or the cross-entropy
+    ``args.label_smoothing_factor`` and ``args.class_weights`` ask for."""
     if not features:
         raise DataError("no training examples: nothing to fine-tune on")
     plan = plan or local_plan(args, model.config, identity={}, max_steps=args.train_steps)
@@ -114,6 +114,7 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
     calls = _callbacks(args, plan, state.step, out_dir, run_config, callbacks, metric if evaluate else None)
     calls.restore(state.counters["callbacks"])
     batches = _Batches(features, args, pack=packs_in_training(model, args.skip_padding, args.compile))
+    loss = loss if loss is not None else training_loss(args.label_smoothing_factor, args.class_weights)
     stop, first_step = StopSignals(), state.step
     result, evaluated = LoopResult(None, None), False  # evaluated: at the last step run (the same on every rank)
 
@@ -130,14 +131,16 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
             readout.start()
             idx = batches.of_step(state.step)
             step = train_step(state, wrapped, lambda size: batches.micro(idx, micro.per_process // size, rt, pad_id),
-                              runtime=rt, lr=lr_at(state.step, args.lr, args.train_steps, args.warmup_steps),
-                              max_grad_norm=args.max_grad_norm, micro=micro)
+                              runtime=rt, lr=schedule_at(args.lr_scheduler_type, state.step, args.lr,
+                                                         args.train_steps, args.warmup_steps),
+                              max_grad_norm=args.max_grad_norm, micro=micro, loss=loss)
             readout.add(state.step, step, [batches.examples])
             calls.advance(state.step)
             news = micro.news()
             if news:
                 log(news)
-            evaluated = evaluate is not None and due(args.eval_every, state.step, args.train_steps)
+            evaluated = evaluate is not None and due(batches.per_epoch if args.eval_strategy == "epoch"
+                                                     else args.eval_every, state.step, args.train_steps)
             steps_this_call = state.step - first_step
             if state.step % batches.per_epoch == 0:  # told at the next read: the host reads nothing more for it
                 epochs_ended.append(state.step // batches.per_epoch - 1)
@@ -161,14 +164,14 @@ def train(model: torch.nn.Module, features: list[dict], args: TrainArgs,
                 break
             stopping = read.flags[0] > 0 or steps_this_call == stop_after
             if stopping or evaluated or wants_save or due(args.save_every, state.step, args.train_steps + 1):
-                _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=stopping)
+                _checkpoint(state, ckpt_dir, plan.identity, d, calls, args.save_total_limit, fatal=stopping)
             result.interrupted = stopping and state.step < args.train_steps
             if result.interrupted:
                 break
         if not result.interrupted:
             _end(state, evaluate, save, run_eval, calls, d, evaluated)
             if keep_checkpoints:
-                _checkpoint(state, ckpt_dir, plan.identity, d, calls, fatal=True)
+                _checkpoint(state, ckpt_dir, plan.identity, d, calls, args.save_total_limit, fatal=True)
     finally:
         stop.restore()
         calls.end(state.step)
@@ -239,7 +242,7 @@ def _setup(model: torch.nn.Module, args: TrainArgs, rt: Runtime, out_dir,
     """The train state and the model as the processes run it (`engine.setup`, as pretraining's), with AdamW; and
     the checkpoint folder (None without a run folder)."""
     def optimizer(m: torch.nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(m, "adamw", lr=args.lr, weight_decay=args.weight_decay,
+        return build_optimizer(m, args.optim, lr=args.lr, weight_decay=args.weight_decay,
                                bias_correction=args.bias_correction)
 
     counters = {"best_metrics": None, "best_step": None, "history": [], "callbacks": {}}
@@ -259,7 +262,7 @@ class _Batches:
         self.features, self.args, self.pack = features, args, pack
         self.of_epoch = functools.lru_cache(maxsize=2)(self._of_epoch)
         self.lengths = [length_of(f) for f in features]
-        self.weights = [_weight(f) for f in features]
+        self.weights = [example_weight(f, args.class_weights) for f in features]
         self.per_epoch = math.ceil(len(features) / args.batch_size)  # batches per epoch, for both orders
         self.examples = 0
 
@@ -280,7 +283,7 @@ class _Batches:
         for part in parts:
             # a batch shorter than accumulation x processes (an epoch's last) leaves some parts empty: they run one
             # example with weight 0, so that every process takes part in the gradient sync
-            share = sum(self.weights[i] for i in part) / max(total, 1)
+            share = sum(self.weights[i] for i in part) / (total or 1)
             self.examples += len(part)
             rows = [self.features[i] for i in (part if len(part) else idx[:1])]
             yield prepare_batch(collate(rows, pad_id, self.args.pad_to), d.device, pack=self.pack,
@@ -325,8 +328,9 @@ def _evaluate_and_keep(state: TrainState, evaluate, metric, save, rt: Runtime, l
 
 
 def _checkpoint(state: TrainState, folder: Optional[Path], identity: dict, d: D.Distributed, calls: Callbacks,
-                fatal: bool) -> None:
-    """A checkpoint of the current step, with the callbacks' state (none without a run folder); a failed one (a full
-    disk) is a warning unless the run is leaving."""
+                keep_last: int, fatal: bool) -> None:
+    """A checkpoint of the current step, with the callbacks' state (none without a run folder), the newest
+    ``keep_last`` kept (`litebert.engine.checkpoint.save_checkpoint` deletes only its own step files); a failed one (a
+    full disk) is a warning unless the run is leaving."""
     if folder is not None:
-        state.checkpoint(folder, identity, d, 2, calls, fatal=fatal)
+        state.checkpoint(folder, identity, d, keep_last, calls, fatal=fatal)

@@ -34,7 +34,8 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              hub_private: bool = True, callbacks: Sequence[Callback] = (),
              compute_metrics: Optional[Callable[..., dict]] = None,
              lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None,
-             allow_tokenizer_mismatch: bool = False) -> FinetuneResult:
+             allow_tokenizer_mismatch: bool = False,
+             compute_loss: Optional[Callable[..., Any]] = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
     race, mc, conll, classify, regress, sentiment) and save the best dev checkpoint, its tokenizer and finetune.json
     to ``out``.
@@ -58,7 +59,11 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     each into ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
     ``out/grid.json`` (`litebert.finetuning.grid`). ``lr_grid_extend``: rates the grid may add beyond an
     edge its best lands on, so that the choice is bracketed (0: the rates given only).
-    ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone)."""
+    ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone).
+    ``compute_loss``: the training loss in place of the task's, as ``transformers.Trainer``'s ``compute_loss_func``:
+    ``compute_loss(outputs, labels)`` gets the model's outputs (``logits``...) and the batch's labels and returns a
+    scalar tensor, the micro-batch's mean loss (`litebert.finetuning.loss`); not for SQuAD tasks, nor beside
+    ``config``'s ``label_smoothing_factor``/``class_weights``."""
     from litebert.engine import distributed as D
     from litebert.push import Publishing
     from litebert.tasks.presets import get_preset
@@ -67,7 +72,7 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     publish = Publishing(card or CardInfo(), push_to_hub, hub_private)
     job = Job(preset, cfg, {"model": model, "data": data, "dev": dev, "tokenizer": tokenizer}, dict(columns or {}),
               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
-              compute_metrics, allow_tokenizer_mismatch)
+              compute_metrics, allow_tokenizer_mismatch, compute_loss)
     job.check_metric()  # known from the flags alone: before the output folder is planned or anything read
     if lr_grid is not None:
         from litebert.finetuning.grid import finetune_grid

@@ -1,4 +1,5 @@
-"""The official learning-rate schedule: polynomial decay counted from step 0, with linear warmup overriding it.
+"""The official learning-rate schedule: polynomial decay counted from step 0, with linear warmup overriding it; and
+the schedules fine-tuning may choose instead, as Hugging Face's ``lr_scheduler_type`` names them (`SCHEDULES`).
 
 google-research/albert ``optimization.create_optimizer``:
 
@@ -11,6 +12,8 @@ already lr·(1 - W/T), which is the point of "decay counted from step 0".
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -46,3 +49,30 @@ def build_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_s
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: lr_at(s, peak, total_steps, warmup_steps, power, end_lr) / peak if peak else 0.0)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(s, 1.0, total_steps, warmup_steps, power))
+
+
+# Fine-tuning's ``lr_scheduler_type``: "official" is `lr_at` (power 1: linear decay counted from step 0, so at the end
+# of warmup the rate is already lr·(1 - W/T)); the others are transformers' curves (``optimization.py``, 4.57) of the
+# same names, whose decay starts at the end of warmup. "constant" has no warmup, as HF's has none.
+SCHEDULES = ("official", "linear", "cosine", "constant", "constant_with_warmup")
+
+
+def schedule_at(name: str, step: int, peak_lr: float, total_steps: int, warmup_steps: int = 0) -> float:
+    """Learning rate of the schedule ``name`` (`SCHEDULES`) for the update that follows ``step`` completed updates:
+    the rate a ``torch.optim.lr_scheduler.LambdaLR`` of HF's ``get_scheduler(name, ...)`` gives after ``step``
+    calls of its ``step()``."""
+    if name == "official":
+        return lr_at(step, peak_lr, total_steps, warmup_steps)
+    if name not in SCHEDULES:
+        raise ConfigError("{lr_scheduler_type}: choose one of " + ", ".join(repr(s) for s in SCHEDULES),
+                          lr_scheduler_type=name)
+    if name == "constant":
+        return peak_lr
+    if step < warmup_steps:
+        return peak_lr * (float(step) / float(max(1, warmup_steps)))
+    if name == "constant_with_warmup":
+        return peak_lr
+    if name == "linear":
+        return peak_lr * max(0.0, float(total_steps - step) / float(max(1, total_steps - warmup_steps)))
+    progress = float(step - warmup_steps) / float(max(1, total_steps - warmup_steps))  # cosine: half a cycle
+    return peak_lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
