@@ -75,8 +75,8 @@ def import_optuna():
     try:
         import optuna
     except ImportError:
-        raise ConfigError("{search} needs Optuna, which is not installed: " + literal(install_hint("search", "optuna")),
-                          search=None) from None
+        hint = install_hint("search", "optuna")
+        raise ConfigError("{search:flag} needs Optuna, which is not installed: " + literal(hint), search=None) from None
     return optuna
 
 
