@@ -106,6 +106,10 @@ def test_a_stopped_search_resumes_to_the_same_trials(searched, separable_task, t
     assert ours["best"] == whole["best"]
     again = search(separable_task, out, resume=True)
     assert again.action == "finished" and again.lr == done.lr
+    more = _Interrupt()
+    extended = search(separable_task, out, trials=5, resume=True, callbacks=[more])  # a finished search, 1 more trial
+    assert extended.complete and more.begun == 1 and [t["number"] for t in listed(out)["trials"]] == [0, 1, 2, 3, 4]
+    assert listed(out)["trials"][:4] == ours["trials"] and listed(out)["n_trials"] == 5
 
 
 def test_the_seed_decides_the_trials(searched, separable_task, tmp_path):
@@ -162,6 +166,10 @@ def test_pruning_stops_a_trial_and_seeds_are_replicated(separable_task, tmp_path
      "search = 'warmup_proportion=0:0.2': 'warmup_proportion=0:0.2': warmup_steps and warmup_proportion both"),
     (dict(space="lr=1e-4|1e-3", config=config(lr=1e-4)),
      "search = 'lr=0.0001|0.001' searches lr, which FinetuneConfig.lr = 0.0001 sets too"),
+    (dict(space="epochs=1:3"), "search = 'epochs=1:3' searches epochs, but FinetuneConfig.max_steps = 40 decides "
+                               "the steps"),
+    (dict(space="epochs=1|2,max_steps=10|20", config=config(max_steps=None)),
+     "search = 'epochs=1|2,max_steps=10|20' searches both epochs and max_steps, which decide the same thing"),
     (dict(trials=None), "trials = None: a space with a range needs a number of trials"),
     (dict(space="lr=1e-4|1e-3", trials=3), "trials = 3: the space lr=0.0001|0.001 holds 2 configuration(s)"),
     (dict(trials=0), "trials = 0: expected an integer >= 1"),

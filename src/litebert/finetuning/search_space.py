@@ -30,6 +30,7 @@ SEARCHABLE = ("lr", "batch_size", "warmup_proportion", "warmup_steps", "epochs",
               "dropout", "max_grad_norm", "seed", "lora_r", "lora_alpha", "lora_dropout")
 SEED = "seed"  # replicated, not searched
 EXAMPLE = "lr=1e-5:1e-3:log,batch_size=16|32,seed=0|1|2"
+_SAME = (("epochs", "max_steps"), ("warmup_proportion", "warmup_steps"))  # max_steps, warmup_steps win
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,14 @@ def check_against(space: Space, cfg: FinetuneConfig) -> None:
     warmup proportion beside warmup steps), by building the config at each bound of each axis."""
     from litebert.errors import Field
 
+    names = [a.name for a in space.axes]
+    for one, other in _SAME:  # two settings that decide one thing: searching both searches neither
+        if one in names and other in names:
+            raise ConfigError("{search} searches both " + one + " and " + other + ", which decide the same thing; "
+                              "search one of them", search=str(space))
+    if "epochs" in names and cfg.max_steps is not None:
+        raise ConfigError("{search} searches epochs, but {max_steps} decides the steps; leave it out",
+                          search=str(space), max_steps=Field("FinetuneConfig", cfg.max_steps))
     for axis in space.axes:
         given = getattr(cfg, axis.name)
         if axis.name != SEED and given is not None:
