@@ -124,6 +124,7 @@ ANNOTATIONS = {
     "str | Sequence[str] | None": ({"str", "seq_str", "none"}, None),
     "str | int | None": ({"str", "int", "none"}, None),  # pipeline's device: a name, or HF's -1 / GPU index
     "Optional[Mapping[str, Any]]": ({"map_str", "map_any", "none"}, None),  # HF's tokenizer_kwargs
+    "str | Mapping[str, Any] | None": ({"str", "map_str", "map_any", "none"}, None),  # finetune's search space
     "Optional[Literal['sigmoid', 'softmax', 'none']]": ({"none"}, None),
 }
 

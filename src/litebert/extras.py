@@ -32,6 +32,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "trackers": ("wandb>=0.17", "mlflow-skinny>=2.10"),
     "remote": ("fsspec>=2023.1", "aiohttp>=3.8"),
     "hf-datasets": ("datasets>=2.14", "pyarrow>=14"),
+    "search": ("optuna>=4",),
 }
 # A Requires-Dist value (PEP 508 without URLs): the name, extras, the version spec, then the marker after ";"
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*"

@@ -86,6 +86,7 @@ TRACKER_STATE = "trackers.json"  # the tracker runs' ids (`litebert.engine.track
 TRAIN_CONFIG = "train_config.json"  # a pretraining run's settings (`litebert.pretraining.run`)
 FINETUNE_META = "finetune.json"  # a fine-tuned folder's task, labels and results (`litebert.inference.finetuned`)
 GRID = "grid.json"  # a learning-rate grid's runs (`litebert.finetuning.grid`)
+SEARCH = "search.json"  # a search's trials, their settings and scores (`litebert.finetuning.search`)
 
 TOKENIZER_FILES = _names("spiece.model", "spiece.vocab", "vocab.txt", "tokenizer_config.json", "tokenizer.json",
                          "special_tokens_map.json")
@@ -118,9 +119,11 @@ _FINETUNED_FOLDERS: dict = {"checkpoints": CHECKPOINTS, "tensorboard": TENSORBOA
                             "adapter": Layout(None, files=_names("adapter_config.json", "adapter_model.safetensors"))}
 FINETUNED = Layout("fine-tuned-model", "fine-tuned model",
                    MODEL_FILES + _names(FINETUNE_META, "answerability.safetensors", METRICS_JSONL, TRAIN_CSV, EVAL_CSV,
-                                        TRACKER_STATE, GRID),
+                                        TRACKER_STATE, GRID, SEARCH),
                    _FINETUNED_FOLDERS, resumable=True, legacy=_legacy("fine-tuned-model", (FINETUNE_META,), True))
 _FINETUNED_FOLDERS[r"lr-[^/]+"] = FINETUNED  # a learning-rate grid's runs, one per rate (`litebert.finetuning.grid`)
+# a search's runs: one per trial, or one per trial and seed (`litebert.finetuning.search`)
+_FINETUNED_FOLDERS[r"trial-\d+(?:-seed-\d+)?"] = FINETUNED
 EXPERIMENT = Layout("experiment", "experiment", _names("experiment.json", "results.json", "results.md", "curves.png",
                                                        "speedup.png"),
                     {"data": Layout(None, folders={"text": Layout(None, files=_names("train.txt", "heldout.txt")),

@@ -4,6 +4,7 @@
                                                                   # conll, classify, regress, sentiment
         [--device cuda --precision bf16 --batch-size 32 --micro-batch 8] [--resume]   # also under torchrun
         [--lr 1e-5,3e-5,1e-4]                                     # a learning-rate grid, chosen on dev
+        [--search lr=1e-5:1e-3:log,batch_size=16|32,seed=0|1 --trials 20]   # a search (Optuna), chosen on dev
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from litebert.checks import AT_LEAST_0
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.cli import add_common_arguments, add_config_arguments, field_docs, given, parse_columns, ranged
 from litebert.errors import ConfigError
 from litebert.finetuning.config import FinetuneConfig
@@ -56,6 +57,18 @@ def configure(p: argparse.ArgumentParser) -> None:
                           help="a grid whose best rate is its lowest or highest adds the next rate beyond it (by the "
                                "grid's own ratio), until the best has a tried rate on each side or N were added; 0: "
                                "the rates given only"), AT_LEAST_0)
+    p.add_argument("--search", metavar="SPACE",
+                   help="search several settings with Optuna (the search extra), NAME=VALUES comma-separated: a list "
+                        "a|b|c or a range LOW:HIGH[:log], e.g. lr=1e-5:1e-3:log,batch_size=16|32,seed=0|1|2 (seeds "
+                        "are replicated: each configuration runs once per seed, scored by the mean); one run per "
+                        "trial in --out/trial-K/, the best on dev copied into --out, every trial in "
+                        "--out/search.json")
+    ranged(p.add_argument("--trials", type=int, metavar="N",
+                          help="the search's trials (default, for a space of lists only: all its configurations)"),
+           AT_LEAST_1)
+    p.add_argument("--pruner", choices=("median", "none"), default="median",
+                   help="stop a trial early when its dev score falls below the median of earlier trials at the same "
+                        "step (median, after 5 trials), or never (none)")
     add_config_arguments(p, FinetuneConfig, skip=("precision", "lr", "class_weights"),
                          title="hyper-parameters (the task preset's unless given)")
     p.add_argument("--class-weights", type=cli_type(class_weights, "class_weights"), metavar="W[,W...]|balanced",
@@ -76,7 +89,7 @@ def class_weights(text: str, name: str) -> list[float] | str:
 
 def flag_names(args: argparse.Namespace) -> dict[str, str]:
     """Errors about ``lr_grid`` (finetune's grid of rates) name the flag that gave it."""
-    return {"lr_grid": "--lr"}
+    return {"lr_grid": "--lr", "search_pruner": "--pruner"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,9 +112,12 @@ def run(args: argparse.Namespace) -> int:
                       overwrite=args.overwrite, keep_checkpoints=args.keep_checkpoints, device=args.device,
                       attention=args.attention, encoding_errors=args.encoding_errors, progress=args.progress,
                       card=publish.card, push_to_hub=publish.repo_id, hub_private=publish.private, lr_grid=grid,
-                      lr_grid_extend=args.lr_grid_extend, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch)
+                      lr_grid_extend=args.lr_grid_extend, search=args.search, trials=args.trials,
+                      search_pruner=args.pruner, allow_tokenizer_mismatch=args.allow_tokenizer_mismatch)
     if result.interrupted:
         run = Path(args.out) / folder_name(result.lr) if grid else Path(args.out)
+        if result.search is not None:  # the trial's run that stopped
+            run = Path(args.out) / result.search["running"]["folder"]
         print(f"stopped at step {result.steps} (signal {result.signal}); checkpoint saved in {run / 'checkpoints'}; "
               f"continue with the same command and --resume", file=sys.stderr)
         return 130

@@ -211,18 +211,14 @@ def _runs(out: Path, rates: tuple[float, ...], metric: str, added: list) -> list
     return runs
 
 
-def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, given: tuple[float, ...],
-            added: list, publish, log) -> None:
-    """Rank 0 makes ``OUT`` the chosen run's model: its files copied (what an earlier choice left removed), the card
-    written for ``OUT``, grid.json, and the marker finished."""
-    from litebert.card import write_card
-    from litebert.card_builders import finetuned_card
-
-    out, chosen = writer.out, writer.out / best["folder"]
+def copy_model(chosen: Path, out: Path, keep: tuple[str, ...]) -> None:
+    """Make ``out`` hold the model of the run in ``chosen`` (a grid's rate, a search's trial): its files copied (but
+    its marker, trackers and card), and a model file of an earlier choice removed (a choice made again after a stop);
+    ``keep``: ``out``'s own files (grid.json, search.json)."""
     files = [p for p in folders.entries(chosen) if p.is_file() and not p.is_symlink() and p.name not in _NOT_COPIED]
     names = {p.name for p in files}
-    for p in folders.entries(out):  # a model file of another choice (a grid continued after its end was stopped)
-        if p.is_file() and p.name not in names and p.name not in _NOT_COPIED + (GRID_FILE,) and \
+    for p in folders.entries(out):
+        if p.is_file() and p.name not in names and p.name not in _NOT_COPIED + keep and \
                 folders.FINETUNED.owns_file(p.name):
             p.unlink()
     for p in files:
@@ -231,6 +227,17 @@ def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, g
     if (chosen / "adapter").is_dir():
         for p in folders.entries(chosen / "adapter"):
             atomic_write(out / "adapter" / p.name, lambda tmp, src=p: shutil.copyfile(src, tmp))
+
+
+def _choose(writer: folders.Writer, best: dict, runs: list[dict], metric: str, given: tuple[float, ...],
+            added: list, publish, log) -> None:
+    """Rank 0 makes ``OUT`` the chosen run's model: its files copied (what an earlier choice left removed), the card
+    written for ``OUT``, grid.json, and the marker finished."""
+    from litebert.card import write_card
+    from litebert.card_builders import finetuned_card
+
+    out = writer.out
+    copy_model(out / best["folder"], out, keep=(GRID_FILE,))
     write_json(out / GRID_FILE, {"metric": metric, "lr": best["lr"], "folder": best["folder"], "given": list(given),
                                  "added": added, "runs": runs})
     write_card(out, lambda: finetuned_card(out, publish.card, publish.repo_id), lambda m: notice(log, m))

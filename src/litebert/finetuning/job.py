@@ -40,6 +40,7 @@ class FinetuneResult:
     hub_url: Optional[str] = None  # the Hub repository the folder was uploaded to (``push_to_hub``)
     lr: Optional[float] = None  # the peak learning rate of the model in ``out`` (a grid's: the rate dev chose)
     grid: Optional[list] = None  # a learning-rate grid's runs: {"lr", "folder", "best_step", "score"} each
+    search: Optional[dict] = None  # a search's record, as OUT/search.json holds it (`litebert.finetuning.search`)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Job:
         opening = open_run(out, folders.FINETUNED, self.cfg, resume=resume, overwrite=overwrite,
                            max_steps=self.cfg.max_steps, extendable=False, inputs=self.inputs,
                            hub_ids={"model": "model", "tokenizer": "tokenizer"})
+        if opening.folder.marker.get("search") and opening.folder.action in ("resume", "finished"):
+            raise ConfigError("{out} holds a search; continue it with the same {search:flag}, or choose another "
+                              "folder", out=out, search=None)
         grid = opening.folder.marker.get("grid")
         if grid and opening.folder.action in ("resume", "finished"):
             raise ConfigError("{out} holds a learning-rate grid (" + literal(", ".join(f"{x:g}" for x in grid)) +

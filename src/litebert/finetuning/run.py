@@ -33,7 +33,9 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
              stop_after: Optional[int] = None, card: Optional[CardInfo] = None, push_to_hub: Optional[str] = None,
              hub_private: bool = True, callbacks: Sequence[Callback] = (),
              compute_metrics: Optional[Callable[..., dict]] = None,
-             lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3, dist: Any = None,
+             lr_grid: Optional[Sequence[float]] = None, lr_grid_extend: int = 3,
+             search: str | Mapping[str, Any] | None = None, trials: Optional[int] = None,
+             search_pruner: Any = "median", dist: Any = None,
              allow_tokenizer_mismatch: bool = False,
              compute_loss: Optional[Callable[..., Any]] = None) -> FinetuneResult:
     """Fine-tune the pretrained ``model`` (a litebert or HF ALBERT folder) on ``task`` (a GLUE task, squad1, squad2,
@@ -59,6 +61,10 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
     each into ``out/lr-RATE/``; the best by the dev metric is copied into ``out`` and every rate's score listed in
     ``out/grid.json`` (`litebert.finetuning.grid`). ``lr_grid_extend``: rates the grid may add beyond an
     edge its best lands on, so that the choice is bracketed (0: the rates given only).
+    ``search``: a space of settings, ``"lr=1e-5:1e-3:log,batch_size=16|32,seed=0|1|2"`` (or a dict), searched with
+    Optuna over ``trials`` runs in ``out/trial-K/``, pruned by ``search_pruner`` ("median", "none" or an Optuna
+    pruner); the best by the dev metric is copied into ``out`` and every trial listed in ``out/search.json``
+    (`litebert.finetuning.search`; the ``search`` extra).
     ``dist``: the process group (default: the one ``torchrun`` describes, else this process alone).
     ``compute_loss``: the training loss in place of the task's, as ``transformers.Trainer``'s ``compute_loss_func``:
     ``compute_loss(outputs, labels)`` gets the model's outputs (``logits``...) and the batch's labels and returns a
@@ -74,6 +80,21 @@ def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: 
               labels, keep_checkpoints, attention, encoding_errors, progress, log, stop_after, tuple(callbacks),
               compute_metrics, allow_tokenizer_mismatch, compute_loss)
     job.check_metric()  # known from the flags alone: before the output folder is planned or anything read
+    if search is not None:
+        from litebert.finetuning.search import finetune_search
+
+        if lr_grid is not None:
+            from litebert.errors import ConfigError
+
+            raise ConfigError("{lr_grid} and {search} both choose settings on dev; put the rates into the search "
+                              "(lr=A|B|C)", lr_grid=",".join(f"{x:g}" for x in lr_grid), search=search)
+        return finetune_search(job, out, search, trials, pruner=search_pruner, resume=resume, overwrite=overwrite,
+                               publish=publish, device=device, dist=dist)
+    if trials is not None:
+        from litebert.errors import ConfigError
+
+        raise ConfigError("{trials} is the number of a search's trials: give {search:flag} too", trials=trials,
+                          search=None)
     if lr_grid is not None:
         from litebert.finetuning.grid import finetune_grid
 
