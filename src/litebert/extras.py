@@ -33,6 +33,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "remote": ("fsspec>=2023.1", "aiohttp>=3.8"),
     "hf-datasets": ("datasets>=2.14", "pyarrow>=14"),
 }
+EXTRAS["all"] = tuple(dict.fromkeys(spec for specs in EXTRAS.values() for spec in specs))  # every one above
 # A Requires-Dist value (PEP 508 without URLs): the name, extras, the version spec, then the marker after ";"
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*"
                           r"(?:;(.*))?$")
