@@ -22,6 +22,12 @@ def test_the_table_is_pyprojects_extras():
     assert extras.EXTRAS == wanted
 
 
+def test_the_all_extra_is_every_other_but_dev():
+    others = [spec for name, reqs in PYPROJECT["optional-dependencies"].items() if name not in ("dev", "all")
+              for spec in reqs]
+    assert PYPROJECT["optional-dependencies"]["all"] == list(dict.fromkeys(others))
+
+
 @pytest.mark.parametrize("line", [
     'pyarrow>=14; extra == "datasets"',
     "mlflow-skinny>=2.10 ; extra == 'trackers'",

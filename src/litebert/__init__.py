@@ -58,6 +58,10 @@ _RENAMED = {"ExperimentSettings": "Settings"}
 
 
 def __getattr__(name):
+    if name == "samples":  # litebert.samples.corpus(): the sample data that ships in the package
+        import importlib
+
+        return importlib.import_module("litebert.samples")
     if name in _LAZY:
         import importlib
 

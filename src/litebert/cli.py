@@ -58,6 +58,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("litebert.experiments.cli", "the paper's comparisons: sentence-objective, sharing, "
                                                "embedding-size, speedup"),
     "plot": ("litebert.plot", "draw runs' loss, accuracy and learning-rate curves (png, pdf, svg)"),
+    "sample": ("litebert.samples", "write the small sample data that ships with litebert (corpus, sentiment) into "
+                                   "a folder"),
     "push": ("litebert.push", "upload a model folder litebert wrote, with its model card, to the Hugging Face Hub"),
 }
 

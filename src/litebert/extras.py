@@ -34,6 +34,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "hf-datasets": ("datasets>=2.14", "pyarrow>=14"),
     "search": ("optuna>=4",),
 }
+EXTRAS["all"] = tuple(dict.fromkeys(spec for specs in EXTRAS.values() for spec in specs))  # every one above
 # A Requires-Dist value (PEP 508 without URLs): the name, extras, the version spec, then the marker after ";"
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*([^;]*?)\s*"
                           r"(?:;(.*))?$")

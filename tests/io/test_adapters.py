@@ -107,6 +107,34 @@ def test_litebert_adapter_loads_on_hf(tmp_path, config, cls):
     assert saved_keys(tmp_path / "resaved") == saved_keys(tmp_path / "adapter")
 
 
+def test_an_adapter_on_a_base_without_pooler_carries_the_pooler(tmp_path):
+    """A base with no pooler (an MLM checkpoint: HF's AlbertForMaskedLM has none): each side initialises its own at
+    random, so the adapter saves litebert's (peft's modules_to_save) and HF's model then computes the same logits."""
+    torch.manual_seed(0)
+    transformers.AlbertForMaskedLM(transformers.AlbertConfig(**BASE)).save_pretrained(tmp_path / "base")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "encoder weights missing ...: albert.pooler.weight, ..."
+        ours = AlbertForSequenceClassification.from_pretrained(tmp_path / "base")
+        theirs = transformers.AlbertForSequenceClassification.from_pretrained(tmp_path / "base").eval()
+    assert "albert.pooler.weight" in ours.loading_info["missing_keys"]
+    model = randomize(add_lora(ours, r=4, alpha=8))
+    ids, mask = batch()
+    expected = outputs(model, ids, mask, hf=False)
+    save_adapter(model, tmp_path / "adapter")
+    assert "base_model.model.albert.pooler.weight" in saved_keys(tmp_path / "adapter")
+    hf = peft.PeftModel.from_pretrained(theirs, tmp_path / "adapter").eval()
+    assert (outputs(hf, ids, mask, hf=True) - expected).abs().max().item() <= TOL
+    back = load_adapter(AlbertForSequenceClassification.from_pretrained(tmp_path / "base"), tmp_path / "adapter")
+    assert (outputs(back, ids, mask, hf=False) - expected).abs().max().item() <= TOL
+    # a base with its pooler: the pooler stays frozen and out of the adapter
+    AlbertForSequenceClassification(AlbertConfig(**BASE)).save_pretrained(tmp_path / "pooled")
+    assert "pooler" not in add_lora(AlbertForSequenceClassification.from_pretrained(tmp_path / "pooled")) \
+        .peft_config["default"].modules_to_save
+    # modules_to_save given without the fresh pooler: a warning that says so
+    with pytest.warns(UserWarning, match="pooler was not in the checkpoint.*add 'pooler'"):
+        add_lora(AlbertForSequenceClassification.from_pretrained(tmp_path / "base"), modules_to_save=["classifier"])
+
+
 @pytest.mark.parametrize("cls", sorted(CLASSES))
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_hf_adapter_loads_on_litebert(tmp_path, config, cls):

@@ -124,6 +124,7 @@ def test_every_refused_command_leaves_home_and_out_untouched(setup, tmp_path):
                      ["finetune", "sst-2", "--model", missing, "--data", missing, "--out", out / "ft",
                       "--push-to-hub", "me/albert"]],  # no token (HOME is empty): refused before anything
         "push": [["push", missing, "me/albert"]],
+        "sample": [["sample", "--out", texts / "under-a-file"]],  # a folder inside a file: refused
         "evaluate": [["evaluate", "--model", missing, "--data", missing]],
         "predict": [["predict", "--model", missing, "--input", missing, "--output", out / "p.jsonl"]],
         "embed": [["embed", "--model", missing, "--input", missing, "--output", out / "e.npy"]],

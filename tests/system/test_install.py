@@ -7,12 +7,8 @@ package is named with its range. Then the same again with the lowest versions th
 Slow (three to five minutes on 2 cores: torch alone takes one to install); pip reads its own configuration
 (find-links, indexes)."""
 
-import importlib.util
 import json
-import lzma
 import os
-import shutil
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -21,6 +17,7 @@ import pytest
 import torch
 from packaging.version import Version
 
+from helpers.wheel import build_wheel, run
 from litebert import pipeline
 from litebert.extras import canonical, parse_requirement
 
@@ -49,42 +46,18 @@ print(json.dumps({re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version 
 """
 
 
-def run(argv, cwd, env, ok=True):
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if ok:
-        assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-def build_wheel(tmp: Path) -> Path:
-    """The wheel of this checkout, built from a copy of what goes into it (setuptools leaves ``build/`` and an
-    ``.egg-info`` beside the sources it builds; the checkout is left as it is)."""
-    source = tmp / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    # setuptools as installed here where there is one (venvs of Python 3.12+ have none: pip then fetches it)
-    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", tmp / "dist", source], tmp,
-        os.environ)
-    (wheel,) = (tmp / "dist").glob("litebert-*.whl")
-    return wheel
-
-
 def exercise(venv: Path, work: Path, env: dict, extras: dict) -> None:
     """In ``work``, with ``venv``'s litebert: help, tokenizer, store, pretraining, a pipeline; and the one-line
     error that names a missing optional package."""
     work.mkdir()
-    lines = lzma.decompress((REPO / "data" / "corpus" / "moby_dick.txt.xz").read_bytes()).decode().splitlines()
-    (work / "corpus").mkdir()
-    (work / "corpus" / "a.txt").write_text("\n".join(lines[:1500]), encoding="utf-8")
     litebert = venv / "bin" / "litebert"
     shown = run([litebert, "--help"], work, env).stdout
     assert "pretrain" in shown and "tokenizer" in shown
-    run([litebert, "tokenizer", "train", "--input", "corpus/", "--vocab-size", "600", "--out", "tok", "--threads", "1",
-         "--quiet"], work, env)
-    run([litebert, "data", "prepare", "--input", "corpus/*.txt", "--tokenizer", "tok", "--out", "store",
+    run([litebert, "sample", "--out", "sample"], work, env)  # the sample inside the wheel: the quickstart's data
+    assert (work / "sample" / "sentiment" / "train.tsv.gz").is_file()
+    run([litebert, "tokenizer", "train", "--input", "sample/corpus/", "--vocab-size", "600", "--out", "tok",
+         "--threads", "1", "--quiet"], work, env)
+    run([litebert, "data", "prepare", "--input", "sample/corpus/*.txt.xz", "--tokenizer", "tok", "--out", "store",
          "--no-progress"], work, env)
     done = run([litebert, "pretrain", "--data", "store", "--out", "run", *PRETRAIN], work, env)
     result, _ = json.JSONDecoder().raw_decode(done.stdout)

@@ -63,6 +63,21 @@ def test_autotokenizer_457_gives_litebert_inputs(tok, saved):
         assert ref == model_inputs(tok(a, b)), (a, b)
 
 
+@pytest.mark.parametrize("text, ours, fast", [
+    ("31,443,790,", "▁31 , 44 3 , 790 ,", "▁3 1,4 43 , 790 ,"),
+    ("21,4,30", "▁21 , 4 , 30", "▁2 1,4 , 30"),
+])
+def test_the_fast_tokenizer_differs_on_digit_comma_runs_as_documented(tok, saved, text, ours, fast):
+    """docs/tokenizer.md's examples: litebert equals HF's SentencePiece tokenizer (the official re-split of `▁31,`),
+    HF's fast tokenizer from the saved tokenizer.json takes another path through the digits."""
+    transformers = pytest.importorskip("transformers")
+    assert tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"]) == ours.split()
+    slow = transformers.AutoTokenizer.from_pretrained(str(saved), use_fast=False)
+    assert slow(text)["input_ids"] == tok(text)["input_ids"]
+    hf = transformers.AutoTokenizer.from_pretrained(str(saved))
+    assert hf.convert_ids_to_tokens(hf(text, add_special_tokens=False)["input_ids"]) == fast.split()
+
+
 TF5_SCRIPT = r"""
 import json, sys, warnings
 warnings.filterwarnings("ignore")

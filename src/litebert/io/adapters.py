@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -113,6 +114,15 @@ def _unsupported(cfg: Any, source: str) -> None:
                           "mapped between litebert and HF")
 
 
+def _fresh_pooler(model: torch.nn.Module) -> bool:
+    """Whether ``model`` has a pooler that `from_pretrained` left at its random initialisation (the base checkpoint
+    had none: an MLM-only model, ``add_pooling_layer=False``). Such a pooler must travel with the adapter: the base
+    loaded elsewhere gets another random one (0.04 apart in logits on a real base)."""
+    missing = (getattr(model, "loading_info", None) or {}).get("missing_keys", ())
+    return getattr(getattr(model, "albert", model), "pooler", None) is not None and any(
+        k.startswith(("pooler.", "albert.pooler.")) for k in missing)
+
+
 def _adapted(model: torch.nn.Module, adapter_name: str) -> list[str]:
     """The names (relative to ``model``) of the modules that carry the adapter ``adapter_name``."""
     from peft.tuners.lora import LoraLayer
@@ -127,7 +137,8 @@ def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout
              targets: Sequence[str] = ("query", "value"), modules_to_save: Optional[Sequence[str]] = None):
     """``model`` (a litebert model) with LoRA adapters of rank ``r`` and scale ``alpha / r`` on the modules named
     ``targets``, as a ``peft.PeftModel``: only the adapters (and ``modules_to_save``, default the task head:
-    ``classifier`` / ``qa_outputs``) train. Call it as the model; save with `save_adapter`."""
+    ``classifier`` / ``qa_outputs``, and the pooler where the checkpoint the model was loaded from had none, so that
+    the adapter carries it) train. Call it as the model; save with `save_adapter`."""
     peft = _peft()
     _names(model)
     check_values(r=(r, AT_LEAST_1, int), alpha=(alpha, POSITIVE), dropout=(dropout, PROBABILITY))
@@ -137,8 +148,14 @@ def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout
         known = sorted({n.rsplit(".", 1)[-1] for n in leaves})
         raise ConfigError("{targets}: " + f"no module named {', '.join(missing) or '(none given)'} in "
                           f"{type(model).__name__}; LoRA can adapt {', '.join(known)}", targets=",".join(targets))
+    fresh = _fresh_pooler(model)
     if modules_to_save is None:
-        modules_to_save = [h for h in _HEADS if hasattr(model, h)]
+        modules_to_save = [h for h in _HEADS if hasattr(model, h)] + (["pooler"] if fresh else [])
+    elif fresh and not any(m == "pooler" or m.endswith(".pooler") for m in modules_to_save):
+        warnings.warn(f"{type(model).__name__}: the pooler was not in the checkpoint the model was loaded from (it is "
+                      "randomly initialised) and modules_to_save does not name it, so the adapter will not reproduce "
+                      "this model on the same base elsewhere (HF's model initialises its own pooler); add 'pooler' "
+                      "to modules_to_save", stacklevel=3)
     config = peft.LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
                              modules_to_save=list(modules_to_save) or None)
     return peft.get_peft_model(model, config)

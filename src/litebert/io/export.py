@@ -185,8 +185,25 @@ def export_onnx(model: nn.Module, out: str | os.PathLike, *, opset: Optional[int
         if verify:
             result["verified"] = verify_onnx(model, tmp, atol=atol)
 
-    atomic_write(out, export)
+    try:
+        atomic_write(out, export)
+    except Exception as e:
+        if not isinstance(e, LitebertError) and _missing("onnx"):
+            # torch's exporters write the graph with the onnx package (the TorchScript one since torch 2.9; older ones
+            # did without), and fail with an error of their own when it is absent
+            raise ExportError("exporting to ONNX needs the onnx package, which is not installed: "
+                              + literal(install_hint("export", "onnx"))) from None
+        raise
     return result
+
+
+def _missing(module: str) -> bool:
+    """Whether ``module`` cannot be imported."""
+    try:
+        __import__(module)
+    except ImportError:
+        return True
+    return False
 
 
 def _dynamo_export(model, inputs, in_axes, names, tmp: Path, opset: int) -> None:

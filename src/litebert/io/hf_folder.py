@@ -207,6 +207,9 @@ def from_pretrained(cls, path: str | os.PathLike, *, strict: bool = False, **con
         log.info("%s: newly initialised (not in the checkpoint): %s", path, _short(head_missing))
     if unexpected:
         log.info("%s: checkpoint weights not used by %s: %s", path, cls.__name__, _short(unexpected))
+    # what HF's from_pretrained(output_loading_info=True) returns: the weights left at their initialisation (a LoRA
+    # adapter saves the pooler among them with itself, `litebert.io.adapters.add_lora`, or it would not reproduce)
+    model.loading_info = {"missing_keys": list(missing), "unexpected_keys": list(unexpected)}
     model.eval()
     return model
 
