@@ -8,6 +8,8 @@
 #   scripts/gpu_run.sh experiment      # litebert experiment sentence-objective, EXP_MINUTES per arm
 #   scripts/gpu_run.sh loop            # bench/bench_loop.py: the demo's loop against its bare step (loop-vs-step.json);
 #                                      # bench/gpu_loop.py: the demo's loop, one change at a time (where its speed goes)
+#   scripts/gpu_run.sh labels          # litebert experiment label-efficiency on the demo stage's model (WORK/demo):
+#                                      # pretrained, task-adapted, control and bag of words at 250, 1000, all labels
 #   scripts/gpu_run.sh all             # all four stages (more than one call's time; more than 8 result files)
 #   scripts/gpu_run.sh --dry-run all   # every stage at toy size on the CPU (tests/scripts/test_gpu_script.py)
 #
@@ -35,14 +37,14 @@ stages=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    tests|mfu|demo|experiment|loop) stages+=("$arg") ;;
+    tests|mfu|demo|experiment|loop|labels) stages+=("$arg") ;;
     all) stages+=(tests mfu demo experiment) ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_run.sh: unknown stage '$arg'; stages: tests mfu demo experiment loop all (and --dry-run)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown stage '$arg'; stages: tests mfu demo experiment loop labels all (and --dry-run)" >&2; exit 2 ;;
   esac
 done
 if [ ${#stages[@]} -eq 0 ]; then
-  echo "gpu_run.sh: name the stages to run: tests mfu demo experiment loop all (--help)" >&2
+  echo "gpu_run.sh: name the stages to run: tests mfu demo experiment loop labels all (--help)" >&2
   exit 2
 fi
 if [ "$DRY_RUN" != 1 ] && ! "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
@@ -165,6 +167,28 @@ stage_experiment() {
   local rc=$?
   for f in results.json:experiment.json results.md:experiment.md curves.png:experiment.png; do
     [ -f "$WORK/experiment/${f%%:*}" ] && cp "$WORK/experiment/${f%%:*}" "$OUT/${f##*:}"
+  done
+  return $rc
+}
+
+stage_labels() {
+  header labels
+  local model="$WORK/demo/pretrain/model" args
+  if [ ! -f "$model/config.json" ]; then
+    echo "gpu_run.sh: $model is missing: the labels stage reads the demo stage's model (run demo first, same WORK)" \
+      | tee -a "$OUT/labels.log" >&2
+    return 1
+  fi
+  # the GPU demo's own fine-tuning rates (demo_gpu.py); three seeds below the whole split, TAPT 300 steps
+  args=(--device cuda --sizes 250,1000,all --seeds 3 --seq-len 128 --finetune-batch 32 --tapt-steps 300
+        --lrs 1e-5,3e-5,1e-4 --control-lrs 3e-5,1e-4)
+  [ "$DRY_RUN" = 1 ] && args=(--device cpu --sizes 40,all --seeds 2 --seq-len 32 --finetune-batch 8 --min-steps 2
+                              --epochs 0.001 --evaluations 1 --tapt-steps 2 --lrs 1e-4 --control-lrs 1e-4)
+  step "$OUT/labels.log" 100000 "$PYTHON" -m litebert.cli experiment label-efficiency --model "$model" \
+    --out "$WORK/labels" "${args[@]}"
+  local rc=$?
+  for f in results.json:labels.json results.md:labels.md label-efficiency.png:labels.png; do
+    [ -f "$WORK/labels/${f%%:*}" ] && cp "$WORK/labels/${f%%:*}" "$OUT/${f##*:}"
   done
   return $rc
 }

@@ -250,6 +250,21 @@ def test_gpu_run_dry_run_demo_and_experiment(tmp_path):
     assert (out / "demo.png").read_bytes()[:4] == (out / "experiment.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
+def test_gpu_run_dry_run_labels_after_the_demo(tmp_path):
+    """The labels stage at toy size, on the demo stage's toy model: the label-efficiency results under the stage's
+    name; without the demo's model it says so in one line."""
+    done, out = gpu_run(tmp_path, "--dry-run", "labels")
+    assert done.returncode == 1 and "run demo first" in done.stderr
+    done, out = gpu_run(tmp_path, "--dry-run", "demo", "labels")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    labels = json.loads((out / "labels.json").read_text())
+    assert list(labels["table"]) == ["pretrained", "tapt", "control", "bag_of_words"]
+    assert labels["table"]["pretrained"]["40"]["test"]["seeds"] == 2 and labels["tapt"]["steps"] == 2
+    assert (out / "labels.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| 40, 2 seed(s) |" in (out / "labels.md").read_text()
+
+
 def test_hf_step_runs_on_cpu_with_the_same_targets(capsys):
     """--model hf: HF's AlbertForPreTraining takes the batch's MLM targets as labels over all positions: the id at
     each masked position, -100 everywhere else."""

@@ -26,7 +26,8 @@ TAPT_FILE = "tapt.json"
 @dataclass(frozen=True)
 class TaptSettings:
     """The continued pretraining: ``steps`` of ``batch_size`` sequences of at most ``seq_len`` pieces (capped by the
-    model's positions), LAMB at peak ``lr`` with ``warmup_proportion`` of the steps warming up, MLM only."""
+    model's positions when it has fewer), LAMB at peak ``lr`` with ``warmup_proportion`` of the steps warming up, MLM
+    only."""
 
     steps: int
     lr: float = 1e-3
@@ -75,6 +76,7 @@ def adapt(model: Path, tokenizer: Path, examples: Sequence, folder: Path, settin
     the run saw (of this call: a continued run counts its own), the settings}. A stopped run continues when called
     again."""
     from litebert import TokenStore, TrainConfig, load_tokenizer, prepare_store, pretrain
+    from litebert.io.hf_folder import load_config
 
     record = folder / TAPT_FILE
     if record.is_file():
@@ -93,7 +95,8 @@ def adapt(model: Path, tokenizer: Path, examples: Sequence, folder: Path, settin
     train = TrainConfig(optimizer="lamb", lr=settings.lr, batch_size=settings.batch_size,
                         micro_batch=settings.batch_size,
                         max_steps=settings.steps, warmup_steps=int(settings.warmup_proportion * settings.steps),
-                        seq_len=settings.seq_len, objective="none", seed=settings.seed, eval_every=0,
+                        seq_len=min(settings.seq_len, load_config(model).max_position_embeddings),
+                        objective="none", seed=settings.seed, eval_every=0,
                         save_every=max(1, settings.steps // 4), log_every=max(1, min(50, settings.steps // 10)),
                         report_to="none")
     log(f"task-adaptive pretraining: {settings.steps} MLM steps of {settings.batch_size} x {settings.seq_len} on "
