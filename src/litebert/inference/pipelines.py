@@ -128,8 +128,9 @@ class FillMask(Pipeline):
                 whole = self.tokenizer(text)["input_ids"]
                 cut = [k for k, i in enumerate(whole) if i == mask_id and k >= length - 1]
                 if cut:
+                    limit = f"the model reads {length}" if length == self.max_length else f"max_length is {length}"
                     raise DataError(f"{at}the text {literal(repr(text[:80]))} is {len(whole)} pieces with [CLS] and "
-                                    f"[SEP], and it is cut to {length}: {len(cut)} of its "
+                                    f"[SEP], and {limit}: {len(cut)} of its "
                                     f"{len(cut) + len(f['masks'])} [MASK]s (the first at piece {cut[0]}) would be "
                                     "cut off; shorten the text around them")
             if not f["masks"]:
