@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from litebert import hub
+from litebert import hub, values
 from litebert.arguments import checked
 from litebert.errors import CheckpointError, ConfigError
 
@@ -58,14 +58,14 @@ def accuracy(correct: int, total: int) -> Accuracy:
 
 
 def parse_objectives(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"mlm,sop"`` (or a sequence of names) -> ``("mlm", "sop")``: a subset of `OBJECTIVES`, each once."""
-    parts = text.split(",") if isinstance(text, str) else list(text)
-    names = tuple(dict.fromkeys(str(t).strip().lower() for t in parts if str(t).strip()))
-    bad = [n for n in names if n not in OBJECTIVES]
-    if bad or not names:
-        raise ConfigError("{objectives}: expected a comma-separated subset of " + ",".join(OBJECTIVES),
-                          objectives=text if isinstance(text, str) else ",".join(map(str, text)))
-    return names
+    """``"mlm,sop"`` (or a sequence of names) -> ``("mlm", "sop")``: a subset of `OBJECTIVES`, each once
+    (`litebert.values.names`: an empty item, ``mlm,``, is refused, not dropped)."""
+    given = text if isinstance(text, str) else ",".join(map(str, text))
+    chosen = tuple(n.lower() for n in values.names(given, "objectives"))
+    if any(n not in OBJECTIVES for n in chosen) or len(set(chosen)) < len(chosen):
+        raise ConfigError("{objectives}: expected a comma-separated subset of " + ",".join(OBJECTIVES)
+                          + ", each once", objectives=given)
+    return chosen
 
 
 @dataclass
