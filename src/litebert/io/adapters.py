@@ -33,7 +33,7 @@ import torch
 
 from litebert import folders
 from litebert.arguments import checked
-from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY, check_values
+from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, first_line
 from litebert.extras import install_hint
@@ -123,7 +123,7 @@ def _adapted(model: torch.nn.Module, adapter_name: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ adding
-@checked
+@checked(r=AT_LEAST_1, alpha=POSITIVE, dropout=PROBABILITY)
 def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
              targets: Sequence[str] = ("query", "value"), modules_to_save: Optional[Sequence[str]] = None):
     """``model`` (a litebert model) with LoRA adapters of rank ``r`` and scale ``alpha / r`` on the modules named
@@ -131,7 +131,6 @@ def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout
     ``classifier`` / ``qa_outputs``) train. Call it as the model; save with `save_adapter`."""
     peft = _peft()
     _names(model)
-    check_values(r=(r, AT_LEAST_1, int), alpha=(alpha, POSITIVE), dropout=(dropout, PROBABILITY))
     leaves = {n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Embedding))}
     missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in leaves)]
     if missing or not targets:
