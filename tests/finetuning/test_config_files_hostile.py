@@ -96,3 +96,35 @@ def test_a_hostile_adapter_config_is_refused_naming_it_or_loads(adapter, data, t
     if model is not None:
         with torch.no_grad():
             model(torch.tensor([[2, 6, 3]]))
+
+
+def _without(doc: dict, key: str) -> dict:
+    return {k: v for k, v in doc.items() if k != key}
+
+
+def test_documents_by_hand(finetuned, adapter, tmp_path):
+    """The kinds the generated cases found, each once (so the default profile always meets them): finetune.json
+    without the labels its classifier needs, or with entries of the wrong type; adapter_config.json with a rank,
+    alpha or dropout of the wrong type, or a peft option litebert does not map."""
+    from litebert.errors import CheckpointError
+
+    base, meta, inputs = finetuned
+    for doc, message in ((_without(meta, "labels"), "names no 'labels' for a head with 2 outputs"),
+                         ({**meta, "labels": "neg,pos"}, "'labels' is \"neg,pos\", expected null or a list"),
+                         ({**meta, "dev_metrics": {"accuracy": None}}, "'dev_metrics' is"),
+                         ({**meta, "task": "nosuch"}, r"finetune.json: unknown task 'nosuch'")):
+        folder = tmp_path / f"ft{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(base, folder)
+        (folder / "finetune.json").write_text(json.dumps(doc))
+        with pytest.raises(CheckpointError, match=message):
+            litebert.predict(folder, inputs, tmp_path / "pred.jsonl", progress=False)
+    folder, document = adapter
+    for doc, message in (({**document, "r": None}, "r = None: expected a whole number >= 1"),
+                         ({**document, "lora_dropout": None}, "lora_dropout = None: expected a number in"),
+                         ({**document, "rank_pattern": 0}, "rank_pattern = 0: expected an object"),
+                         ({**document, "layer_replication": [[0, 1]]}, "layer_replication = .*litebert does not map")):
+        copy = tmp_path / f"ad{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(folder, copy)
+        (copy / "adapter_config.json").write_text(json.dumps(doc))
+        with pytest.raises(CheckpointError, match=message):
+            litebert.load_adapter(tiny_model(), copy)
