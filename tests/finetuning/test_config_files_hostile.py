@@ -64,7 +64,9 @@ def test_a_hostile_finetune_json_is_refused_naming_it_or_predicts(finetuned, dat
     shutil.copytree(base, folder)
     (folder / "finetune.json").write_bytes(data.draw(hostile_json_file(meta)))
     out = folder.parent / "pred.jsonl"
-    done = outcome(lambda: litebert.predict(folder, inputs, out, progress=False), "finetune.json")
+    # "complete": false (a hostile document may say so) is the folder's refusal: a run that did not finish
+    done = outcome(lambda: litebert.predict(folder, inputs, out, progress=False), "finetune.json",
+                   "fine-tuning did not finish")
     if done is not None:
         assert len(out.read_text().splitlines()) == 2
     outcome(lambda: litebert.pipeline("text-classification", folder, device="cpu")("the cat"), "finetune.json")
@@ -112,7 +114,8 @@ def test_documents_by_hand(finetuned, adapter, tmp_path):
     for doc, message in ((_without(meta, "labels"), "names no 'labels' for a head with 2 outputs"),
                          ({**meta, "labels": "neg,pos"}, "'labels' is \"neg,pos\", expected null or a list"),
                          ({**meta, "dev_metrics": {"accuracy": None}}, "'dev_metrics' is"),
-                         ({**meta, "task": "nosuch"}, r"finetune.json: unknown task 'nosuch'")):
+                         ({**meta, "task": "nosuch"}, r"finetune.json: unknown task 'nosuch'"),
+                         ({**meta, "preset": {**meta["preset"], "max_seq_length": 2}}, "too short for any input")):
         folder = tmp_path / f"ft{len(list(tmp_path.iterdir()))}"
         shutil.copytree(base, folder)
         (folder / "finetune.json").write_text(json.dumps(doc))

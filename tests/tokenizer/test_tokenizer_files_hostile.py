@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -93,3 +94,15 @@ def test_a_hostile_spiece_model_is_refused_naming_it_or_loads(data, tmp_path_fac
     (folder / "tokenizer.json").unlink()
     (folder / "spiece.model").write_bytes(data.draw(hostile_model(valid)))
     outcome(use(folder), "spiece.model")
+
+
+def test_a_score_no_sentencepiece_model_holds_is_refused(tmp_path):
+    """Found by the fuzz profile: a score past a 32-bit float's range (3.4e38) is valid JSON that no spiece.model
+    can hold."""
+    from litebert.errors import TokenizerError
+
+    vocab = [list(v) for v in VALID["model"]["vocab"]]
+    vocab[0][1] = 3.4028235677973366e38
+    (tmp_path / "tokenizer.json").write_text(json.dumps({**VALID, "model": {**VALID["model"], "vocab": vocab}}))
+    with pytest.raises(TokenizerError, match=r"model.vocab\[0\] is .*a 32-bit float"):
+        load_tokenizer(tmp_path)

@@ -26,6 +26,7 @@ from litebert.tasks.meta import read_meta
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
 
 META_FILE = folders.FINETUNE_META
+MIN_SEQ_LENGTH = 4  # finetune.json's shortest max_seq_length: a pair's [CLS] and two [SEP], and one piece of text
 def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     """Write ``model``, ``tok`` and ``meta`` (finetune.json: plain JSON values, the preset as
     `TaskPreset.to_json` gives it) to ``out_dir``."""
@@ -188,10 +189,15 @@ def _preset(meta: dict, meta_path: Path) -> TaskPreset:
     """The preset of finetune.json's task, with the values it stored; a task this version does not know, or stored
     values it refuses, is a `CheckpointError` naming the file."""
     try:
-        return preset_from_json(meta["task"], meta.get("preset"), str(meta_path))
+        preset = preset_from_json(meta["task"], meta.get("preset"), str(meta_path))
     except ConfigError as e:
         message = str(e) if str(meta_path) in str(e) else f"{meta_path}: {e}"
         raise CheckpointError(literal(message)) from None
+    if preset.max_seq_length < MIN_SEQ_LENGTH:
+        raise CheckpointError(f"{literal(meta_path)}: the preset's max_seq_length is {preset.max_seq_length}, too "
+                              f"short for any input (a pair's [CLS] and two [SEP] take {MIN_SEQ_LENGTH - 1}); write "
+                              "the folder again with `litebert finetune`")
+    return preset
 
 
 def _check_labels(meta: dict, model, meta_path: Path) -> None:
