@@ -2,11 +2,12 @@
 and every pipeline's options: generated cases, not a list.
 
 For every function in ``litebert.__all__`` (and `litebert.inference.fill_mask.fill_mask`), every parameter and every
-value of
-a pool that the parameter's annotation does not admit, the call must raise a `LitebertError` that is a ``TypeError``
+value of a
+pool that the parameter's annotation does not admit, the call must raise a `LitebertError` that is a ``TypeError``
 or ``ValueError`` and whose one-line message starts with the parameter's name, before anything else happens: the
 other arguments are placeholders (paths that do not exist), so a check made anywhere but at the boundary would name
-another argument, or fail some other way. Which values an annotation admits is written here by hand, from the rules
+another argument, or fail some other way. Which values an annotation admits is written by hand (in
+`helpers.api_boundary`, shared with the generated cases of tests/test_api_boundary_properties.py), from the rules
 the module docstring of `litebert.arguments` documents (a path is a str or a Path, an int never a bool...): the
 reference the code is judged against, not the code's own `matches`. An annotation the table does not know fails
 `test_every_annotation_is_known`, so a new parameter cannot go unchecked.
@@ -18,135 +19,24 @@ list out; ``top_k`` must be an int >= 1 and a larger one than there are labels o
 from __future__ import annotations
 
 import inspect
-import math
-import re
-from pathlib import Path
 
 import pytest
 import torch
 
 import litebert
-from litebert.errors import ArgumentError, ConfigError, LitebertError
+from helpers.api_boundary import (
+    ANNOTATIONS,
+    POOL,
+    annotated,
+    assert_names,
+    placeholders,
+    public_functions,
+    wrong_values,
+)
+from litebert.errors import ArgumentError, ConfigError
 from litebert.inference.fill_mask import fill_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-class Opaque:
-    """An object no annotation admits."""
-
-    def __repr__(self):
-        return "Opaque()"
-
-
-def _settings():
-    from litebert.experiments.runner import Settings
-
-    return Settings(experiment="embedding-size")
-
-
-# The pool: each value with the kinds it is. A value is wrong for a parameter when none of its kinds is admitted.
-POOL = [
-    ("text", {"str"}),
-    ("", {"str", "empty"}),
-    (Path("some/where"), {"path"}),
-    (b"some/where", {"iterable"}),
-    (3, {"int", "float"}),
-    (0, {"int", "float"}),
-    (-1, {"int", "float"}),
-    (True, {"bool"}),
-    (2.5, {"float"}),
-    (math.nan, set()),
-    (math.inf, set()),
-    (None, {"none"}),
-    ([], {"list_str", "seq_str", "seq_path", "seq_pairs", "seq_int", "seq_float", "seq_callback", "iterable"}),
-    (["a"], {"list_str", "seq_str", "seq_path", "iterable"}),
-    ([Path("a")], {"seq_path", "iterable"}),
-    ([1, 2], {"seq_int", "seq_float", "iterable"}),
-    ((1, 2), {"seq_int", "seq_float", "iterable"}),
-    ({"a": "b"}, {"map_str", "map_any", "iterable"}),
-    ({"max_steps": 2}, {"map_any", "iterable"}),
-    (Opaque(), set()),
-    (print, {"callable"}),
-    (torch.zeros(2), {"iterable"}),
-]
-
-# Each annotation the public API uses (as written in its signature) -> the kinds it admits, and a value it admits
-# (the placeholder a required parameter gets while another one is tested): paths name nothing that exists.
-ABSENT = "no/such/path"  # not a hub id (owner/name): nothing is looked up
-ANNOTATIONS = {
-    "str": ({"str"}, "text"),
-    "int": ({"int"}, 1),
-    "bool": ({"bool"}, False),
-    "bool | None": ({"bool", "none"}, None),
-    "float": ({"int", "float"}, 1.0),
-    "Optional[int]": ({"int", "none"}, None),
-    "int | None": ({"int", "none"}, None),
-    "Optional[float]": ({"int", "float", "none"}, None),
-    "Optional[str]": ({"str", "none"}, None),
-    "str | None": ({"str", "none"}, None),
-    "str | os.PathLike": ({"str", "path"}, ABSENT),
-    "str | Path": ({"str", "path"}, ABSENT),
-    "str | os.PathLike | None": ({"str", "path", "none"}, None),
-    "Sequence[str | os.PathLike]": ({"seq_str", "seq_path"}, [ABSENT]),
-    "str | os.PathLike | Sequence[str | os.PathLike]": ({"str", "path", "seq_str", "seq_path"}, [ABSENT]),
-    "Sequence[str]": ({"seq_str"}, ["text"]),
-    "Optional[Sequence[str]]": ({"seq_str", "none"}, None),
-    "Sequence[str] | None": ({"seq_str", "none"}, None),
-    "str | Sequence[str]": ({"str", "seq_str"}, "mlm"),
-    "Mapping[str, str] | None": ({"map_str", "none"}, None),
-    "Sequence[int]": ({"seq_int"}, (1,)),
-    "Callable[[str], None]": ({"callable"}, print),
-    "Optional[Callable[..., dict]]": ({"callable", "none"}, None),
-    "Optional[Callable[..., Any]]": ({"callable", "none"}, None),  # compute_loss: returns a tensor
-    "Sequence[Callback]": ({"seq_callback"}, ()),  # Callback objects; no pool value is one
-    "Optional[Sequence[float]]": ({"seq_float", "none"}, None),
-    "Log": ({"callable", "none"}, None),
-    "Any": (None, None),  # anything (``dist``: a process group, duck-typed)
-    "Optional[TrainConfig]": ({"none"}, None),  # a TrainConfig too; no pool value is one
-    "Optional[FinetuneConfig]": ({"none"}, None),
-    "Optional[CardInfo]": ({"none"}, None),
-    "ModelSpec": ({"str", "path", "none"}, None),  # AlbertConfig | str | PathLike | None
-    "Settings": (set(), _settings),
-    "text_input.Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",
-                           "seq_pairs"}, ABSENT),
-    "Corpus": ({"str", "path", "iterable", "seq_str", "seq_path", "list_str", "map_str", "seq_int",
-                "seq_pairs"}, ABSENT),
-    "StoreTokenizer | str | os.PathLike": ({"str", "path"}, ABSENT),
-    "torch.nn.Module": ({"module"}, lambda: torch.nn.Linear(1, 1)),  # no pool value is a module
-    # the pipelines' options
-    "list[str]": ({"list_str"}, []),
-    "Optional[list[str]]": ({"list_str", "none"}, None),
-    "int | None | Literal['']": ({"int", "none", "empty"}, None),
-    "list[tuple[str, str]]": ({"seq_pairs"}, []),
-    "Literal['official', 'hf']": (set(), "official"),  # a word of its own: no pool value is one
-    "Optional[Literal['none', 'simple', 'first', 'average', 'max']]": ({"none"}, None),
-    "str | Sequence[str] | None": ({"str", "seq_str", "none"}, None),
-    "str | int | None": ({"str", "int", "none"}, None),  # pipeline's device: a name, or HF's -1 / GPU index
-    "Optional[Mapping[str, Any]]": ({"map_str", "map_any", "none"}, None),  # HF's tokenizer_kwargs
-    "str | Mapping[str, Any] | None": ({"str", "map_str", "map_any", "none"}, None),  # finetune's search space
-    "Optional[Literal['sigmoid', 'softmax', 'none']]": ({"none"}, None),
-}
-
-
-def public_functions():
-    functions = {name: getattr(litebert, name) for name in litebert.__all__
-                 if inspect.isfunction(getattr(litebert, name, None))}
-    return {**functions, "fill_mask": fill_mask}
-
-
-def annotated(fn):
-    """(name, annotation, parameter) of each parameter of ``fn`` a caller passes by name."""
-    for name, p in inspect.signature(fn).parameters.items():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or name == "self":
-            continue
-        yield name, p.annotation, p
-
-
-def wrong_values(annotation) -> list:
-    """The pool's values ``annotation`` does not admit (none for ``Any``)."""
-    admitted = ANNOTATIONS[annotation][0]
-    return [] if admitted is None else [value for value, kinds in POOL if not kinds & admitted]
 
 
 def cases():
@@ -164,23 +54,6 @@ def test_every_annotation_is_known():
     unknown = [(f, n, a) for f, fn in fns for n, a, _ in annotated(fn) if a not in ANNOTATIONS]
     assert not unknown
     assert all(hasattr(fn, "check") for _, fn in fns), "a public function is not @checked"
-
-
-def placeholders(fn, tested: str) -> dict:
-    """An admitted value for each required parameter but ``tested``."""
-    out = {}
-    for name, annotation, p in annotated(fn):
-        if name != tested and p.default is p.empty:
-            value = ANNOTATIONS[annotation][1]
-            out[name] = value() if callable(value) and value is not print else value
-    return out
-
-
-def assert_names(error: BaseException, name: str, value=None) -> None:
-    assert isinstance(error, LitebertError) and isinstance(error, (TypeError, ValueError)), (name, value, repr(error))
-    message = str(error)
-    assert "\n" not in message
-    assert re.match(rf"{re.escape(name)}\b", message), (name, value, message)
 
 
 @pytest.mark.parametrize("fname, name", list(cases()))

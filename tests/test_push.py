@@ -225,13 +225,15 @@ def test_push_uploads_the_model_files_byte_for_byte_into_a_private_repo(finetune
     assert meta["license"] == "mit" and json.dumps("me/albert-sentiment") in (folder / "README.md").read_text()
 
 
-def test_logs_and_public_on_request_and_an_existing_repo_gets_a_new_commit(finetuned, fake_hub):
-    push_to_hub(finetuned["out"], "me/x", private=False, endpoint=fake_hub.url)
+def test_logs_and_public_on_request_and_an_existing_repo_gets_a_new_commit(finetuned, fake_hub, tmp_path):
+    folder = tmp_path / "ft"  # a copy: a push points the folder's card at the repository, and the fixture is shared
+    shutil.copytree(finetuned["out"], folder)
+    push_to_hub(folder, "me/x", private=False, endpoint=fake_hub.url)
     assert fake_hub.repos["me/x"]["private"] is False
-    done = push_to_hub(finetuned["out"], "me/x", logs=True, endpoint=fake_hub.url)  # exists: 409, then commits
+    done = push_to_hub(folder, "me/x", logs=True, endpoint=fake_hub.url)  # exists: 409, then commits
     assert set(done.files) == MODEL_FILES | {"finetune.json", "metrics.jsonl", "train.csv", "eval.csv"}
     assert fake_hub.repos["me/x"]["private"] is False  # an existing repository keeps its visibility
-    assert fake_hub.repos["me/x"]["files"]["metrics.jsonl"] == (finetuned["out"] / "metrics.jsonl").read_bytes()
+    assert fake_hub.repos["me/x"]["files"]["metrics.jsonl"] == (folder / "metrics.jsonl").read_bytes()
 
 
 def test_a_refused_token_is_one_line(finetuned, fake_hub):
@@ -280,6 +282,24 @@ def test_metadata_the_hub_refuses_is_one_line(finetuned, fake_hub, tmp_path):
     assert str(e.value).startswith("the Hugging Face Hub refused README.md's metadata for me/x at ")
     assert '"license" must be one of' in str(e.value) and "\n" not in str(e.value)
     assert fake_hub.lfs == {} and fake_hub.repos["me/x"]["files"] == {}  # refused before any file went up
+
+
+def test_a_card_the_hub_would_misread_is_refused_before_anything_is_sent(finetuned, fake_hub, tmp_path):
+    """Front matter never closed, or YAML that does not parse (tests/test_card_files_hostile.py generates the kinds):
+    one line naming README.md, no request made, the folder as it was."""
+    from helpers import snapshot
+    from litebert.errors import CardError
+
+    folder = tmp_path / "ft"
+    shutil.copytree(finetuned["out"], folder)
+    card = (folder / "README.md").read_text()
+    for broken in (card.replace("\n---\n", "\n", 1).replace("---\n", "---\nlicense: [mit\n", 1),
+                   "\ufeff" + card, "---\nlicense: mit\n# not closed\n"):
+        (folder / "README.md").write_text(broken, encoding="utf-8")
+        before = snapshot(folder)
+        with pytest.raises(CardError, match=r"README\.md: ") as e:
+            push_to_hub(folder, "me/x", endpoint=fake_hub.url)
+        assert "\n" not in str(e.value) and fake_hub.calls == [] and snapshot(folder) == before
 
 
 def test_no_token_no_package_no_network(finetuned, fake_hub, monkeypatch):

@@ -93,3 +93,60 @@ def test_every_list_flag_refuses_an_empty_item(argv, flag, tmp_path, monkeypatch
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert e.value.code == 2 and f"argument {flag}: invalid value" in err and "an empty item" in err, err
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------------------- the lists read elsewhere
+# (field, owner as the error names it, a parse of the text, the names it takes): every list field reads through
+# `litebert.values.names`, so an empty item or a name twice is refused in one line naming the field.
+def _report_to(text):
+    from litebert import TrainConfig
+
+    return TrainConfig(report_to=text).report_to
+
+
+def _lora_targets(text):
+    from litebert.finetuning.config import FinetuneConfig
+
+    return FinetuneConfig(lora=True, lora_targets=text).lora_args()["targets"]
+
+
+def _objectives(text):
+    from litebert.experiments.intrinsic import parse_objectives
+
+    return list(parse_objectives(text))
+
+
+LIST_FIELDS = [
+    ("TrainConfig.report_to", _report_to, ("tensorboard", "wandb", "mlflow"), lambda t, v: t),
+    ("FinetuneConfig.lora_targets", _lora_targets, ("query", "key", "value", "dense"), lambda t, v: v),
+    ("objectives", _objectives, ("mlm", "sop", "nsp"), lambda t, v: v),
+]
+
+
+@pytest.mark.parametrize("field, parse, known, expected", LIST_FIELDS, ids=[f[0] for f in LIST_FIELDS])
+@given(data=st.data())
+def test_list_fields_refuse_an_empty_item_naming_the_field(field, parse, known, expected, data):
+    text, values, empty = data.draw(comma_list(st.sampled_from(known)))
+    stripped = [v.strip() for v in values]
+    if empty or len(set(stripped)) < len(stripped):
+        with pytest.raises(ConfigError) as e:
+            parse(text)
+        message = str(e.value)
+        assert "\n" not in message and message.startswith(f"{field} = {text!r}: "), message
+        assert ("an empty item" if empty else "twice") in message
+    else:
+        assert parse(text) == expected(text, stripped)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["pretrain", "--preset", "tiny", "--data", "s", "--out", "o", "--report-to", "tensorboard,"], "--report-to"),
+    (["finetune", "sst2", "--model", "m", "--data", "d", "--out", "o", "--lora", "--lora-targets", "query,"],
+     "--lora-targets"),
+    (["evaluate-pretraining", "m", "--data", "s", "--objectives", "mlm,,sop"], "--objectives"),
+])
+def test_list_fields_refuse_an_empty_item_as_their_flag(argv, flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("litebert ") and f"{flag} " in err[0] and "an empty item" in err[0], err
+    assert not (tmp_path / "o").exists()

@@ -74,6 +74,7 @@ def checked(fn: Callable | None = None, /, **ranges: Range) -> Callable:
         return fn(*args, **kwargs)
 
     wrapper.check = check
+    wrapper.ranges = dict(ranges)  # what the boundary's tests generate values outside of
     return wrapper
 
 

@@ -107,6 +107,53 @@ def retarget(text: str, repo_id: str) -> str:
     return text.replace(json.dumps(PLACEHOLDER), json.dumps(repo_id))
 
 
+# ---------------------------------------------------------------------------------------------------- reading
+# The front matter as the Hub finds it (huggingface_hub.repocard.REGEX_YAML_BLOCK): a "---" line (after blank
+# space), the YAML, a "---" line
+_FRONT = re.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
+
+
+def read_card(path: str | os.PathLike) -> tuple[str, Optional[dict]]:
+    """(text, front matter or None) of the model card ``path``, read as the Hub reads it; the one check of a card
+    before it is uploaded. A `CardError` naming the file (and the line) for a card the Hub would refuse or misread:
+    not UTF-8; a byte order mark before the front matter (the Hub would not see it); a front matter opened by a
+    ``---`` line and never closed; YAML that does not parse or is not a mapping (when PyYAML is installed, as it is
+    wherever huggingface_hub is: without it the Hub's own check is left to decide)."""
+    from litebert.errors import CardError, literal
+
+    path = Path(path)
+    where = literal(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CardError(f"{where}: not UTF-8 text (byte {e.start} is not); the Hub reads a model card as UTF-8: "
+                        "save it so") from None
+    if text.startswith("\ufeff") and text[1:].lstrip().startswith("---"):
+        raise CardError(f"{where}: a byte order mark comes before the front matter, which hides it from the Hub; "
+                        "save the card as UTF-8 without one")
+    found = _FRONT.search(text)
+    if found is None:
+        if text.lstrip().split("\n", 1)[0].rstrip("\r") == "---":
+            raise CardError(f"{where}: its front matter opens with a '---' line and is never closed by one")
+        return text, None
+    try:
+        import yaml
+    except ImportError:  # no YAML reader here: the Hub's check decides
+        return text, None
+    first = found.group(1).count("\n") + found.group(1).count("\r") - found.group(1).count("\r\n") + 1
+    try:
+        meta = yaml.safe_load(found.group(2))
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError, OverflowError) as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {first + mark.line}: " if mark is not None else ""
+        reason = " ".join(str(getattr(e, "problem", None) or e).split())[:200]
+        raise CardError(f"{where}: its front matter is not valid YAML ({line}{literal(reason)})") from None
+    if meta is not None and not isinstance(meta, dict):
+        raise CardError(f"{where}: its front matter is a YAML {type(meta).__name__}, not a mapping of keys to "
+                        "values")
+    return text, meta
+
+
 # ---------------------------------------------------------------------------------------------------- front matter
 def front_matter(data: dict) -> str:
     """``data`` as the YAML block that opens a card (``---`` ... ``---``): block style, every string quoted (JSON
@@ -129,6 +176,8 @@ def _yaml_lines(value: Any, indent: int) -> list[str]:
                 lines.append(f"{pad}{_key(key)}: {_scalar(v)}")
         return lines
     for item in value:  # a list: each item "- ", a mapping's first key on the dash's line
+        if item is None or (isinstance(item, (list, tuple, dict)) and not item):
+            continue  # empty, left out as in a mapping
         if isinstance(item, (dict, list, tuple)):
             inner = _yaml_lines(item, indent + 2)
             lines.append(f"{pad}- {inner[0].lstrip()}")

@@ -34,6 +34,7 @@ from litebert.card import (
 )
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import read_json
+from litebert.tasks.meta import read_meta
 
 _OBJECTIVES = {"sop": "masked language modelling (MLM) + sentence-order prediction (SOP)",
                "nsp": "masked language modelling (MLM) + next-sentence prediction (NSP)",
@@ -159,7 +160,7 @@ def _pretraining_results(final: Optional[dict], last: dict, step: int, held_out:
 
 def finetuned_card(folder: Path, info: CardInfo, model_id: Optional[str] = None) -> str:
     """The card of the fine-tuned folder ``folder``, from its finetune.json."""
-    meta = read_json(folder / folders.FINETUNE_META, CheckpointError)
+    meta = read_meta(folder)
     model = Model.read(folder)
     train = meta.get("train") if isinstance(meta.get("train"), dict) else {}
     task = HUB_TASKS.get(model.architecture)

@@ -155,6 +155,10 @@ class InputError(LitebertError, ValueError):
     """The inputs given to a model do not fit it (shape, length, ids outside its vocabulary)."""
 
 
+class CardError(LitebertError, ValueError):
+    """A model card (README.md) that the Hugging Face Hub would not read: not UTF-8, or its front matter broken."""
+
+
 class WriteError(LitebertError, OSError):
     """A file could not be written (a full disk, no permission); what was there before is left as it was."""
 

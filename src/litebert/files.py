@@ -216,6 +216,25 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+# One line of ``sha256sum``: the digest, then (text or binary mode) the file's name; or the digest alone.
+_SHA256_LINE = re.compile(r"([0-9a-fA-F]{64})(?:[ \t]+\*?(\S.*))?")
+
+
+def checksum_in(sums: str | os.PathLike, name: str) -> str:
+    """The sha256 (lower-case hex) that the checksum file ``sums`` holds for the file ``name``: one line as
+    ``sha256sum`` writes it (``HEX  NAME``, ``HEX *NAME``) or the digest alone, in either case, with the BOM or CRLF
+    an editor may add. Anything else (no 64 hex digits, several lines, another file's name) is a ``ValueError``
+    saying what the file holds instead: a malformed checksum file is its own fault, not a corrupt ``name``."""
+    text = Path(sums).read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    m = _SHA256_LINE.fullmatch(text)
+    if m is None:
+        shown = repr(text[:40]) + ("..." if len(text) > 40 else "") if text else "nothing"
+        raise ValueError(f"holds {shown}, not a sha256 checksum (64 hex digits, as sha256sum writes them)")
+    if m.group(2) is not None and m.group(2).strip() != name:
+        raise ValueError(f"is the checksum of {m.group(2).strip()!r}, not of {name!r}")
+    return m.group(1).lower()
+
+
 def json_kind(t: type) -> str:
     """The JSON name of a Python type from `json.loads`: ``dict`` -> ``"object"``, ``list`` -> ``"array"``..."""
     return {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",

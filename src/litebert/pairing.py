@@ -41,6 +41,7 @@ from litebert.errors import CheckpointError, ConfigError, TokenizerError, litera
 from litebert.files import read_json
 from litebert.folders import FINETUNE_META
 from litebert.io.hf_folder import CONFIG_NAME
+from litebert.tasks.meta import read_meta
 from litebert.tasks.presets import get_preset
 
 SPECIAL_TOKENS = ("pad", "unk", "cls", "sep", "mask")
@@ -77,7 +78,7 @@ def held_heads(folder: str | Path, tensors: Mapping[str, Any] | None = None) -> 
         return named, "config.json 'architectures'"
     meta_file = Path(folder) / FINETUNE_META
     if meta_file.is_file():
-        task = read_json(meta_file, CheckpointError).get("task")
+        task = read_meta(folder)["task"]
         try:
             kind = get_preset(task).kind if isinstance(task, str) else None
         except ConfigError:

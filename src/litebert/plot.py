@@ -139,7 +139,7 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
     there is none)."""
     from litebert import folders
     from litebert.engine.metrics_log import read_metrics
-    from litebert.files import read_json
+    from litebert.tasks.meta import read_meta
 
     run = Path(run)
     if not (run / folders.METRICS_JSONL).is_file():
@@ -153,7 +153,7 @@ def run_curves(run: str | os.PathLike, label: str) -> Curves:
 
     accuracy = {}
     if folders.output_kind(run) == "fine-tuned-model" and (run / folders.FINETUNE_META).is_file():
-        metric = read_json(run / folders.FINETUNE_META, DataError).get("metric")
+        metric = read_meta(run).get("metric")
         keys = [metric] if isinstance(metric, str) else []
     else:  # a pretraining run: held-out MLM accuracy, and the sentence task's where trained
         keys = [k for k in ("mlm_accuracy", "sop_accuracy", "nsp_accuracy") if any(k in r for r in evals)]

@@ -33,9 +33,20 @@ def int64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def fields(buf: bytes) -> list[tuple[int, int | bytes]]:
+# The wire type of each kind of field a schema names (`fields`' ``schema``).
+VARINT, FIXED64, BYTES, FIXED32 = 0, 1, 2, 5
+
+
+def fields(buf: bytes, schema: dict[int, int] | None = None) -> list[tuple[int, int | bytes]]:
     """Decode one message into [(field number, value)]: ints for varint and fixed64/fixed32 fields (little-endian,
-    unsigned), bytes for length-delimited ones (strings, bytes, sub-messages, packed repeats)."""
+    unsigned), bytes for length-delimited ones (strings, bytes, sub-messages, packed repeats).
+
+    ``schema`` ({field number: wire type} of the fields the caller reads) is the message's declaration: a field it
+    names with another wire type (an int where a sub-message is declared) is malformed input, refused here once for
+    every reader, rather than a value of the wrong type handed to code that trusts the declaration. Fields the
+    schema does not name pass, as protobuf keeps unknown fields."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):  # a caller's schema let an int through
+        raise ValueError(f"expected a message, found the number {buf!r}")
     out, pos = [], 0
     while pos < len(buf):
         tag, pos = varint(buf, pos)
@@ -54,6 +65,8 @@ def fields(buf: bytes) -> list[tuple[int, int | bytes]]:
             value, pos = bytes(buf[pos:pos + length]), pos + length
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
+        if schema is not None and schema.get(num, wire) != wire:
+            raise ValueError(f"field {num} has wire type {wire}, declared {schema[num]}")
         out.append((num, value))
     return out
 

@@ -27,7 +27,7 @@ from typing import Optional
 
 from litebert import folders, hub
 from litebert.arguments import checked
-from litebert.card import CARD_NAME, CardInfo, is_own_card, retarget
+from litebert.card import CARD_NAME, CardInfo, is_own_card, read_card, retarget
 from litebert.errors import CheckpointError, ConfigError, LitebertError, first_line, literal
 from litebert.extras import install_hint
 from litebert.values import names
@@ -147,9 +147,10 @@ def push_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool = True
     token = _token(hf)
     card = model / CARD_NAME
     retargeted = None  # the card's text pointed at repo_id: uploaded from memory, written into the folder after
-    if (CARD_NAME, card) in picked and is_own_card(card):
-        text = card.read_text(encoding="utf-8")
-        retargeted = retarget(text, repo_id) if retarget(text, repo_id) != text else None
+    if (CARD_NAME, card) in picked:  # checked as the Hub reads it, before anything is sent
+        text, _ = read_card(card)
+        if is_own_card(card):
+            retargeted = retarget(text, repo_id) if retarget(text, repo_id) != text else None
     api = hf.HfApi(endpoint=endpoint, token=token)
     operations = [hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=retargeted.encode("utf-8")
                                         if retargeted is not None and path == card else str(path))

@@ -4,7 +4,8 @@ A comma list (``--lr 1e-4,3e-4``, ``--labels neg,pos``, ``--presets ...``, ``lor
 each item stripped of spaces, and an empty item refused, not dropped: ``1e-4,`` is a typo for a grid, not a single
 rate (issue 57, item 7: it ran one rate silently). `numbers` and `integers` read the items as numbers, `names` as
 names (each once). The parsers raise `ConfigError` naming the argument (``{name}``, shown as its flag on the command
-line); `cli_type` turns one into an argparse ``type=`` whose refusal is argparse's one-line ``invalid value`` error.
+line; a config class's field as ``TrainConfig.report_to``, given ``owner``); `cli_type` turns one into an argparse
+``type=`` whose refusal is argparse's one-line ``invalid value`` error.
 """
 
 from __future__ import annotations
@@ -13,20 +14,22 @@ import argparse
 import math
 from typing import Callable, TypeVar
 
-from litebert.errors import ConfigError
+from litebert.errors import ConfigError, Field
 
 T = TypeVar("T")
 
 
-def items(text: str, name: str, what: str = "items") -> list[str]:
-    """The comma-separated ``text`` (the value of the argument ``name``) as its stripped items; no text, or an empty
-    item (a comma at either end, two commas), is a `ConfigError`."""
+def items(text: str, name: str, what: str = "items", owner: str | None = None) -> list[str]:
+    """The comma-separated ``text`` (the value of the argument ``name``; of the field ``name`` of the config class
+    ``owner``) as its stripped items; no text, or an empty item (a comma at either end, two commas), is a
+    `ConfigError`."""
     parts = [p.strip() for p in str(text).split(",")]
+    value = Field(owner, text) if owner else text
     if not any(parts):
-        raise ConfigError("{%s}: empty; give one or more comma-separated %s" % (name, what), **{name: text})
+        raise ConfigError("{%s}: empty; give one or more comma-separated %s" % (name, what), **{name: value})
     if not all(parts):
         raise ConfigError("{%s}: an empty item (a comma too many?); give comma-separated %s, each written out"
-                          % (name, what), **{name: text})
+                          % (name, what), **{name: value})
     return parts
 
 
@@ -56,12 +59,13 @@ def integers(text: str, name: str) -> list[int]:
     return out
 
 
-def names(text: str, name: str) -> list[str]:
+def names(text: str, name: str, owner: str | None = None) -> list[str]:
     """``"neg, pos"`` -> ``["neg", "pos"]``: comma-separated names (`items`), each once."""
-    parts = items(text, name, "names")
+    parts = items(text, name, "names", owner)
     twice = next((p for i, p in enumerate(parts) if p in parts[:i]), None)
     if twice is not None:
-        raise ConfigError("{%s}: %r is there twice; give each name once" % (name, twice), **{name: text})
+        raise ConfigError("{%s}: %r is there twice; give each name once" % (name, twice),
+                          **{name: Field(owner, text) if owner else text})
     return parts
 
 

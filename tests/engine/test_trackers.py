@@ -213,7 +213,10 @@ def test_unknown_tracker_is_a_one_line_config_error(capsys, tmp_path):
         TrainConfig(report_to="comet")
     with pytest.raises(ConfigError, match=r"FinetuneConfig.report_to = 'wandb,none': 'auto' and 'none' stand alone"):
         FinetuneConfig(report_to="wandb,none")
-    assert trackers.parse(" wandb , mlflow,wandb") == ("wandb", "mlflow")
+    assert trackers.parse(" wandb , mlflow") == ("wandb", "mlflow")
+    for bad, message in (("wandb,mlflow,wandb", "'wandb' is there twice"), ("wandb,", "an empty item")):
+        with pytest.raises(ConfigError, match=message):  # one strict parser of names (`litebert.values`)
+            trackers.parse(bad)
     assert main(["pretrain", "--preset", "tiny", "--data", "S", "--out", str(tmp_path / "r"), "--report-to",
                  "tensorbord"]) == 2
     err = capsys.readouterr().err

@@ -49,9 +49,11 @@ def test_wilson_interval_hand_values():
 
 
 def test_parse_objectives():
-    assert parse_objectives("MLM, sop,sop") == ("mlm", "sop")
-    with pytest.raises(ConfigError, match="subset of mlm,sop,nsp"):
-        parse_objectives("mlm,itm")
+    assert parse_objectives("MLM, sop") == ("mlm", "sop") == parse_objectives(["mlm", "sop"])
+    for bad, message in (("mlm,itm", "subset of mlm,sop,nsp"), ("sop,sop", "twice"), ("mlm,MLM", "each once"),
+                         ("mlm,", "an empty item")):
+        with pytest.raises(ConfigError, match=message):
+            parse_objectives(bad)
 
 
 def test_sentence_accuracy_counts_the_datasets_labels(setup):

@@ -89,8 +89,10 @@ def pretrain_argv(inp, out, *extra):
             *extra]
 
 
-# experiment: the options only `experiment speedup` reads
+# experiment: the options only `experiment speedup` reads, and those only `experiment label-efficiency` reads
 SPEEDUP_ONLY = {"--micro-batch", "--untimed-steps", "--processes", "--presets", "--reference"}
+LABEL_EFFICIENCY_ONLY = {"--model", "--task", "--sizes", "--seeds", "--full-seeds", "--lrs", "--lr-grid-extend",
+                         "--epochs", "--min-steps", "--tapt-steps", "--tapt-lr", "--sentiment-data"}
 
 
 def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list[Path]]:
@@ -147,6 +149,16 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
         out = tmp / "speedup"
         return ["experiment", "speedup", "--out", out, "--steps", "1", "--presets", "tiny", "--reference", "tiny",
                 "--micro-batch", "1", "--seq-len", "16", "--untimed-steps", "1", "--processes", "1"], [out]
+    if path == "experiment" and flag in LABEL_EFFICIENCY_ONLY:
+        out, data = tmp / "label-efficiency", tmp / "le-data"  # the task's splits, a test split among them
+        data.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "dev", "test"):
+            (data / f"{split}.jsonl").write_bytes((inp["cls"] / f"{'dev' if split == 'test' else split}.jsonl")
+                                                  .read_bytes())
+        return ["experiment", "label-efficiency", "--out", out, "--model", inp["model"], "--task", "classify",
+                "--sentiment-data", data,
+                "--sizes", "4,all", "--seeds", "1", "--full-seeds", "1", "--lrs", "1e-4", "--lr-grid-extend", "0",
+                "--epochs", "1", "--min-steps", "1", "--no-control", "--no-bag-of-words"], [out]
     if path == "experiment":
         out = tmp / "experiment"
         return ["experiment", "sentence-objective", "--out", out, "--corpus", inp["corpus"], "--tokenizer",
@@ -154,4 +166,17 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
                 "--seq-len", "32", "--batch", "2", "--eval-examples", "4", "--sentiment-steps", "1", "--mc-steps",
                 "1", "--finetune-batch", "2", "--max-train-examples", "4", "--max-eval-examples", "4",
                 "--heldout-every", "4"], [out]
+    if path == "params":
+        return ["params", "--preset", "tiny"], []
+    if path == "tokenizer encode":
+        return ["tokenizer", "encode", "--tokenizer", inp["tok"], "--text", "the film was good"], []
+    if path == "convert tf":
+        out = tmp / "converted"
+        return ["convert", "tf", "--checkpoint", TF_PRETRAIN / "model.ckpt-best", "--config",
+                TF_PRETRAIN / "albert_config.json", "--out", out], [out]
+    if path == "plot":
+        out = tmp / "curves.png"
+        return ["plot", inp["run"], "--out", out], [out]
+    if path == "push":  # the work (the upload) is stopped by the test before any request
+        return ["push", inp["ft"], "me/albert"], []
     raise KeyError(path)

@@ -109,3 +109,78 @@ def outcome(call, *names: str, errors: type[BaseException] | tuple = LitebertErr
         assert "\n" not in message, f"not one line: {message!r}"
         assert any(printable(str(n)) in message for n in names), f"names none of {names}: {message!r}"
         return None
+
+
+# ------------------------------------------------------------------------------------------------ documents
+def _paths(value, at=()) -> list[tuple]:
+    """The path (keys and indices) of every node of a JSON value, the root's () first."""
+    out = [at]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, at + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, at + (i,))
+    return out
+
+
+def _replaced(value, at: tuple, make):
+    """``value`` with the node at ``at`` replaced by ``make(node)`` (a copy; `DROP` removes it)."""
+    if not at:
+        return make(value)
+    head, rest = at[0], at[1:]
+    if isinstance(value, dict):
+        out = {k: _replaced(v, rest, make) if k == head else v for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not DROP}
+    out = [_replaced(v, rest, make) if i == head else v for i, v in enumerate(value)]
+    return [v for v in out if v is not DROP]
+
+
+DROP = object()
+# values at and past the limits of what a field holds: huge and negative ids, sizes, the floats JSON cannot write
+EDGES = (-1, 0, 1, 2**31, 2**63, -2**63, 10**30, 1e308, -0.0, 0.5, True, False, None, "", "0", [], {})
+
+
+@st.composite
+def mutated_json(draw, doc, max_changes: int = 3):
+    """``doc`` (a valid document) changed in one to ``max_changes`` places: a key or item dropped, a value replaced
+    by another of another type (`json_values`) or by an edge value (`EDGES`), a list item repeated (a duplicate
+    piece), a key renamed."""
+    for _ in range(draw(st.integers(1, max_changes))):
+        at = draw(st.sampled_from(_paths(doc)))
+        kind = draw(st.sampled_from(("drop", "value", "edge", "repeat", "rename")))
+        if kind == "drop" and at:
+            doc = _replaced(doc, at, lambda v: DROP)
+        elif kind == "value":
+            new = draw(json_values())
+            doc = _replaced(doc, at, lambda v: new)
+        elif kind == "edge":
+            new = draw(st.sampled_from(EDGES))
+            doc = _replaced(doc, at, lambda v: new)
+        elif kind == "repeat" and isinstance(_node(doc, at), list) and _node(doc, at):
+            i = draw(st.integers(0, len(_node(doc, at)) - 1))
+            doc = _replaced(doc, at, lambda v: v + [v[i]])
+        elif kind == "rename" and isinstance(_node(doc, at), dict) and _node(doc, at):
+            old = draw(st.sampled_from(sorted(_node(doc, at))))
+            new = draw(st.sampled_from((old.upper(), old + " ", "\ufeff" + old, old[:-1])))
+            doc = _replaced(doc, at, lambda v: {(new if k == old else k): x for k, x in v.items()})
+    return doc
+
+
+def _node(value, at: tuple):
+    for k in at:
+        value = value[k]
+    return value
+
+
+@st.composite
+def hostile_json_file(draw, doc) -> bytes:
+    """The bytes of a file meant to hold ``doc``: the document mutated (`mutated_json`), or not; written maybe with
+    a BOM, maybe damaged (`damaged`), or replaced by text that is not JSON."""
+    kind = draw(st.sampled_from(("as is", "mutated", "mutated", "mutated", "damaged", "not json")))
+    if kind == "not json":
+        return draw(st.sampled_from((b"", b"{", b"[]", b"null", b"\xff\xfe{}", b"{\"a\": NaN}", b"{} {}",
+                                     b"{\"a\": 1, \"a\": 2}", b"[" * 2000 + b"]" * 2000)))
+    value = draw(mutated_json(doc)) if kind == "mutated" else doc
+    data = draw(encoded(json.dumps(value, ensure_ascii=False)))
+    return draw(damaged(data)) if kind == "damaged" else data

@@ -1,12 +1,14 @@
-"""Every refusal is decided before ``--out`` is touched (issue 57, item 3): every command, each of its flags set to
-a wrong value, is refused with one line (no traceback, no "internal error") and its output does not exist
-afterwards.
+"""Every refusal is decided before ``--out`` is touched (issue 57, item 3): every command, each of its flags (and each
+positional argument) set to a wrong value, is refused with one line (no traceback, no "internal error") and its
+output does not exist afterwards.
 
 The commands and their flags are enumerated from the parsers (as `litebert.cli.main` builds them); each flag gets a
 wrong value generated from what it takes (`wrong_value`): a number below any range (-1), a word that is none of its
 choices, a path that does not exist for a flag that reads a file or folder, a nonsense word for the other text
-flags. The base invocation of each command (`helpers.battery.base_command`) is valid, so the flag is the only thing
-wrong. Work never starts: reaching `litebert.folders.begin` (the first write of an output folder) fails the case. A
+flags. A positional argument is named ``<dest>`` and its value in the base invocation is found by parsing it with the
+command's own parser. The base invocation of each command (`helpers.battery.base_command`) is valid, so the flag is
+the only thing wrong. Work never starts: reaching `litebert.folders.begin` (the first write of an output folder), or
+the upload of `litebert push` (its Hub client), fails the case. A
 flag for which any text is valid (a free text such as ``--license``) is listed in `ANY_TEXT` and only has to leave
 no traceback. Every case runs (some 250, about 10 s on one core: each is refused before any model runs).
 """
@@ -26,29 +28,41 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 # command paths that base_command knows (every leaf command that writes or reads something worth testing)
 BASES = {"tokenizer train", "data prepare", "data inspect", "pretrain", "gate", "finetune", "evaluate", "predict",
-         "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment"}
+         "embed", "fill-mask", "export onnx", "evaluate-pretraining", "analyze transitions", "experiment", "params",
+         "tokenizer encode", "convert tf", "plot", "push"}
 OUTPUTS = {"out", "output"}  # the flags under test's outputs: given by the base command
 # dests that name a file or folder the command reads
 READS = {"model", "models", "data", "dev", "tokenizer", "input", "corpus", "init_from", "config", "checkpoint",
-         "folder", "store", "eval_data", "model_config", "resume_from", "recipe"}
+         "folder", "store", "eval_data", "model_config", "resume_from", "recipe", "spm", "runs"}
 # flags whose every text is a valid value (free text, a name; --text-field of a plain-text input, which has no
 # fields): they must only not fail badly
 ANY_TEXT = {"--license", "--datasets", "--run-name", "--text-field", "--commit-message", "--tracker-project",
-            "--project", "--name", "--tags", "--device"}
+            "--project", "--name", "--tags", "--device", "--text"}
+
+
+def command_parser(name: str) -> Parser:
+    """The parser of the command ``name``, built as `litebert.cli.main` builds it."""
+    module_name, help_ = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = Parser(prog=f"litebert {name}", description=help_)
+    module.configure_command(name, parser) if hasattr(module, "configure_command") else module.configure(parser)
+    _add_offline(parser)
+    return parser
 
 
 def command_parsers():
-    """(command path, [option actions]) of every leaf command, its parser built as `litebert.cli.main` builds it."""
-    for name, (module_name, help_) in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        parser = Parser(prog=f"litebert {name}", description=help_)
-        module.configure_command(name, parser) if hasattr(module, "configure_command") else module.configure(parser)
-        _add_offline(parser)
-        yield from _leaves(parser, (name,), [])
+    """(command path, [option and positional actions]) of every leaf command."""
+    for name in COMMANDS:
+        yield from _leaves(command_parser(name), (name,), [])
+
+
+def flag_of(action: argparse.Action) -> str:
+    """How a case names an argument: its longest flag, or ``<dest>`` for a positional one."""
+    return max(action.option_strings, key=len) if action.option_strings else f"<{action.dest}>"
 
 
 def _leaves(parser, path, inherited):
-    actions = inherited + [a for a in parser._actions if a.option_strings]
+    actions = inherited + [a for a in parser._actions if not isinstance(a, argparse._SubParsersAction)]
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subs:
         yield " ".join(path), actions
@@ -77,7 +91,7 @@ def all_cases() -> list[tuple[str, str]]:
             continue
         seen = set()
         for action in actions:
-            flag = max(action.option_strings, key=len)
+            flag = flag_of(action)
             if flag in seen or action.help == argparse.SUPPRESS:
                 continue
             seen.add(flag)
@@ -87,7 +101,7 @@ def all_cases() -> list[tuple[str, str]]:
 
 
 CASES = all_cases()
-ACTIONS = {(path, max(a.option_strings, key=len)): a for path, actions in command_parsers() for a in actions}
+ACTIONS = {(path, flag_of(a)): a for path, actions in command_parsers() for a in actions}
 
 
 @pytest.fixture
@@ -100,6 +114,14 @@ def no_work(monkeypatch):
 
     monkeypatch.setattr(folders, "begin", begin)
 
+    class Hub:  # `litebert push`'s client: the upload is its work
+        @staticmethod
+        def HfApi(**kwargs):
+            raise RuntimeError("REACHED-BEGIN the upload")
+
+    monkeypatch.setattr("litebert.push._import_hub", lambda: Hub)
+    monkeypatch.setattr("litebert.push._token", lambda hf: "hf_placeholder")
+
 
 def check_case(path: str, flag: str, inp: dict, tmp, capsys) -> str:
     """Run the case; returns what happened ("refused", "accepted") or raises with what went wrong."""
@@ -107,7 +129,10 @@ def check_case(path: str, flag: str, inp: dict, tmp, capsys) -> str:
     argv, outputs = base_command(path, flag, inp, tmp)
     value = wrong_value(action, tmp)
     argv = [str(a) for a in argv]
-    if flag in argv:
+    if not action.option_strings:  # a positional: its value in the base invocation, as the parser reads it
+        given = getattr(command_parser(path.split()[0]).parse_known_args(argv[1:])[0], action.dest)
+        argv[argv.index(str(given[0] if isinstance(given, list) else given))] = value
+    elif flag in argv:
         argv[argv.index(flag) + 1] = value
     else:
         argv += [flag, value]
@@ -133,10 +158,11 @@ def test_the_enumeration_finds_every_command_and_its_flags(inp, tmp_path, capsys
     assert paths == BASES, BASES - paths
     assert len(CASES) > 150, len(CASES)
     assert ("finetune", "--metric") in CASES and ("fill-mask", "--tokenizer") in CASES
-    for path in sorted(BASES):
-        argv, _ = base_command(path, "--seed", inp, tmp_path / path.replace(" ", "-"))
+    for path, flag in [(p, "--seed") for p in sorted(BASES)] + [("experiment", "--micro-batch"),
+                                                                 ("experiment", "--model")]:
+        argv, _ = base_command(path, flag, inp, tmp_path / path.replace(" ", "-") / flag)
         code, err = cli(capsys, argv)
-        assert code == 0 or "REACHED-BEGIN" in err, f"the base command of {path} fails by itself: {err}"
+        assert code == 0 or "REACHED-BEGIN" in err, f"the base command of {path} ({flag}) fails by itself: {err}"
 
 
 @pytest.mark.usefixtures("no_work", "unchanged_inputs")

@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from litebert import folders
 from litebert.arguments import checked
+from litebert.checks import AT_LEAST_1
 from litebert.data.documents import CORPUS_MAX_LINE_BYTES, MAX_DOCUMENT_CHARS, RawDocument, read_documents
 from litebert.data.splitter import split_sentences
 from litebert.errors import DataError, LitebertError, WriteError, literal
@@ -270,7 +271,7 @@ class StoreTokenizer(Protocol):
     def fingerprint(self) -> str: ...
 
 
-@checked
+@checked(workers=AT_LEAST_1, block_chars=AT_LEAST_1)
 def prepare_store(inputs: Corpus, tokenizer: StoreTokenizer | str | os.PathLike, out: str | os.PathLike,
                   workers: int = 1, *,
                   fmt: str = "auto", encoding_errors: str = "strict", text_field: str = "text",
@@ -352,8 +353,6 @@ def _build(tmp: Path, out: Path, files, facts, dtype, tokenizer, empty_files: li
 def _check_before_writing(inputs, tokenizer, out: Path, workers: int, overwrite: bool,
                           text_field: str = "text") -> tuple[list, TokenizerFacts]:
     """Check the arguments, ``out`` and the tokenizer before anything is written; returns the input files and facts."""
-    if workers < 1:
-        raise DataError("{workers}: expected an integer >= 1", workers=workers)
     check_store_out(out, overwrite)
     files = corpus_sources(inputs, text_field)
     if out.exists():

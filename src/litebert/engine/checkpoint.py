@@ -32,7 +32,7 @@ import torch
 from litebert import folders
 from litebert.engine.args import Machinery
 from litebert.errors import CheckpointError, CheckpointNotFoundError, first_line, literal
-from litebert.files import atomic_write, sha256_file
+from litebert.files import atomic_write, checksum_in, sha256_file
 
 FORMAT = "litebert-train-checkpoint"
 VERSION = 1
@@ -117,8 +117,10 @@ def _verified(path: Path, map_location) -> dict | str:
     sums = path.with_name(path.name + ".sha256")
     if not sums.is_file():
         return f"has no checksum file {sums.name}: it was not completely written"
-    words = sums.read_bytes().decode("ascii", errors="replace").split()
-    expected = words[0] if words else ""
+    try:
+        expected = checksum_in(sums, path.name)
+    except ValueError as e:
+        return f"cannot be verified: its checksum file {sums.name} {e}"
     if sha256_file(path) != expected:
         return f"does not match its checksum in {sums.name}: the file is corrupt"
     try:

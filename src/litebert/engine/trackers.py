@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
-from litebert import folders
+from litebert import folders, values
 from litebert.errors import ConfigError, Field, LitebertError, first_line, literal
 from litebert.extras import install_hint
 from litebert.files import json_field, read_json, write_json
@@ -73,7 +73,7 @@ class TrackerError(LitebertError, RuntimeError):
 def parse(report_to: str, owner: Optional[str] = None) -> tuple[str, ...]:
     """The names of the comma list ``report_to``, checked; ``owner``: the config class whose field it is (named in
     the error, as ``TrainConfig.report_to = 'x'`` in Python, ``--report-to x`` on the command line)."""
-    names = tuple(dict.fromkeys(n.strip() for n in str(report_to).split(",")))
+    names = tuple(values.names(report_to, "report_to", owner))  # an empty item or a name twice: refused
     wrong = [n for n in names if n not in REPORT_TO]
     problem = None
     if wrong:

@@ -190,7 +190,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
                          "250,500,1000,2000,all)")
     le.add_argument("--seeds", type=int, default=3, help="seeds per size below the whole split (default 3)")
     le.add_argument("--full-seeds", type=int, default=1, help="seeds at the whole split (default 1)")
-    le.add_argument("--lrs", type=_rates, default=(1e-4, 3e-4),
+    le.add_argument("--lrs", type=_rates("lrs"), default=(1e-4, 3e-4),
                     help="the pretrained model's fine-tuning rates (default 1e-4,3e-4); --control-lrs the control's")
     le.add_argument("--lr-grid-extend", type=int, default=2,
                     help="rates a grid may add beyond an edge dev picks (default 2; 0: the rates given only)")

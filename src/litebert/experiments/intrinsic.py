@@ -23,8 +23,9 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from litebert import hub
+from litebert import hub, values
 from litebert.arguments import checked
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import CheckpointError, ConfigError
 
 OBJECTIVES = ("mlm", "sop", "nsp")
@@ -58,14 +59,14 @@ def accuracy(correct: int, total: int) -> Accuracy:
 
 
 def parse_objectives(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"mlm,sop"`` (or a sequence of names) -> ``("mlm", "sop")``: a subset of `OBJECTIVES`, each once."""
-    parts = text.split(",") if isinstance(text, str) else list(text)
-    names = tuple(dict.fromkeys(str(t).strip().lower() for t in parts if str(t).strip()))
-    bad = [n for n in names if n not in OBJECTIVES]
-    if bad or not names:
-        raise ConfigError("{objectives}: expected a comma-separated subset of " + ",".join(OBJECTIVES),
-                          objectives=text if isinstance(text, str) else ",".join(map(str, text)))
-    return names
+    """``"mlm,sop"`` (or a sequence of names) -> ``("mlm", "sop")``: a subset of `OBJECTIVES`, each once
+    (`litebert.values.names`: an empty item, ``mlm,``, is refused, not dropped)."""
+    given = text if isinstance(text, str) else ",".join(map(str, text))
+    chosen = tuple(n.lower() for n in values.names(given, "objectives"))
+    if any(n not in OBJECTIVES for n in chosen) or len(set(chosen)) < len(chosen):
+        raise ConfigError("{objectives}: expected a comma-separated subset of " + ",".join(OBJECTIVES)
+                          + ", each once", objectives=given)
+    return chosen
 
 
 @dataclass
@@ -86,7 +87,7 @@ class PretrainingEvaluation:
                            for n, sc in self.scores.items()}}
 
 
-@checked
+@checked(examples=AT_LEAST_1, seq_len=AT_LEAST_1, batch_size=AT_LEAST_1, seed=AT_LEAST_0)
 def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.PathLike, *,
                          objectives: str | Sequence[str] = OBJECTIVES, examples: int = 2000,
                          seq_len: Optional[int] = None,
@@ -108,7 +109,6 @@ def evaluate_pretraining(models: Sequence[str | os.PathLike], data: str | os.Pat
     chosen = parse_objectives(objectives)
     names = model_names(models, names)  # from what the user gave (a hub id's name, not its cache folder's)
     models = [hub.local(m, "model") for m in models]
-    _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"models": list(models), "data": data})
     resolve_device(device)  # a device this machine lacks is refused before the store is read
@@ -155,12 +155,6 @@ def model_names(models: Sequence, names: Optional[Sequence[str]]) -> list[str]:
         return list(names)
     short = [Path(m).name or str(m) for m in models]
     return [str(m) for m in models] if len(set(short)) < len(short) else short
-
-
-def _check_counts(**counts: int) -> None:
-    for name, value in counts.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
 
 
 def has_sentence_head(model_dir: str | Path) -> bool:

@@ -85,6 +85,8 @@ class LabelSettings:
                                   **{name: ",".join(f"{x:g}" for x in getattr(self, name))})
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
             raise ConfigError("{epochs}: expected a positive number", epochs=self.epochs)
+        if not (isinstance(self.tapt_lr, (int, float)) and not isinstance(self.tapt_lr, bool) and 0 < self.tapt_lr < 1):
+            raise ConfigError("{tapt_lr}: expected a learning rate in (0, 1)", tapt_lr=self.tapt_lr)
         for name in ("lr_grid_extend", "tapt_steps", "seed"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from litebert.arguments import checked
+from litebert.checks import AT_LEAST_1
 from litebert.errors import ConfigError
 from litebert.experiments import paper
 from litebert.experiments.report import parameters
@@ -156,7 +157,7 @@ def run_speedup(out: Path, presets: list[str], micro_batch: int, seq_len: int, s
             "rows": rows}
 
 
-@checked
+@checked(micro_batch=AT_LEAST_1, seq_len=AT_LEAST_1, steps=AT_LEAST_1, untimed_steps=AT_LEAST_1)
 def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRESETS, reference: str = "bert-large",
                        micro_batch: int = 8, seq_len: int = 128, steps: int = 3, untimed_steps: int = 1,
                        device: str | None = None, processes: Sequence[int] = (1, 2),
@@ -165,11 +166,9 @@ def speedup_experiment(out: str | Path, *, presets: Sequence[str] = DEFAULT_PRES
     preset on each number of processes, relative to ``reference``; writes results.json, results.md and
     speedup.png and returns the summary. Everything is checked before the first write."""
     from litebert import folders
-    from litebert.experiments.intrinsic import _check_counts
     from litebert.files import atomic_write
 
     presets = list(presets)
-    _check_counts(micro_batch=micro_batch, seq_len=seq_len, steps=steps, untimed_steps=untimed_steps)
     if not processes or min(processes) < 1:
         raise ConfigError("{processes}: expected process counts >= 1, e.g. 1,2",
                           processes=",".join(map(str, processes)))

@@ -18,6 +18,7 @@ import torch
 
 from litebert import hub
 from litebert.arguments import checked
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.errors import ConfigError
 from litebert.extras import install_hint
 from litebert.files import atomic_write
@@ -34,7 +35,7 @@ class TransitionsResult:
     csv: Path
 
 
-@checked
+@checked(examples=AT_LEAST_1, seq_len=AT_LEAST_1, batch_size=AT_LEAST_1, seed=AT_LEAST_0)
 def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.PathLike, out: str | os.PathLike, *,
                         names: Optional[Sequence[str]] = None, examples: int = 256, seq_len: Optional[int] = None,
                         seed: int = 12345, batch_size: int = 16, device: Optional[str] = None,
@@ -47,7 +48,7 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     from litebert.data.store import TokenStore
     from litebert.engine.device import resolve_device
     from litebert.engine.runtime import Runtime
-    from litebert.experiments.intrinsic import _check_counts, model_names
+    from litebert.experiments.intrinsic import model_names
     from litebert.folders import plan_file
     from litebert.model import AlbertModel
 
@@ -57,7 +58,6 @@ def analyze_transitions(models: Sequence[str | os.PathLike], data: str | os.Path
     if out.suffix.lower() not in PLOT_FORMATS:
         raise ConfigError("{out}: the plot is written as " + ", ".join(PLOT_FORMATS) + " (the numbers go beside it, "
                           "as .csv); give one of these names", out=out)
-    _check_counts(examples=examples, batch_size=batch_size, **({} if seq_len is None else {"seq_len": seq_len}))
     from litebert.experiments.report import can_plot
 
     if not can_plot():

@@ -14,6 +14,7 @@ from litebert.checks import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, PROBABIL
 from litebert.engine.args import Machinery
 from litebert.errors import ConfigError, Field
 from litebert.optim.schedule import SCHEDULES
+from litebert.values import names
 
 OPTIMIZERS = ("adamw", "lamb")  # `litebert.optim.build_optimizer`'s: the official AdamW (fine-tuning's) and LAMB
 EVAL_STRATEGIES = ("steps", "epoch")
@@ -118,9 +119,8 @@ class FinetuneConfig(Machinery):
         if lora_given and not self.lora:
             raise ConfigError("{" + lora_given[0] + "} sets LoRA, which is off: add {lora:flag}",
                               **{lora_given[0]: getattr(self, lora_given[0]), "lora": True})
-        if self.lora_targets is not None and not [t for t in self.lora_targets.split(",") if t.strip()]:
-            raise ConfigError("{lora_targets}: name the modules to adapt (e.g. query,value)",
-                              lora_targets=self.lora_targets)
+        if self.lora_targets is not None:  # an empty item (``query,``) refused, each module once
+            names(self.lora_targets, "lora_targets", type(self).__name__)
         if self.warmup_steps is not None and self.warmup_proportion is not None:
             raise ConfigError("{warmup_steps:flag} and {warmup_proportion:flag} both set the warmup: give one",
                               warmup_steps=self.warmup_steps, warmup_proportion=self.warmup_proportion)
@@ -167,7 +167,7 @@ class FinetuneConfig(Machinery):
         """`litebert.io.adapters.add_lora`'s arguments (its defaults where not given)."""
         return {"r": self.lora_r or 8, "alpha": self.lora_alpha if self.lora_alpha is not None else 16.0,
                 "dropout": self.lora_dropout or 0.0,
-                "targets": [t.strip() for t in (self.lora_targets or "query,value").split(",") if t.strip()]}
+                "targets": names(self.lora_targets or "query,value", "lora_targets", type(self).__name__)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ from litebert import folders
 from litebert.errors import ConfigError, DataError, Field, literal
 from litebert.files import atomic_write, read_json, write_json
 from litebert.finetuning.job import FinetuneResult, notice, run_one, say
+from litebert.tasks.meta import read_meta
 
 GRID_FILE = folders.GRID
 # the marker and trackers are the run's; the card is written for OUT
@@ -203,7 +204,7 @@ def _runs(out: Path, rates: tuple[float, ...], metric: str, added: list) -> list
     why = {float(a["lr"]): a["why"] for a in added}
     runs = []
     for lr in rates:
-        meta = read_json(out / folder_name(lr) / folders.FINETUNE_META, ConfigError)
+        meta = read_meta(out / folder_name(lr))
         dev = meta.get("dev_metrics") or {}
         runs.append({"lr": lr, "folder": folder_name(lr), "best_step": meta.get("best_step"),
                      "score": float(dev.get(metric, math.nan)), "dev_metrics": dev,

@@ -18,12 +18,13 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from litebert.arguments import checked
 from litebert.card import CardInfo
+from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.engine.callbacks import Callback
 from litebert.finetuning.config import FinetuneConfig
 from litebert.finetuning.job import FinetuneResult, Job, Log, notice, run_one
 
 
-@checked
+@checked(stop_after=AT_LEAST_1, lr_grid_extend=AT_LEAST_0)
 def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
              dev: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, labels: Sequence[str] | None = None,

@@ -17,14 +17,16 @@ import numpy as np
 import torch
 
 from litebert import folders
-from litebert.errors import CheckpointError, literal
+from litebert.errors import CheckpointError, ConfigError, literal
 from litebert.files import read_json, write_json
 from litebert.tasks.eval_prediction import eval_prediction, takes_eval_prediction
 from litebert.tasks.features import check_ids, length_of
 from litebert.tasks.kinds import ExtractiveQA, example_id
+from litebert.tasks.meta import read_meta
 from litebert.tasks.presets import TaskPreset, get_preset, preset_from_json
 
 META_FILE = folders.FINETUNE_META
+MIN_SEQ_LENGTH = 4  # finetune.json's shortest max_seq_length: a pair's [CLS] and two [SEP], and one piece of text
 def save_finetuned(model, tok, out_dir: str | Path, meta: dict) -> None:
     """Write ``model``, ``tok`` and ``meta`` (finetune.json: plain JSON values, the preset as
     `TaskPreset.to_json` gives it) to ``out_dir``."""
@@ -45,7 +47,7 @@ def check_complete(model_dir: str | Path, allow_incomplete: bool = False) -> Non
     meta_path = Path(model_dir) / META_FILE
     if allow_incomplete or not meta_path.is_file():
         return  # a missing finetune.json is reported by load_finetuned
-    meta = read_json(meta_path, CheckpointError)
+    meta = read_meta(model_dir)
     if meta.get("complete") is False:
         raise CheckpointError("{model}: fine-tuning did not finish (stopped or still running; the folder holds the "
                               "best "
@@ -146,8 +148,8 @@ def is_extractive_qa(model_dir: str | Path) -> bool:
     """Whether the fine-tuned folder (finetune.json's task, else config.json's head: `meta_from_config`) answers
     SQuAD questions, whose answers a decoding reads (`litebert.tasks.qa_decode`)."""
     meta_path = Path(model_dir) / META_FILE
-    meta = read_json(meta_path, CheckpointError) if meta_path.is_file() else meta_from_config(model_dir)
-    return isinstance(preset_from_json(meta["task"], meta.get("preset")).kind, ExtractiveQA)
+    meta = read_meta(model_dir) if meta_path.is_file() else meta_from_config(model_dir)
+    return isinstance(_preset(meta, meta_path).kind, ExtractiveQA)
 
 
 def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
@@ -166,12 +168,11 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
         model = preset.kind.head.from_pretrained(model_dir, strict=True)
         return preset, model, load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch), meta
     try:
-        meta = read_json(meta_path, CheckpointError)
+        meta = read_meta(model_dir)
     except CheckpointError as e:
-        raise CheckpointError(f"{e}; write the folder again with `litebert finetune`") from None
-    if not isinstance(meta.get("task"), str):
-        raise CheckpointError(f"{meta_path}: no 'task' entry; is this a file written by `litebert finetune`?")
-    preset = preset_from_json(meta["task"], meta.get("preset"))
+        raise CheckpointError(f"{e}" if "litebert finetune" in str(e) else f"{e}; write the folder again with "
+                              "`litebert finetune`") from None
+    preset = _preset(meta, meta_path)
     if meta.get("kind", preset.kind.name) != preset.kind.name:
         raise CheckpointError(f"{meta_path}: kind {meta['kind']!r} does not match task {meta['task']!r}, a "
                               f"{preset.kind.name!r} task; is the file from another folder?")
@@ -184,17 +185,33 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
     return preset, model, load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch), meta
 
 
+def _preset(meta: dict, meta_path: Path) -> TaskPreset:
+    """The preset of finetune.json's task, with the values it stored; a task this version does not know, or stored
+    values it refuses, is a `CheckpointError` naming the file."""
+    try:
+        preset = preset_from_json(meta["task"], meta.get("preset"), str(meta_path))
+    except ConfigError as e:
+        message = str(e) if str(meta_path) in str(e) else f"{meta_path}: {e}"
+        raise CheckpointError(literal(message)) from None
+    if preset.max_seq_length < MIN_SEQ_LENGTH:
+        raise CheckpointError(f"{literal(meta_path)}: the preset's max_seq_length is {preset.max_seq_length}, too "
+                              f"short for any input (a pair's [CLS] and two [SEP] take {MIN_SEQ_LENGTH - 1}); write "
+                              "the folder again with `litebert finetune`")
+    return preset
+
+
 def _check_labels(meta: dict, model, meta_path: Path) -> None:
-    """finetune.json's labels must be a list of distinct names, one per output of the head (predictions would
-    otherwise be written under other labels' names)."""
+    """finetune.json's labels (distinct names: `litebert.tasks.meta`) must be one per output of the head, and there
+    must be some for a head with several outputs (predictions would otherwise be written under other labels' names,
+    or under none)."""
     labels = meta.get("labels")
-    if labels is None:
-        return
-    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels):
-        raise CheckpointError(f"{literal(meta_path)}: 'labels' must be a list of distinct label names, got "
-                              f"{literal(repr(labels)[:80])}; write the folder again with `litebert finetune`")
     outputs = getattr(getattr(model, "config", None), "num_labels", None)
     classifier = getattr(getattr(model, "classifier", None), "out_features", None)
+    if labels is None:
+        if classifier is not None and outputs is not None and outputs != 1 and meta.get("task") != "regress":
+            raise CheckpointError(f"{literal(meta_path)} names no 'labels' for a head with {outputs} outputs; write "
+                                  "the folder again with `litebert finetune`")
+        return
     if classifier is not None and outputs is not None and outputs != 1 and len(labels) != outputs:
         raise CheckpointError(f"{literal(meta_path)} names {len(labels)} labels but the model's head has {outputs} "
                               f"outputs: the file does not belong to these weights; write the folder again with "

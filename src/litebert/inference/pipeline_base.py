@@ -121,13 +121,13 @@ class Pipeline:
 
 def labels_of(model, folder: Path) -> list[str]:
     """Class names: config.json's id2label, else finetune.json's labels, else HF's LABEL_i."""
-    from litebert.files import read_json
+    from litebert.tasks.meta import read_meta
 
     config = model.config
     if config.id2label:
         return [config.id2label[i] for i in range(len(config.id2label))]
     meta = folder / folders.FINETUNE_META
-    labels = read_json(meta, CheckpointError).get("labels") if meta.is_file() else None
+    labels = read_meta(folder).get("labels") if meta.is_file() else None
     n = model.classifier.out_features
     return labels if isinstance(labels, list) and len(labels) == n else [f"LABEL_{i}" for i in range(n)]
 

@@ -355,12 +355,12 @@ class FeatureExtraction(Pipeline):
 def _fine_tuned_length(folder: Path, model) -> int:
     """The longest input the folder was fine-tuned with (finetune.json's preset), else the model's positions: the
     length `litebert predict` reads its windows with."""
-    from litebert.files import read_json
+    from litebert.tasks.meta import read_meta
     from litebert.tasks.presets import preset_from_json
 
     meta = folder / folders.FINETUNE_META
-    saved = read_json(meta, CheckpointError) if meta.is_file() else {}
-    if isinstance(saved.get("task"), str):
+    saved = read_meta(folder) if meta.is_file() else {}
+    if "task" in saved:
         return preset_from_json(saved["task"], saved.get("preset"), str(meta)).max_seq_length
     return model.config.max_position_embeddings
 

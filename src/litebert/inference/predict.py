@@ -33,8 +33,9 @@ from tqdm import tqdm
 
 from litebert import hub
 from litebert.arguments import checked
+from litebert.checks import AT_LEAST_1
 from litebert.engine.runtime import Runtime
-from litebert.errors import ConfigError, DataError
+from litebert.errors import DataError
 from litebert.files import atomic_write
 from litebert.folders import plan_file
 from litebert.inference import finetuned
@@ -79,7 +80,7 @@ class EmbedResult:
     output: Path
 
 
-@checked
+@checked(batch_size=AT_LEAST_1, seq_len=AT_LEAST_1)
 def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, tokenizer: str | os.PathLike | None = None,
              null_threshold: Optional[float] = None, allow_incomplete: bool = False, batch_size: int = 64,
@@ -98,7 +99,6 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
-    check_sizes(batch_size=batch_size, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
     preset, net, tok, meta = finetuned.load_finetuned(model, tokenizer, allow_tokenizer_mismatch)
     preset = replace(preset, kind=preset.kind.for_inference(qa_decoding))
@@ -122,7 +122,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
                           getattr(preset.kind, "decoding", None))
 
 
-@checked
+@checked(batch_size=AT_LEAST_1, batch_tokens=AT_LEAST_1, seq_len=AT_LEAST_1)
 def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *,
             tokenizer: str | os.PathLike | None = None, allow_incomplete: bool = False,
             batch_size: Optional[int] = None, batch_tokens: Optional[int] = None, seq_len: Optional[int] = None,
@@ -140,7 +140,6 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     ``tokenizer`` of other pieces than the folder's own is warned about, not refused."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
-    check_sizes(batch_size=batch_size, batch_tokens=batch_tokens, seq_len=seq_len)
     finetuned.check_complete(model, allow_incomplete)
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
     n = predict_file(model, input, output, seq_len, rows, progress, encoding_errors, device=device,
@@ -150,7 +149,7 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     return PredictResult(n, Path(output), qa_decoding if finetuned.is_extractive_qa(model) else None)
 
 
-@checked
+@checked(batch_size=AT_LEAST_1, seq_len=AT_LEAST_1)
 def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, *, text_field: str = "text",
           pooling: str = "mean", tokenizer: str | os.PathLike | None = None, batch_size: int = 64,
           seq_len: Optional[int] = None, device: Optional[str] = None, precision: str = "auto",
@@ -164,7 +163,6 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
     refused."""
     model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
-    check_sizes(batch_size=batch_size, seq_len=seq_len)
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
     out = embed_file(model, input, output, text_field, pooling, seq_len, batch_size, encoding_errors,
@@ -174,19 +172,6 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
 
 
 POOLINGS = ("mean", "pooled", "cls")
-
-
-def check_sizes(**sizes: Optional[int]) -> None:
-    """Batch sizes and lengths are integers >= 1 (None: not given)."""
-    for name, value in sizes.items():
-        if value is not None:
-            check_count(name, value)
-
-
-def check_count(name: str, value) -> None:
-    """The option ``name`` is an integer >= 1 (not None, not a bool)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError("{" + name + "}: expected an integer >= 1", **{name: value})
 
 
 # ---------------------------------------------------------------------------------------------------- streaming

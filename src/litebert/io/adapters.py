@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import os
 import re
+import reprlib
 import warnings
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -33,7 +34,7 @@ import torch
 
 from litebert import folders
 from litebert.arguments import checked
-from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY, check_values
+from litebert.checks import AT_LEAST_1, POSITIVE, PROBABILITY
 from litebert.config import AlbertConfig
 from litebert.errors import CheckpointError, CheckpointNotFoundError, ConfigError, first_line
 from litebert.extras import install_hint
@@ -132,7 +133,7 @@ def _adapted(model: torch.nn.Module, adapter_name: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ adding
-@checked
+@checked(r=AT_LEAST_1, alpha=POSITIVE, dropout=PROBABILITY)
 def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
              targets: Sequence[str] = ("query", "value"), modules_to_save: Optional[Sequence[str]] = None):
     """``model`` (a litebert model) with LoRA adapters of rank ``r`` and scale ``alpha / r`` on the modules named
@@ -141,7 +142,6 @@ def add_lora(model: torch.nn.Module, *, r: int = 8, alpha: float = 16.0, dropout
     the adapter carries it) train. Call it as the model; save with `save_adapter`."""
     peft = _peft()
     _names(model)
-    check_values(r=(r, AT_LEAST_1, int), alpha=(alpha, POSITIVE), dropout=(dropout, PROBABILITY))
     leaves = {n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Embedding))}
     missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in leaves)]
     if missing or not targets:
@@ -293,9 +293,60 @@ def _check_ranks(cfg, weights: dict[str, torch.Tensor], file: Path) -> None:
                               f"{', '.join(map(str, sorted(ranks)))}: the config does not describe these weights")
 
 
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < float("inf")
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# The entries of adapter_config.json that litebert and peft's LoRA read -> (what each must be, the test): peft's
+# LoraConfig takes any value and fails later (or builds something else) on one of another type.
+_DOCUMENT = {
+    "r": ("a whole number >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    "lora_alpha": ("a number", _real),
+    "lora_dropout": ("a number in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
+    "target_modules": ("null, a module name or a list of them", lambda v: v is None or isinstance(v, str)
+                       or _strings(v)),
+    "modules_to_save": ("null or a list of module names", lambda v: v is None or _strings(v)),
+    "exclude_modules": ("null, a module name or a list of them", lambda v: v is None or isinstance(v, str)
+                        or _strings(v)),
+    "rank_pattern": ("an object of module names to ranks (whole numbers >= 1)", lambda v: isinstance(v, dict) and all(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in v.values())),
+    "alpha_pattern": ("an object of module names to numbers", lambda v: isinstance(v, dict)
+                      and all(_real(a) for a in v.values())),
+    "bias": ("one of none, all, lora_only", lambda v: v in ("none", "all", "lora_only")),
+    "peft_type": ("a string", lambda v: isinstance(v, str)),
+    "init_lora_weights": ("true, false or a method's name", lambda v: isinstance(v, (bool, str))),
+    "auto_mapping": ("null or an object", lambda v: v is None or isinstance(v, dict)),
+    **{k: ("null or a string", lambda v: v is None or isinstance(v, str))
+       for k in ("base_model_name_or_path", "revision", "task_type")},
+    **{k: ("true or false", lambda v: isinstance(v, bool))
+       for k in ("fan_in_fan_out", "use_rslora", "use_dora", "inference_mode", "lora_bias")},
+}
+
+
+_FREE = ("peft_version", "layers_to_transform", "layers_pattern")  # recorded, or refused by `_unsupported` by name
+
+
 def _lora_config(peft, document: dict, file: Path):
-    """A ``peft.LoraConfig`` from an adapter_config.json: keys this peft does not know are dropped when they are
+    """A ``peft.LoraConfig`` from an adapter_config.json, each entry litebert or LoRA reads checked first
+    (`_DOCUMENT`: one line naming the file and the entry): keys this peft does not know are dropped when they are
     off (None, False, empty) and refused otherwise (they would change what the adapter computes)."""
+    for key, (what, ok) in _DOCUMENT.items():
+        if key in document and not ok(document[key]):
+            shown = repr(document[key])
+            raise CheckpointError(f"{file}: {key} = {shown if len(shown) <= 60 else shown[:57] + '...'}: expected "
+                                  f"{what}")
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(peft.LoraConfig)
+                if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)}
+    other = next((k for k, v in document.items() if k in defaults and k not in _DOCUMENT and k not in _FREE
+                  and v is not None and v is not False and v != defaults[k]), None)
+    if other is not None:  # another of peft's methods or options (LoftQ, EVA, layer replication...): not mapped
+        raise CheckpointError(f"{file}: {other} = {reprlib.repr(document[other])}: a peft option litebert does not "
+                              f"map between its modules and HF's; remove it, or set it to {defaults[other]!r}")
     fields = {f.name for f in dataclasses.fields(peft.LoraConfig) if f.init}
     unknown = {k: v for k, v in document.items() if k not in fields and k not in ("auto_mapping",)}
     live = [k for k, v in unknown.items() if v not in (None, False, [], {}, "")]

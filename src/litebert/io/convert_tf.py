@@ -307,11 +307,13 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
         plan = folders.plan(out, folders.MODEL, overwrite=overwrite,
                             inputs={"checkpoint": checkpoint, "config": None if isinstance(config, dict) else config,
                                     "spm": spm})
+    tokenizer = _load_spm(spm)  # a tokenizer that does not load is refused before the checkpoint is read
     ckpt = TFCheckpoint(checkpoint)
     conv_names, skipped, unknown = _sort_variables(ckpt)
     hf_names = {hf: tf for tf, (hf, _) in conv_names.items()}
     cfg = _fit_projection(official_config(config), hf_names, ckpt)
     arch, cfg = _choose_head(head, hf_names, ckpt, cfg)
+    _check_vocab(tokenizer, spm, cfg.vocab_size)  # and one of another size, before a tensor is read
     from litebert.params import available_memory, check_memory
 
     check_memory(cfg, 1, 1, available_memory(None), training=False)  # a crafted config: before the model exists
@@ -347,15 +349,23 @@ def convert_tf_checkpoint(checkpoint: str | os.PathLike, config: str | os.PathLi
 
 def spm_tokenizer(result: Conversion, spm: str | os.PathLike | None):
     """The tokenizer of ``spm`` (None without one), checked against the converted model's vocabulary."""
+    return _check_vocab(_load_spm(spm), spm, result.model.config.vocab_size)
+
+
+def _load_spm(spm: str | os.PathLike | None):
+    """The tokenizer of ``spm``, or None without one."""
     if spm is None:
         return None
     from litebert.tokenizer import load_tokenizer
 
-    tokenizer = load_tokenizer(spm)
-    if tokenizer.vocab_size != result.model.config.vocab_size:
+    return load_tokenizer(spm)
+
+
+def _check_vocab(tokenizer, spm, vocab_size: int):
+    """``tokenizer`` (of ``spm``; None: none), refused unless it has the config's ``vocab_size`` pieces."""
+    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
         raise TokenizerError(f"{spm}: the tokenizer has {tokenizer.vocab_size} pieces but the config's "
-                             f"vocab_size is {result.model.config.vocab_size}; pass the model the checkpoint was "
-                             "trained with")
+                             f"vocab_size is {vocab_size}; pass the model the checkpoint was trained with")
     return tokenizer
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.errors import CheckpointError, CheckpointNotFoundError
-from litebert.protobuf import fields, int64, varint
+from litebert.protobuf import BYTES, FIXED32, VARINT, fields, int64, varint
 
 # ------------------------------------------------------------------------------------------------------------------
 # CRC32C (Castagnoli), vectorised with NumPy so multi-hundred-MB tensors check in seconds.
@@ -164,15 +164,19 @@ class TensorEntry:
         return bool(self.slices)
 
 
+# BundleEntryProto's fields (number: wire type): dtype, shape, shard_id, offset, size, crc32c (fixed32), slices
+BUNDLE_ENTRY = {1: VARINT, 2: BYTES, 3: VARINT, 4: VARINT, 5: VARINT, 6: FIXED32, 7: BYTES}
+
+
 def _parse_entry(name: str, buf: bytes) -> TensorEntry:
     dtype, shape, shard, offset, size, crc, slices = 0, [], 0, 0, 0, None, []
-    for num, v in fields(buf):
+    for num, v in fields(buf, BUNDLE_ENTRY):
         if num == 1:
             dtype = v
         elif num == 2:  # TensorShapeProto: repeated Dim dim = 2 { int64 size = 1 }
-            for dnum, dim in fields(v):
+            for dnum, dim in fields(v, {2: BYTES}):
                 if dnum == 2:
-                    shape.append(int64(dict(fields(dim)).get(1, 0)))
+                    shape.append(int64(dict(fields(dim, {1: VARINT})).get(1, 0)))
         elif num == 3:
             shard = v
         elif num == 4:
@@ -183,9 +187,9 @@ def _parse_entry(name: str, buf: bytes) -> TensorEntry:
             crc = v
         elif num == 7:  # TensorSliceProto: repeated Extent extent = 1 { int64 start = 1; int64 length = 2 }
             extents = []
-            for enum_, ext in fields(v):
+            for enum_, ext in fields(v, {1: BYTES}):
                 if enum_ == 1:
-                    e = dict(fields(ext))
+                    e = dict(fields(ext, {1: VARINT, 2: VARINT}))
                     extents.append((int64(e.get(1, 0)), int64(e[2]) if 2 in e else -1))
             slices.append(tuple(extents))
     dname = _DTYPES.get(dtype, (f"dtype_{dtype}", None))[0]
@@ -310,7 +314,10 @@ class TFCheckpoint:
         self._slice_keys = 0
         for key, value in _read_table(index):
             if key == b"":  # BundleHeaderProto: int32 num_shards = 1; Endianness endianness = 2
-                header = dict(fields(value))
+                try:
+                    header = dict(fields(value, {1: VARINT, 2: VARINT}))
+                except ValueError as e:
+                    raise CheckpointError(f"{index}: malformed checkpoint header ({e})") from None
                 self.num_shards, self.big_endian = header.get(1, 1), header.get(2, 0) == 1
             elif key[:1] == b"\x00":  # slice of a partitioned variable (binary OrderedCode key)
                 self._slice_keys += 1

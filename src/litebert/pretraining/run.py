@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence, Union
 from litebert import folders
 from litebert.arguments import checked
 from litebert.card import CardInfo
+from litebert.checks import AT_LEAST_1, POSITIVE
 from litebert.config import AlbertConfig
 from litebert.engine.callbacks import Callback
 from litebert.errors import ConfigError
@@ -60,7 +61,7 @@ class PretrainResult:
                 if k not in ("out", "model_dir", "signal") and not (k == "hub_url" and v is None)}
 
 
-@checked
+@checked(stop_after=AT_LEAST_1, time_limit=POSITIVE)
 def pretrain(data: str | os.PathLike, out: str | os.PathLike, *, model: ModelSpec = None,
              train: Optional[TrainConfig] = None, eval_data: str | os.PathLike | None = None,
              init_from: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE
 from litebert.cli import ranged
+from litebert.errors import ConfigError
 from litebert.inputs.text import ENCODING_ERRORS, iter_lines
 from litebert.terminal import json_line
 from litebert.tokenizer.train import train_tokenizer
@@ -78,6 +79,9 @@ def run(args) -> int:
                         text_field=args.text_field, encoding_errors=args.encoding_errors, progress=not args.quiet,
                         overwrite=args.overwrite)
         return 0
+    if args.text and args.input:  # one source of texts: the other would be ignored silently
+        raise ConfigError("{text:flag} and {input:flag} both give the texts to encode; give one of them",
+                          text=args.text[0], input=args.input)
     given = {} if args.split_special_tokens is None else {"split_special_tokens": args.split_special_tokens}
     from litebert.tokenizer import load_tokenizer
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 import reprlib
 from pathlib import Path
@@ -35,6 +34,7 @@ from litebert.protobuf import bytes_field, float_field, varint_field
 
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED = 1, 2, 3, 4
 SPIECE_UNDERLINE = "▁"  # SentencePiece's meta symbol for a space
+FLOAT32_MAX = 3.4028234663852886e38  # the largest SentencePiece score (a protobuf float)
 DIGIT_COMMA_PENALTY = 100.0  # what HF's AlbertConverter subtracts from the score of "▁2010,"-like pieces
 
 
@@ -108,9 +108,10 @@ def _check_vocab_entries(vocab: list, path: Path) -> None:
     seen: dict[str, int] = {}
     for i, entry in enumerate(vocab):
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and math.isfinite(entry[1])):
+                and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool)
+                and abs(entry[1]) <= FLOAT32_MAX):
             raise TokenizerError(f"{path}: model.vocab[{i}] is {_shown(entry)}, expected a [piece, score] pair (a "
-                                 "string and a finite number)")
+                                 "string and a finite number that a SentencePiece score, a 32-bit float, holds)")
         if not entry[0]:
             raise TokenizerError(f"{path}: model.vocab[{i}] is an empty piece, which SentencePiece cannot hold")
         if entry[0] in seen:

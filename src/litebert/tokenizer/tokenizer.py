@@ -27,7 +27,7 @@ import sentencepiece as spm
 
 from litebert.errors import TokenizerError
 from litebert.files import atomic_write, read_json, write_json
-from litebert.protobuf import fields
+from litebert.protobuf import BYTES, FIXED32, VARINT, fields
 from litebert.tokenizer.base import CONFIG_NAME, HF_JSON_NAME, MODEL_INPUT_NAMES, TokenizerBase, clean_up_tokenization
 from litebert.tokenizer.batch import as_id_list
 from litebert.tokenizer.hf_json import ends_digit_comma, model_proto_from_tokenizer_json, tokenizer_json
@@ -78,6 +78,13 @@ class AlbertTokenizer(TokenizerBase):
             self.sp.LoadFromSerializedProto(self._model_bytes)
         except Exception as e:  # sentencepiece raises RuntimeError/OSError with a terse message
             raise TokenizerError(f"{path}: not a valid SentencePiece model ({e})") from None
+        try:  # what sentencepiece accepted, checked as the .proto declares it before any piece is read through it
+            self._pieces, self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise TokenizerError(f"{path}: not a valid SentencePiece model ({type(e).__name__}: {e})") from None
+        if len(self._pieces) != self.sp.get_piece_size():
+            raise TokenizerError(f"{path}: not a valid SentencePiece model (it lists {len(self._pieces)} pieces, "
+                                 f"sentencepiece read {self.sp.get_piece_size()})")
         specials = _check_specials(self.sp, str(path))
         self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
             specials[p] for p in SPECIAL_PIECES)
@@ -92,12 +99,6 @@ class AlbertTokenizer(TokenizerBase):
         self.model_input_names = list(MODEL_INPUT_NAMES)
         self._special_re = re.compile("|".join(re.escape(p) for p in sorted(SPECIAL_PIECES, key=len, reverse=True)))
         self.vocab_size = self.sp.get_piece_size()
-        try:  # a damaged model can load and still hold pieces that are not UTF-8, or a torn protobuf
-            self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
-            # SentencePiece's ModelProto.SentencePiece.Type of each id, and the nmt_nfkc table (for tokenizer.json)
-            self.piece_types, self._charsmap = _read_model_proto(self._model_bytes)
-        except (UnicodeDecodeError, ValueError, IndexError) as e:
-            raise TokenizerError(f"{path}: not a valid SentencePiece model ({type(e).__name__}: {e})") from None
         # The digit-comma re-split depends only on the piece, so it is precomputed per vocabulary id; the fast id
         # path then never re-encodes. It needs "," to be a piece (else an unknown run could end in ","): fall back.
         self._resplit = {i: self._resplit_piece(p) for i, p in enumerate(self._pieces) if ends_digit_comma(p)}
@@ -394,16 +395,29 @@ class AlbertTokenizer(TokenizerBase):
                 f"do_lower_case={self.do_lower_case}, keep_accents={self.keep_accents})")
 
 
-def _read_model_proto(model: bytes) -> tuple[list[int], bytes]:
-    """Piece types (ModelProto field 1 ``pieces``, their field 3 ``type``, default NORMAL) and the normalizer's
-    precompiled charsmap (field 3 ``normalizer_spec``, its field 2). The sentencepiece Python API exposes neither
-    is_user_defined() nor the charsmap, and this avoids a protobuf dependency."""
-    types, charsmap = [], b""
-    for field, value in fields(model):
+def _read_model_proto(model: bytes) -> tuple[list[str], list[int], bytes]:
+    """The one check of a SentencePiece model's bytes, made before any piece is read through sentencepiece: the
+    pieces (ModelProto field 1 ``pieces``, their field 1, UTF-8 text), their types (field 3 ``type``, default NORMAL)
+    and the normalizer's precompiled charsmap (field 3 ``normalizer_spec``, its field 2), each field of the wire type
+    the .proto declares. A ``ValueError`` (a ``UnicodeDecodeError`` for a piece that is not UTF-8) for anything else.
+    The sentencepiece Python API exposes neither is_user_defined() nor the charsmap, and this avoids a protobuf
+    dependency."""
+    pieces, types, charsmap = [], [], b""
+    for field, value in fields(model, MODEL_PROTO):
         if field == 1:
-            types.append(next((v for f, v in fields(value) if f == 3), PIECE_NORMAL))
+            piece = fields(value, PIECE_PROTO)
+            pieces.append(bytes(next((v for f, v in piece if f == 1), b"")).decode("utf-8"))
+            types.append(next((v for f, v in piece if f == 3), PIECE_NORMAL))
         elif field == 3:
-            charsmap = next((v for f, v in fields(value) if f == 2), b"")
-    return types, charsmap
+            charsmap = next((v for f, v in fields(value, NORMALIZER_SPEC) if f == 2), b"")
+    return pieces, types, charsmap
+
+
+# The fields `_read_model_proto` reads, as sentencepiece_model.proto declares them (field number: wire type):
+# ModelProto's pieces (1), trainer_spec (2), normalizer_spec (3); a piece's piece (1), score (2, float), type (3);
+# NormalizerSpec's name (1), precompiled_charsmap (2).
+MODEL_PROTO = {1: BYTES, 2: BYTES, 3: BYTES}
+PIECE_PROTO = {1: BYTES, 2: FIXED32, 3: VARINT}
+NORMALIZER_SPEC = {1: BYTES, 2: BYTES}
 
 

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from litebert import folders
 from litebert.arguments import checked
-from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE, check_values
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, CHARACTER_COVERAGE
 from litebert.errors import DataError, LitebertError, TokenizerError, WriteError, literal
 from litebert.files import atomic_write, remove_stale_temporaries_of
 from litebert.inputs import text as text_input
@@ -61,7 +61,8 @@ def corpus_lines(inputs, *, text_field: str = "text", encoding_errors: str = "st
                 yield line
 
 
-@checked
+@checked(vocab_size=AT_LEAST_1, character_coverage=CHARACTER_COVERAGE, input_sentence_size=AT_LEAST_0,
+         max_sentence_length=AT_LEAST_1, num_threads=AT_LEAST_1, seed=AT_LEAST_0)
 def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_size: int = 30000, *,
                     do_lower_case: bool = True, keep_accents: bool | None = None, character_coverage: float = 0.99995,
                     input_sentence_size: int = 10_000_000, max_sentence_length: int = 4192,
@@ -89,10 +90,6 @@ def train_tokenizer(inputs: text_input.Corpus, out: str | os.PathLike, vocab_siz
     files = text_input.corpus_sources(inputs, text_field)  # a missing input is reported before anything is written
     given = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs if isinstance(inputs, (list, tuple)) else []
     given_inputs = [f for f in given if "*" not in str(f) and "?" not in str(f)]
-    check_values(vocab_size=(vocab_size, AT_LEAST_1, int), character_coverage=(character_coverage, CHARACTER_COVERAGE),
-                 input_sentence_size=(input_sentence_size, AT_LEAST_0, int),
-                 max_sentence_length=(max_sentence_length, AT_LEAST_1, int),
-                 num_threads=(num_threads, AT_LEAST_1, int), seed=(seed, AT_LEAST_0, int))
     n_reserved = len(("<pad>", "<unk>")) + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)
     if vocab_size <= n_reserved:
         raise TokenizerError("{vocab_size} leaves no room: the ALBERT special and user-defined pieces alone take "
