@@ -48,6 +48,7 @@ _LAZY = {
     "plot_runs": "litebert.plot",
     "pipeline": "litebert.inference.pipelines",
     "push_to_hub": "litebert.push",
+    "write_sample": "litebert.samples",
     "PushResult": "litebert.push",
     "CardInfo": "litebert.card",
     "Callback": "litebert.engine.callbacks",

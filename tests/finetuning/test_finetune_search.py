@@ -172,7 +172,7 @@ def test_pruning_stops_a_trial_and_seeds_are_replicated(separable_task, tmp_path
      "search = 'epochs=1|2,max_steps=10|20' searches both epochs and max_steps, which decide the same thing"),
     (dict(trials=None), "trials = None: a space with a range needs a number of trials"),
     (dict(space="lr=1e-4|1e-3", trials=3), "trials = 3: the space lr=0.0001|0.001 holds 2 configuration(s)"),
-    (dict(trials=0), "trials = 0: expected an integer >= 1"),
+    (dict(trials=0), "trials = 0: must be >= 1"),
     (dict(lr_grid=[1e-4, 1e-3]), "lr_grid = '0.0001,0.001' and search = "),
     (dict(search_pruner="hyperband"), "search_pruner = 'hyperband': expected median or none"),
 ])

@@ -128,7 +128,7 @@ RANGES = {
     ("predict", "batch_tokens"): _1, ("evaluate", "null_threshold"): None,
     ("fill_mask", "top_k"): _1, ("fill_mask", "batch_size"): _1, ("fill_mask", "batch_tokens"): _1,
     ("pipeline", "batch_size"): _1, ("pipeline", "batch_tokens"): _1, ("pipeline", "device"): None,
-    ("finetune", "stop_after"): _1, ("finetune", "lr_grid_extend"): _0,
+    ("finetune", "stop_after"): _1, ("finetune", "lr_grid_extend"): _0, ("finetune", "trials"): _1,
     ("pretrain", "stop_after"): _1, ("pretrain", "time_limit"): Range(0, low_open=True),
     **{("prepare_store", p): _1 for p in ("workers", "shard_tokens", "block_chars", "max_line_bytes",
                                           "max_document_chars")},

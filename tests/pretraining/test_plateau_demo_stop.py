@@ -15,6 +15,7 @@ def test_guard_stops_the_demo_model_on_the_plateau_at_lamb_0_01(demo_stores, tmp
     assert check["plateau"] is True and h1 - 0.3 < check["mlm_loss"] < h1 + 0.3
     assert check["probe_top_share"] > 0.95 and check["probe_cosine"] > 0.95
     line = next(x for x in err.splitlines() if x.startswith("plateau guard: step 200"))
-    assert "unigram plateau" in line and "half: 0.005" in line
+    # the advice: a quarter of the rate (0.0025, inside the 0.002-0.006 measured to learn), no bias correction
+    assert "unigram plateau" in line and "--lr 0.0025" in line and "--bias-correction" not in line
     train = read_metrics(tmp_path / "run", "train")
     assert all(r["unigram_entropy"] == h1 for r in train)  # every train record carries H1 beside its MLM loss

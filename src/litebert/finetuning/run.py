@@ -24,7 +24,7 @@ from litebert.finetuning.config import FinetuneConfig
 from litebert.finetuning.job import FinetuneResult, Job, Log, notice, run_one
 
 
-@checked(stop_after=AT_LEAST_1, lr_grid_extend=AT_LEAST_0)
+@checked(stop_after=AT_LEAST_1, lr_grid_extend=AT_LEAST_0, trials=AT_LEAST_1)
 def finetune(task: str, model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *,
              dev: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, labels: Sequence[str] | None = None,
