@@ -64,6 +64,10 @@ def build_inputs(root: Path) -> dict:
     for split, n, offset in (("train", 16, 0), ("dev", 8, 50)):
         (cls / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": ["neg", "pos"][i % 2]}) + "\n"
                                                     for i, t in enumerate(_texts(n, offset))))
+    le_data = root / "le-data"  # a task folder with a test split (the label-efficiency experiment's)
+    le_data.mkdir()
+    for split in ("train", "dev", "test"):
+        (le_data / f"{split}.jsonl").write_bytes((cls / f"{'dev' if split == 'test' else split}.jsonl").read_bytes())
     ft = root / "ft"
     assert ok(["finetune", "classify", "--model", run / "model", "--data", cls, "--out", ft, "--max-steps", "2",
                  "--eval-every", "2", "--batch-size", "4", "--seq-len", "32", "--no-progress"])
@@ -79,7 +83,8 @@ def build_inputs(root: Path) -> dict:
     torch.manual_seed(0)
     return dict(root=root, store=setup["store"], eval_store=setup["eval_store"], tok=tok,
                 corpus=root / "setup" / "train.txt", run=run, model=run / "model", cls=cls, dev=cls / "dev.jsonl",
-                ft=ft, predict_in=predict_in, embed_in=embed_in, tok_corpus=tok_corpus, model_config=model_config)
+                ft=ft, predict_in=predict_in, embed_in=embed_in, tok_corpus=tok_corpus, model_config=model_config,
+                le_data=le_data)
 
 
 def pretrain_argv(inp, out, *extra):
@@ -92,7 +97,7 @@ def pretrain_argv(inp, out, *extra):
 # experiment: the options only `experiment speedup` reads, and those only `experiment label-efficiency` reads
 SPEEDUP_ONLY = {"--micro-batch", "--untimed-steps", "--processes", "--presets", "--reference"}
 LABEL_EFFICIENCY_ONLY = {"--model", "--task", "--sizes", "--seeds", "--full-seeds", "--lrs", "--lr-grid-extend",
-                         "--epochs", "--min-steps", "--tapt-steps", "--tapt-lr", "--sentiment-data"}
+                         "--epochs", "--min-steps", "--tapt-steps", "--tapt-lr", "--sentiment-data", "--evaluations"}
 
 
 def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list[Path]]:
@@ -150,11 +155,7 @@ def base_command(path: str, flag: str, inp: dict, tmp: Path) -> tuple[list, list
         return ["experiment", "speedup", "--out", out, "--steps", "1", "--presets", "tiny", "--reference", "tiny",
                 "--micro-batch", "1", "--seq-len", "16", "--untimed-steps", "1", "--processes", "1"], [out]
     if path == "experiment" and flag in LABEL_EFFICIENCY_ONLY:
-        out, data = tmp / "label-efficiency", tmp / "le-data"  # the task's splits, a test split among them
-        data.mkdir(parents=True, exist_ok=True)
-        for split in ("train", "dev", "test"):
-            (data / f"{split}.jsonl").write_bytes((inp["cls"] / f"{'dev' if split == 'test' else split}.jsonl")
-                                                  .read_bytes())
+        out, data = tmp / "label-efficiency", inp.get("le_data", Path("/placeholder"))
         return ["experiment", "label-efficiency", "--out", out, "--model", inp["model"], "--task", "classify",
                 "--sentiment-data", data,
                 "--sizes", "4,all", "--seeds", "1", "--full-seeds", "1", "--lrs", "1e-4", "--lr-grid-extend", "0",

@@ -22,8 +22,9 @@ reads ``MLFLOW_TRACKING_URI`` and ``MLFLOW_EXPERIMENT_NAME`` (here default ``lit
 the run folder.
 
 Before the run folder is written, `check` (called by the run's plan beside the plan of the folder) tries
-what can be tried without writing: each named tracker's import, MLflow's tracking URI (MLflow 3's default store needs
-SQLAlchemy, which mlflow-skinny lacks) and its server (one request, no retries, a short timeout), W&B's login and the
+what can be tried without writing: each named tracker's import, MLflow's tracking URI (MLflow 3's default store, a
+SQLite database in the working folder, is refused unless MLFLOW_TRACKING_URI names it; without SQLAlchemy MLflow
+refuses it itself) and its server (one request, no retries, a short timeout), W&B's login and the
 reachability of its server when online. A command refused for its tracker leaves ``out`` as it was.
 
 Nothing of the trackers' libraries is written outside the run folder: while they run (`environment`), MLflow's
@@ -330,8 +331,14 @@ class _MLflow:
     def check() -> None:
         """The tracking URI: a store MLflow can open (its client refuses the others, writing nothing), and a server
         that answers, asked once (no retries, a short timeout) for the experiment the run goes to."""
+        import mlflow
         from mlflow.tracking import MlflowClient
 
+        uri = mlflow.get_tracking_uri()  # the URI alone: opening its store may create it
+        if not os.environ.get("MLFLOW_TRACKING_URI") and urlparse(uri).scheme == "sqlite":
+            # MLflow 3's default with SQLAlchemy installed: a database in the working folder, not the user's choice
+            raise ValueError(f"no tracking URI is set and MLflow's default, {uri}, would create a database in the "
+                             "working folder")
         client = MlflowClient()
         if urlparse(client.tracking_uri).scheme in ("http", "https"):
             _reach(client.tracking_uri)
