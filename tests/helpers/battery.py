@@ -3,6 +3,7 @@ listed bad inputs, the refusals that leave --out unchanged)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -12,6 +13,19 @@ from litebert.cli import main
 
 TF_PRETRAIN = REPO / "tests" / "fixtures" / "tf" / "pretrain"
 WORDS = "the a film movie plot great awful good bad actors story was is and of it".split()
+
+
+def parser_leaves(parser, path: tuple, positionals: bool = False, inherited: list | None = None):
+    """(command path, [actions]) of every leaf command under ``parser`` (its sub-commands' parsers inherit the
+    actions above them): the options, and with ``positionals`` the positional arguments too."""
+    actions = (inherited or []) + [a for a in parser._actions if not isinstance(a, argparse._SubParsersAction)
+                                   and (positionals or a.option_strings)]
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), actions
+        return
+    for sub_name, sub in subs[0].choices.items():
+        yield from parser_leaves(sub, path + (sub_name,), positionals, actions)
 
 
 # ---------------------------------------------------------------------------------------------------- running

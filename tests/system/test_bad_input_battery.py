@@ -17,7 +17,6 @@ fixture `inp` (tests/system/conftest.py), shared with the other bad-input tests 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gzip
 import importlib
@@ -34,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, contents
-from helpers.battery import base_command, cli, one_line_error, pretrain_argv
+from helpers.battery import base_command, cli, one_line_error, parser_leaves, pretrain_argv
 from litebert.cli import COMMANDS, Parser
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only contend
@@ -106,17 +105,7 @@ def command_parsers():
             module.configure_command(name, parser)
         else:
             module.configure(parser)
-        yield from _leaves(parser, (name,), [])
-
-
-def _leaves(parser, path, inherited):
-    actions = inherited + [a for a in parser._actions if a.option_strings]
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield " ".join(path), actions
-        return
-    for sub_name, sub in subs[0].choices.items():
-        yield from _leaves(sub, path + (sub_name,), actions)
+        yield from parser_leaves(parser, (name,))
 
 
 def numeric_cases() -> list:

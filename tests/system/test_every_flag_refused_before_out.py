@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.battery import base_command, cli
+from helpers.battery import base_command, cli, parser_leaves
 from litebert.cli import COMMANDS, Parser, _add_offline
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -53,22 +53,12 @@ def command_parser(name: str) -> Parser:
 def command_parsers():
     """(command path, [option and positional actions]) of every leaf command."""
     for name in COMMANDS:
-        yield from _leaves(command_parser(name), (name,), [])
+        yield from parser_leaves(command_parser(name), (name,), positionals=True)
 
 
 def flag_of(action: argparse.Action) -> str:
     """How a case names an argument: its longest flag, or ``<dest>`` for a positional one."""
     return max(action.option_strings, key=len) if action.option_strings else f"<{action.dest}>"
-
-
-def _leaves(parser, path, inherited):
-    actions = inherited + [a for a in parser._actions if not isinstance(a, argparse._SubParsersAction)]
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield " ".join(path), actions
-        return
-    for sub_name, sub in subs[0].choices.items():
-        yield from _leaves(sub, path + (sub_name,), actions)
 
 
 def wrong_value(action: argparse.Action, tmp) -> str | None:
