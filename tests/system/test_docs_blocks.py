@@ -8,6 +8,9 @@ The convention (stated for writers in README's "Documentation" section):
 - A code block is not run when the line right before its opening fence is `<!-- not run: REASON -->`, REASON naming
   what it needs (a CUDA GPU, the network, several GPUs under torchrun, your own corpus, hours on 2 cores, ...) or
   that it is a synopsis. Such a block is still checked for syntax (`bash -n`, `compile`).
+- A code block is quick when the line right before its opening fence is `<!-- quick -->`: it takes seconds and needs
+  nothing but a copy of `data/` (nothing an earlier block made). The default run (`make test`) runs each quick block
+  in a scratch folder of its own (test_quick_blocks_run_as_written); the slow test leaves them to it.
 - Blocks of any other language (a plain ``` fence, output listings, folder layouts) are not code and not run.
 - A python block whose lines start with `>>>` is a doctest: its shown output is checked.
 - A bash block runs line by line (a line ending in `\\` continues on the next); a python block runs as one script.
@@ -29,6 +32,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^( {0,3})(`{3,})([^`]*)$")  # CommonMark: an info string holds no backtick
 NOT_RUN = re.compile(r"^<!-- not run: (.*\S.*?) -->$")
+QUICK = "<!-- quick -->"
 README_TESTED = ("Command line", "Python API")  # test_readme.py runs these sections' blocks
 
 
@@ -40,6 +44,7 @@ class Block:
     code: str
     section: str  # the "## " heading above it
     reason: str | None  # the `not run` annotation's reason
+    quick: bool = False  # annotated `<!-- quick -->`: the default run runs it
 
     @property
     def doctest(self) -> bool:
@@ -54,11 +59,12 @@ def parse(doc: str) -> tuple[list[Block], list[str]]:
         line = lines[k]
         if line.startswith("## "):
             section = line[3:].strip()
-        if re.match(r"\s*<!--\s*not run", line):  # an annotation, or one meant to be
+        if re.match(r"\s*<!--\s*(not run|quick)", line):  # an annotation, or one meant to be
             after = lines[k + 1] if k + 1 < len(lines) else ""
             opens = FENCE.match(after)
-            if not NOT_RUN.match(line.strip()):
-                problems.append(f"{doc}:{k + 1}: write the annotation as `<!-- not run: REASON -->`: {line.strip()}")
+            if not (NOT_RUN.match(line.strip()) or line.strip() == QUICK):
+                problems.append(f"{doc}:{k + 1}: write the annotation as `<!-- not run: REASON -->` or "
+                                f"`{QUICK}`: {line.strip()}")
             elif not (opens and opens.group(3).strip() in ("bash", "python")):
                 problems.append(f"{doc}:{k + 1}: the annotation is not right before a ```bash or ```python fence")
         opens = FENCE.match(line)
@@ -72,7 +78,8 @@ def parse(doc: str) -> tuple[list[Block], list[str]]:
         assert end < len(lines), f"{doc}:{k + 1}: a fence that is never closed"
         body = "\n".join(text[min(indent, len(text) - len(text.lstrip(" "))):] for text in lines[k + 1:end])
         annotation = NOT_RUN.match(lines[k - 1].strip()) if k else None
-        blocks.append(Block(doc, k + 1, language, body + "\n", section, annotation and annotation.group(1)))
+        quick = bool(k) and lines[k - 1].strip() == QUICK and language in ("bash", "python")
+        blocks.append(Block(doc, k + 1, language, body + "\n", section, annotation and annotation.group(1), quick))
         k = end + 1
     return blocks, problems
 
@@ -147,6 +154,15 @@ def test_every_code_block_is_annotated_or_valid():
     assert not bad, "\n".join(bad)
 
 
+def test_quick_annotations_are_read_and_checked(tmp_path, monkeypatch):
+    (tmp_path / "x.md").write_text("<!-- quick -->\n```bash\ntrue\n```\n\n<!-- quick: soon -->\n```bash\ntrue\n```\n"
+                                   "<!-- quick -->\n```\nout\n```\n", encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    blocks, problems = parse("x.md")
+    assert [b.quick for b in blocks] == [True, False, False]
+    assert [p.split(": ")[0] for p in problems] == ["x.md:6", "x.md:10"]
+
+
 def test_bash_commands_span_continuations_and_open_quotes():
     code = "# a comment\nlitebert a \\\n    --b 1\n\necho '{\"x\": 1,\n  \"y\": 2}' > c.json\nlitebert c\n"
     assert bash_commands(code, 10) == [(12, "litebert a \\\n    --b 1"),
@@ -160,37 +176,70 @@ def _run(command: list[str], cwd: Path, env: dict, where: str, shown: str):
     assert done.returncode == 0, f"{where}: {shown}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
 
 
-@pytest.mark.slow
-def test_docs_blocks_run_as_written_after_the_readme(tmp_path):
-    for part in ("data", "tests/fixtures/tf"):
-        shutil.copytree(REPO / part, tmp_path / part)
-    bin_dir = str(Path(sys.executable).parent)  # what `source .venv/bin/activate` puts first on PATH
+def scratch(folder: Path, parts=("data", "tests/fixtures/tf")) -> dict:
+    """Copy ``parts`` of the checkout into ``folder`` and return the environment the blocks run in: the running
+    Python's bin/ first on PATH (what `source .venv/bin/activate` does), one thread, PYTHONPATH made absolute."""
+    for part in parts:
+        shutil.copytree(REPO / part, folder / part)
+    bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "OMP_NUM_THREADS": "1"}
     if env.get("PYTHONPATH"):  # PYTHONPATH=src names this checkout's src/ in the scratch folder too
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    return env
+
+
+def run_block(b: Block, folder: Path, env: dict):
+    """Run one code block in ``folder`` as the docs say: bash line by line, a doctest in this process (in
+    ``folder``), any other python block as a script."""
+    if b.language == "bash":
+        for line, command in bash_commands(b.code, b.line):
+            _run(["bash", "-c", command], folder, env, f"{b.doc}:{line}", command)
+    elif b.doctest:
+        test = doctest.DocTestParser().get_doctest(b.code, {}, b.doc, b.doc, b.line)
+        report = []
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        before = os.getcwd()
+        os.chdir(folder)
+        try:
+            runner.run(test, out=report.append)
+        finally:
+            os.chdir(before)
+        assert not runner.failures, f"{b.doc}:{b.line}:\n" + "".join(report)[-3000:]
+    else:
+        script = folder / f"{Path(b.doc).stem}_{b.line}.py"
+        script.write_text(b.code, encoding="utf-8")
+        _run([sys.executable, script.name], folder, env, f"{b.doc}:{b.line}", f"python {script.name}")
+
+
+QUICK_BLOCKS = [b for b in all_blocks() if b.quick]
+
+
+def test_quick_blocks_are_a_handful_of_runnable_code():
+    assert 4 <= len(QUICK_BLOCKS) <= 20, [f"{b.doc}:{b.line}" for b in QUICK_BLOCKS]
+    assert all(b.language in ("bash", "python") and b.reason is None for b in QUICK_BLOCKS)
+
+
+@pytest.mark.parametrize("b", QUICK_BLOCKS, ids=[f"{b.doc}:{b.line}" for b in QUICK_BLOCKS])
+def test_quick_blocks_run_as_written(b, tmp_path):
+    run_block(b, tmp_path, scratch(tmp_path, ("data",)))
+
+
+def test_a_broken_quick_block_fails_its_run(tmp_path):
+    env = scratch(tmp_path, ())
+    for code in ("true\nfalse\n", "import litebert\nraise SystemExit(3)\n", ">>> 1 + 1\n3\n"):
+        language = "bash" if "true" in code else "python"
+        with pytest.raises(AssertionError, match="docs/x.md"):
+            run_block(Block("docs/x.md", 1, language, code, "", None, True), tmp_path, env)
+
+
+@pytest.mark.slow
+def test_docs_blocks_run_as_written_after_the_readme(tmp_path):
+    env = scratch(tmp_path)
     readme = [b for b in parse("README.md")[0] if b.section == "Command line" and b.language == "bash"]
     assert len(readme) == 2 and readme[0].code.startswith("litebert sample --out sample")  # the quickstart, the clone's
     for block in readme:
         for line, command in bash_commands(block.code, block.line):
             _run(["bash", "-c", command], tmp_path, env, f"README.md:{line}", command)
-    for b in all_blocks():
-        if b.reason is not None or b.language not in ("bash", "python"):
-            continue
-        if b.language == "bash":
-            for line, command in bash_commands(b.code, b.line):
-                _run(["bash", "-c", command], tmp_path, env, f"{b.doc}:{line}", command)
-        elif b.doctest:
-            test = doctest.DocTestParser().get_doctest(b.code, {}, b.doc, b.doc, b.line)
-            report = []
-            runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-            before = os.getcwd()
-            os.chdir(tmp_path)
-            try:
-                runner.run(test, out=report.append)
-            finally:
-                os.chdir(before)
-            assert not runner.failures, f"{b.doc}:{b.line}:\n" + "".join(report)[-3000:]
-        else:
-            script = tmp_path / f"{Path(b.doc).stem}_{b.line}.py"
-            script.write_text(b.code, encoding="utf-8")
-            _run([sys.executable, script.name], tmp_path, env, f"{b.doc}:{b.line}", f"python {script.name}")
+    for b in all_blocks():  # the quick ones run in the default run (test_quick_blocks_run_as_written)
+        if b.reason is None and not b.quick and b.language in ("bash", "python"):
+            run_block(b, tmp_path, env)
