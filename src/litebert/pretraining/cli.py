@@ -72,6 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, precision=False)  # the precision is a training setting (--precision below)
     ranged(parser.add_argument("--threads", type=int, help="torch CPU threads per process"), AT_LEAST_1)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    parser.add_argument("--json", action="store_true",
+                        help="end with the run's summary as JSON (steps, tokens, time, final evaluation, ...) "
+                             "instead of one line")
     from litebert.push import add_arguments as add_hub_arguments
 
     add_hub_arguments(parser)
@@ -144,9 +147,24 @@ def run(args: argparse.Namespace) -> int:
               f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
         return 130
     if result.action != "finished":
-        print(json.dumps(result.summary(), indent=2))
-        print(f"final model (HF format): {result.model_dir}", file=sys.stderr)
+        print(json.dumps(result.summary(), indent=2) if args.json else summary_line(result))
     return 0
+
+
+def summary_line(result) -> str:
+    """The one line a finished `litebert pretrain` prints (``--json``: the whole summary): the steps, tokens and
+    time, the final held-out evaluation, where the model is."""
+    ended = ("" if result.step >= result.max_steps else
+             " (time limit)" if result.time_limited else " (stopped early)" if result.stopped_early else "")
+    minutes, seconds = divmod(round(result.elapsed_s), 60)
+    line = (f"pretrained {result.step:,} of {result.max_steps:,} steps{ended}, {result.tokens_seen:,} tokens in "
+            f"{minutes}m {seconds:02d}s")
+    final = result.final_eval or {}
+    shown = [f"{name} {final[key]:.4f}" for key, name in (("mlm_loss", "MLM loss"), ("mlm_accuracy", "MLM accuracy"),
+                                                          ("sop_accuracy", "SOP accuracy")) if key in final]
+    if shown:
+        line += "; held-out " + ", ".join(shown)
+    return f"{line}; model (HF format) saved to {result.model_dir}"
 
 
 if __name__ == "__main__":  # python -m litebert.pretraining.cli ... (litebert.cli is the usual entry point)
