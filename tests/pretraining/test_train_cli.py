@@ -107,3 +107,20 @@ def test_pretrain_ends_with_one_summary_line_or_json(tiny_setup, tmp_path, capsy
                  "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["step"] == summary["max_steps"] == 1 and summary["complete"]
+
+
+@pytest.mark.parametrize("flag", ["--data", "--eval-data"])
+def test_a_url_for_a_store_is_refused_in_one_line(tmp_path, capsys, flag):
+    """Issue 58 item 9: a URL is not collapsed into a path ("http:/..."): stores are local folders, and the line
+    says how to make one from a URL."""
+    args = {"--data": str(tmp_path / "s"), "--eval-data": str(tmp_path / "e")}
+    args[flag] = "http://example.org/store"
+    argv = ["pretrain", "--preset", "tiny", "--out", str(tmp_path / "r")] + [x for kv in args.items() for x in kv]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # argparse's usage, then the error in one line
+    assert err.startswith(f"litebert pretrain: error: argument {flag}: http://example.org/store: a token store is a "
+                          "local folder, not a URL; prepare one with `litebert data prepare") and "http:/e" not in err
+    assert not (tmp_path / "r").exists()

@@ -43,8 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="continued pretraining: start from this model folder's config, weights and tokenizer "
                              "(a run's model/, a save_pretrained folder of litebert or HF, a `litebert convert` "
                              "folder); optimizer and schedule start fresh")
-    parser.add_argument("--data", type=Path, required=True, help="token store from `litebert data prepare`")
-    parser.add_argument("--eval-data", type=Path, help="held-out token store for MLM/SOP evaluation")
+    parser.add_argument("--data", type=store_folder, required=True, help="token store from `litebert data prepare`")
+    parser.add_argument("--eval-data", type=store_folder, help="held-out token store for MLM/SOP evaluation")
     parser.add_argument("--no-verify-data", dest="verify_data", action="store_false",
                         help="skip the sha256 check of the stores' files before step 0 (for stores verified once "
                              "already; sizes, token ids, offsets and the manifest are still checked)")
@@ -79,6 +79,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     add_hub_arguments(parser)
     add_config_arguments(parser, TrainConfig, title="training (the recipe's or the defaults unless given)")
+
+
+def store_folder(text: str) -> Path:
+    """A token store's folder as --data/--eval-data give it; a URL refused in one line (a store is a local folder;
+    `Path` would collapse ``http://`` into ``http:/``)."""
+    from litebert.inputs.remote import is_url
+
+    if is_url(text):
+        raise argparse.ArgumentTypeError(f"{text}: a token store is a local folder, not a URL; prepare one with "
+                                         f"`litebert data prepare --input URL ...` (it reads URLs)")
+    return Path(text)
 
 
 def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
