@@ -148,3 +148,26 @@ def test_finetune_on_a_dataset_id(hub_cache, tmp_path, capsys):
     assert main(["evaluate", "--model", str(tmp_path / "out"), "--data", "testorg/tinyglue:sst2"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["data"] == "testorg/tinyglue:sst2 [validation]" and 0 <= result["accuracy"] <= 1
+
+
+def test_a_cached_load_prints_none_of_datasets_notices(hub_cache, capfd, caplog):
+    """Issue 58 item 9: datasets' cache notices ("Using the latest cached version ...", "Found the latest cached
+    dataset configuration ...") and progress bars are not printed on every dataset-id run; its verbosity and progress
+    setting are left as they were; a failure is still one error."""
+    from datasets.utils import logging as ds_logging
+
+    verbosity, bars = ds_logging.get_verbosity(), datasets.utils.are_progress_bars_disabled()
+    datasets.enable_progress_bars()
+    try:
+        capfd.readouterr()
+        with caplog.at_level("INFO", logger="datasets"):
+            train, _ = split_paths("testorg/tinyglue:sst2", None)
+        assert rows(train) == tsv_rows(hub_cache.parent.parent, "train")
+        printed = capfd.readouterr()
+        assert "cached" not in printed.err and "cached" not in printed.out, printed
+        assert not [r.getMessage() for r in caplog.records if r.name.startswith("datasets")], caplog.text
+        assert ds_logging.get_verbosity() == verbosity and not datasets.utils.are_progress_bars_disabled()
+        with pytest.raises(DataError, match="is not in the datasets cache"):
+            split_paths("testorg/other", None)
+    finally:
+        datasets.disable_progress_bars() if bars else datasets.enable_progress_bars()

@@ -309,6 +309,21 @@ def test_without_fsspec_a_url_says_what_to_install(monkeypatch):
         expand_inputs(["https://example.org/c.txt"])
 
 
+def test_without_aiohttp_an_http_url_names_the_remote_extra(monkeypatch):
+    """Issue 58 item 9: the hint for a missing aiohttp names what to install and the extra that holds it."""
+    from litebert.inputs import remote
+
+    monkeypatch.setattr(remote, "_POLICY", [])
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # `import aiohttp` raises ImportError
+    monkeypatch.setitem(sys.modules, "fsspec.implementations.http", None)
+    with pytest.raises(DataError) as e:
+        list(iter_lines("https://example.org/c.txt"))
+    message = str(e.value)
+    assert message.startswith("https://example.org/c.txt: reading https:// URLs needs aiohttp, in litebert's "
+                              "remote extra (pip install 'aiohttp>=3.8'"), message
+    assert "\n" not in message, message
+
+
 def test_local_inputs_never_import_fsspec(site, tmp_path):
     code = ("import sys; from litebert.data.store import prepare_store; from litebert.tasks.readers import read_glue; "
             f"prepare_store([{str(site / 'corpus' / 'a.txt')!r}], {str(VOCAB)!r}, {str(tmp_path / 's')!r}, "

@@ -88,3 +88,39 @@ def test_the_docs_show_the_recipes():
             f"{r['max_steps']:,} steps, {r['warmup_steps']:,} warmup steps, length {r['seq_len']}, "
             f"{r['max_predictions']} predictions per sequence, {r['max_ngram']}-gram masking, "
             f"{r['short_seq_prob']:.0%} short sequences, {r['objective'].upper()}") in docs
+
+
+TINY_RUN = ["--preset", "tiny", "--max-steps", "1", "--batch-size", "2", "--micro-batch", "2", "--seq-len", "32",
+            "--max-predictions", "5", "--report-to", "none", "--no-progress"]
+
+
+def test_pretrain_ends_with_one_summary_line_or_json(tiny_setup, tmp_path, capsys):
+    """Issue 58 item 9: a finished run prints one summary line (as finetune does), not a 17-line JSON dump; --json
+    gives the summary as JSON."""
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert main(["pretrain", "--data", str(tiny_setup["store"]), "--out", str(out), *TINY_RUN]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1, printed
+    assert printed[0].startswith("pretrained 1 of 1 steps, ") and printed[0].endswith(f"saved to {out / 'model'}")
+    assert main(["pretrain", "--data", str(tiny_setup["store"]), "--out", str(tmp_path / "j"), *TINY_RUN,
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == summary["max_steps"] == 1 and summary["complete"]
+
+
+@pytest.mark.parametrize("flag", ["--data", "--eval-data"])
+def test_a_url_for_a_store_is_refused_in_one_line(tmp_path, capsys, flag):
+    """Issue 58 item 9: a URL is not collapsed into a path ("http:/..."): stores are local folders, and the line
+    says how to make one from a URL."""
+    args = {"--data": str(tmp_path / "s"), "--eval-data": str(tmp_path / "e")}
+    args[flag] = "http://example.org/store"
+    argv = ["pretrain", "--preset", "tiny", "--out", str(tmp_path / "r")] + [x for kv in args.items() for x in kv]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # argparse's usage, then the error in one line
+    assert err.startswith(f"litebert pretrain: error: argument {flag}: http://example.org/store: a token store is a "
+                          "local folder, not a URL; prepare one with `litebert data prepare") and "http:/e" not in err
+    assert not (tmp_path / "r").exists()

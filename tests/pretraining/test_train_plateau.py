@@ -294,3 +294,18 @@ def test_gate_narrows_a_wide_candidate_and_scales_its_predictions():
                                     max_steps=1198, bias_correction=True), 369)
     assert (cfg.batch_size, cfg.seq_len, cfg.max_predictions) == (8, 128, 19)
     assert (cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.bias_correction) == (0.00176, 119, 1198, True)
+
+
+def test_the_guards_notice_on_a_run_too_short_for_a_check():
+    """Issue 58 item 9: a run that ends before the guard's first check is told so, not given a check step beyond its
+    end; a run long enough is told when the guard checks."""
+    from litebert.pretraining.loop import guard_notice
+    from litebert.pretraining.plateau import PlateauGuard, Unigram
+
+    unigram = Unigram(entropy=5.0, top_id=3, top_share=0.1, tokens=1000, seconds=0.0)
+    short = guard_notice(PlateauGuard(unigram, 10, check_after=50, action="warn", batch=None), max_steps=20)
+    assert "too short for a check" in short and "checks at step" not in short, short
+    assert "(20 steps)" in short and "step 60" in short, short
+    long = guard_notice(PlateauGuard(unigram, 10, check_after=50, action="stop", batch=None), max_steps=200)
+    assert "checks at step 60 (warmup 10 + 50) and every 50 after; on a plateau: stop" in long, long
+    assert "checks at step 60" in guard_notice(PlateauGuard(unigram, 10, check_after=50, batch=None), None)

@@ -115,7 +115,7 @@ def load(spec: str) -> dict[str, DatasetSplit]:
                         f"({install_hint('hf-datasets', 'datasets')})") from None
     off, cache = offline(), cache_dir()
     try:
-        with _offline_mode(datasets, off):
+        with _offline_mode(datasets, off), _quiet(datasets):
             loaded = datasets.load_dataset(parts["repo"], parts["config"], revision=parts["revision"],
                                            cache_dir=str(cache))
     except Exception as e:  # noqa: BLE001 - datasets and huggingface_hub raise many kinds; one line for all
@@ -130,6 +130,25 @@ def load(spec: str) -> dict[str, DatasetSplit]:
         raise DataError(f"{spec}: no split {repr(parts['split'])} (the dataset has "
                         f"{', '.join(splits)})")
     return {parts["split"]: splits[parts["split"]]}
+
+
+@contextlib.contextmanager
+def _quiet(datasets):
+    """`datasets` without its notices and progress bars for the call (on every cached load it says "Using the latest
+    cached version ..." and "Found the latest cached dataset configuration ..."): its verbosity set to errors, by its
+    own logging API, and its progress bars off; both as they were afterwards. A failure still raises (`_failure`
+    makes it one line)."""
+    from datasets.utils import logging as ds_logging
+
+    verbosity, bars_off = ds_logging.get_verbosity(), datasets.utils.are_progress_bars_disabled()
+    ds_logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        ds_logging.set_verbosity(verbosity)
+        if not bars_off:
+            datasets.enable_progress_bars()
 
 
 @contextlib.contextmanager

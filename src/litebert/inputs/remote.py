@@ -334,6 +334,9 @@ def failure(url: str, e: BaseException) -> DataError:
     scheme = url.split("://", 1)[0]
     if _refused(e) is not None:
         return _refused(e)
+    if isinstance(e, ImportError) and scheme in ("http", "https") and _missing_aiohttp(e):
+        return DataError(f"{url}: reading {scheme}:// URLs needs aiohttp, in litebert's remote extra "
+                         f"({install_hint('remote', 'aiohttp')})")
     if isinstance(e, ImportError):  # fsspec's registry: "Install s3fs to access S3"
         return DataError(f"{url}: reading {scheme}:// URLs needs a package fsspec does not find: "
                          f"{first_line(e, 200)}")
@@ -343,6 +346,11 @@ def failure(url: str, e: BaseException) -> DataError:
     if isinstance(e, IsADirectoryError):
         return DataError(f"{url}: a folder, not a file")
     return DataError(f"{url}: {describe(e)}")
+
+
+def _missing_aiohttp(e: ImportError) -> bool:
+    """Whether ``e`` is aiohttp not found (its own import, or fsspec's HTTP filesystem saying it needs it)."""
+    return any(getattr(x, "name", None) == "aiohttp" or "aiohttp" in str(x) for x in _chain(e))
 
 
 def describe(e: BaseException) -> str:

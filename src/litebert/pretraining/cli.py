@@ -43,8 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="continued pretraining: start from this model folder's config, weights and tokenizer "
                              "(a run's model/, a save_pretrained folder of litebert or HF, a `litebert convert` "
                              "folder); optimizer and schedule start fresh")
-    parser.add_argument("--data", type=Path, required=True, help="token store from `litebert data prepare`")
-    parser.add_argument("--eval-data", type=Path, help="held-out token store for MLM/SOP evaluation")
+    parser.add_argument("--data", type=store_folder, required=True, help="token store from `litebert data prepare`")
+    parser.add_argument("--eval-data", type=store_folder, help="held-out token store for MLM/SOP evaluation")
     parser.add_argument("--no-verify-data", dest="verify_data", action="store_false",
                         help="skip the sha256 check of the stores' files before step 0 (for stores verified once "
                              "already; sizes, token ids, offsets and the manifest are still checked)")
@@ -72,10 +72,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, precision=False)  # the precision is a training setting (--precision below)
     ranged(parser.add_argument("--threads", type=int, help="torch CPU threads per process"), AT_LEAST_1)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    parser.add_argument("--json", action="store_true",
+                        help="end with the run's summary as JSON (steps, tokens, time, final evaluation, ...) "
+                             "instead of one line")
     from litebert.push import add_arguments as add_hub_arguments
 
     add_hub_arguments(parser)
     add_config_arguments(parser, TrainConfig, title="training (the recipe's or the defaults unless given)")
+
+
+def store_folder(text: str) -> Path:
+    """A token store's folder as --data/--eval-data give it; a URL refused in one line (a store is a local folder;
+    `Path` would collapse ``http://`` into ``http:/``)."""
+    from litebert.inputs.remote import is_url
+
+    if is_url(text):
+        raise argparse.ArgumentTypeError(f"{text}: a token store is a local folder, not a URL; prepare one with "
+                                         f"`litebert data prepare --input URL ...` (it reads URLs)")
+    return Path(text)
 
 
 def flag_names(args: argparse.Namespace) -> dict[str, str | None]:
@@ -144,9 +158,24 @@ def run(args: argparse.Namespace) -> int:
               f"{args.out / 'checkpoints'}; continue with the same command and --resume", file=sys.stderr)
         return 130
     if result.action != "finished":
-        print(json.dumps(result.summary(), indent=2))
-        print(f"final model (HF format): {result.model_dir}", file=sys.stderr)
+        print(json.dumps(result.summary(), indent=2) if args.json else summary_line(result))
     return 0
+
+
+def summary_line(result) -> str:
+    """The one line a finished `litebert pretrain` prints (``--json``: the whole summary): the steps, tokens and
+    time, the final held-out evaluation, where the model is."""
+    ended = ("" if result.step >= result.max_steps else
+             " (time limit)" if result.time_limited else " (stopped early)" if result.stopped_early else "")
+    minutes, seconds = divmod(round(result.elapsed_s), 60)
+    line = (f"pretrained {result.step:,} of {result.max_steps:,} steps{ended}, {result.tokens_seen:,} tokens in "
+            f"{minutes}m {seconds:02d}s")
+    final = result.final_eval or {}
+    shown = [f"{name} {final[key]:.4f}" for key, name in (("mlm_loss", "MLM loss"), ("mlm_accuracy", "MLM accuracy"),
+                                                          ("sop_accuracy", "SOP accuracy")) if key in final]
+    if shown:
+        line += "; held-out " + ", ".join(shown)
+    return f"{line}; model (HF format) saved to {result.model_dir}"
 
 
 if __name__ == "__main__":  # python -m litebert.pretraining.cli ... (litebert.cli is the usual entry point)

@@ -238,10 +238,19 @@ def _guard(cfg: TrainConfig, train_data, eval_data, collate: Callable, rt: Runti
     guard = PlateauGuard(unigram, cfg.warmup_steps, check_after=interval, action=cfg.on_plateau,
                          batch=batch)
     if rt.dist.is_main:
-        print(f"plateau guard: {unigram.describe()}; checks at step {guard.warmup + guard.check_after} (warmup "
-              f"{guard.warmup} + {guard.check_after}) and every {guard.check_after} after; on a plateau: "
-              f"{cfg.on_plateau}", file=sys.stderr, flush=True)
+        print(guard_notice(guard, cfg.max_steps), file=sys.stderr, flush=True)
     return guard
+
+
+def guard_notice(guard: PlateauGuard, max_steps: Optional[int]) -> str:
+    """The plateau guard's line at the start of a run: what it counted, and when it checks; or, for a run that ends
+    before the first check, that the run is too short for one."""
+    first = guard.warmup + guard.check_after
+    if max_steps is not None and first > max_steps:
+        return (f"plateau guard: {guard.unigram.describe()}; this run ({max_steps:,} steps) is too short for a check "
+                f"(the first would be at step {first:,}: warmup {guard.warmup} + {guard.check_after})")
+    return (f"plateau guard: {guard.unigram.describe()}; checks at step {first} (warmup {guard.warmup} + "
+            f"{guard.check_after}) and every {guard.check_after} after; on a plateau: {guard.action}")
 
 
 def _h1(guard: Optional[PlateauGuard]) -> dict:
