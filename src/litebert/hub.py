@@ -45,6 +45,17 @@ def cache_dir() -> Path:
     return Path(home).expanduser() / "hub"
 
 
+def model_folder(spec, name: str = "model") -> Path:
+    """`local` for a model argument (``name``: how errors name it): a folder that exists, or `CheckpointError`
+    saying there is no such model folder, before a command reads anything else (its tokenizer, its inputs)."""
+    path = local(spec, "model")
+    if path is not None and not path.is_dir():
+        raise CheckpointError("{" + name + "}: " + ("not a folder (a model is a folder holding config.json and its "
+                                                    "weights)" if path.exists() else "no such model folder"),
+                              **{name: spec})
+    return path
+
+
 def local(spec, what: str = "model") -> Path:
     """The local folder for ``spec``: a path that exists, or a hub id's snapshot in the cache (downloaded first when
     it is not cached and offline mode is off). ``what`` names the thing in errors ("model", "tokenizer").

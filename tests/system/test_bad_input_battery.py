@@ -595,3 +595,20 @@ def test_huge_model_shapes_are_refused_before_allocating(case, field, flag, huge
     assert r["seconds"] < 10, f"refused only after {r['seconds']:.1f} s"
     assert r["grew_mb"] < 300, f"the peak RSS grew by {r['grew_mb']:.0f} MB: the model was (partly) built first"
     assert not [p for p in tmp.iterdir() if p.name.startswith("run-")]
+
+
+MODEL_CASES = [path for path, actions in command_parsers()
+               if any("--model" in a.option_strings for a in actions)]
+
+
+@pytest.mark.usefixtures("no_work", "unchanged_inputs")
+@pytest.mark.parametrize("path", MODEL_CASES)
+def test_a_missing_model_is_named_as_a_model(path, inp, tmp_path, capsys):
+    """Every command with --model says a missing one is no model folder, naming --model (it used to be reported by
+    whatever the command read first: its tokenizer, "not found")."""
+    argv, outputs = base_command(path, "--model", inp, tmp_path)
+    code, err = cli(capsys, with_option(argv, "--model", str(tmp_path / "no-such-model")))
+    line = one_line_error(code, err, path.split()[0])
+    assert "--model" in line and "no such model folder" in line, line
+    for out in outputs:
+        assert not out.exists()

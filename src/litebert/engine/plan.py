@@ -65,7 +65,12 @@ def open_run(out: str | os.PathLike, layout: folders.Layout, args: Machinery, *,
     from litebert.engine.metrics_log import check_metrics
 
     trackers = T.resolve(args.report_to, type(args).__name__)
-    inputs = {name: hub.local(path, hub_ids[name]) if name in hub_ids else path for name, path in inputs.items()}
+    def resolve(name: str, path):
+        if name not in hub_ids:
+            return path
+        return hub.model_folder(path, name) if hub_ids[name] == "model" else hub.local(path, hub_ids[name])
+
+    inputs = {name: resolve(name, path) for name, path in inputs.items()}
     folder = folders.plan(out, layout, resume=resume, overwrite=overwrite, inputs=inputs)
     done = folder.marker.get("step")
     finished = folder.action == "finished" and (not extendable or max_steps in (None, done) or done is None)

@@ -30,7 +30,7 @@ from typing import Optional
 
 import numpy as np
 
-from litebert import folders
+from litebert import folders, hub
 from litebert.errors import ConfigError, DataError, literal
 from litebert.experiments import label_report
 from litebert.files import atomic_write, read_json, write_json
@@ -292,7 +292,8 @@ def label_efficiency(model: str | Path, out: str | Path, *, data: str | Path, to
     s = settings or LabelSettings()
     model, out, data = Path(model), Path(out), Path(data)
     tokenizer = Path(tokenizer) if tokenizer is not None else model
-    load_config(model)  # a model folder, or a one-line error naming it
+    hub.model_folder(model)  # a model folder, or a one-line error naming it
+    load_config(model)
     task = read_task(s.task, data)
     total = len(task.examples["train"])
     too_many = [n for n in s.sizes if n is not None and n >= total]

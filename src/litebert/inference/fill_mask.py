@@ -46,7 +46,7 @@ def fill_mask(model: str | os.PathLike, text: Optional[str] = None, *, input: st
                           text=text, input=input)
     if output is not None and input is None:
         raise ConfigError("{output} goes with {input} (a text's answer is returned)", output=output, input=input)
-    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
+    model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     fill = pipeline("fill-mask", model, tokenizer, device, batch_size=batch_size, batch_tokens=batch_tokens,

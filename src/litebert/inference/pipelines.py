@@ -73,7 +73,7 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     cls = _PIPELINES[name]
     cls.answer.check(None, [], **defaults)
     device = _device(device)
-    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")
+    model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")
     if not Path(model).is_dir():
         raise CheckpointError("{model}: no such model folder", model=model)
     from litebert.inference.finetuned import load_tokenizer

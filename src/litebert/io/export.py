@@ -69,9 +69,7 @@ def load_for_export(model_dir: str | os.PathLike, head: str = "auto") -> nn.Modu
     weights the folder lacks is an error: an exported graph with a randomly initialised classifier would be silently
     useless. (The bare encoder loads from any folder; its pooler is left out if the folder has none.)
     """
-    path = hub.local(model_dir, "model")
-    if not path.is_dir():
-        raise CheckpointNotFoundError(f"model folder not found: {literal(path)}")
+    path = hub.model_folder(model_dir)
     arch = _architecture(path) if head == "auto" else HEAD_NAMES.get(head)
     if arch is None:
         raise ConfigError(f"unknown head {head!r}; choose auto or one of: {', '.join(HEAD_NAMES)}")
