@@ -129,7 +129,7 @@ def test_onnx_session_options(folders, tmp_path):
 def test_errors(folders, tmp_path, capsys, monkeypatch):
     # Missing folder: one line, exit 2, no traceback.
     assert main(["export", "onnx", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "x.onnx")]) == 2
-    assert "model folder not found" in capsys.readouterr().err
+    assert "no such model folder" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="unknown head 'ner'"):
         export.load_for_export(folders["encoder"], "ner")
     # A head the folder has no weights for would be random: refused, naming the missing keys and the folder's head.
