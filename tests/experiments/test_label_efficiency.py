@@ -168,3 +168,16 @@ def test_more_labels_help_on_the_real_task(separable_task, tmp_path):
     small, large = bow["100"]["test"], bow["2000"]["test"]
     assert large["mean"] - small["mean"] > 0.05 and large["mean"] - small["mean"] > 2 * max(small["sd"], large["sd"])
     assert all(summary["table"]["pretrained"][n]["test"]["seeds"] == 3 for n in ("100", "2000"))
+
+
+def test_tapt_runs_quietly_and_is_reused(task_folder, tmp_path, capsys):
+    """`adapt` with no log (the demo's call) prints nothing of its own, and a second call reuses the finished run."""
+    from litebert.experiments.tapt import TaptSettings, adapt
+
+    model, data = task_folder
+    examples = PRESETS["classify"].kind.read(data / "train.jsonl")
+    first = adapt(model, model, examples, tmp_path / "tapt", TaptSettings(2, batch_size=4), progress=False, log=None)
+    assert first["steps"] == 2 and (tmp_path / "tapt" / "run" / "model" / "config.json").is_file()
+    assert "task-adaptive" not in capsys.readouterr().out
+    again = adapt(model, model, examples, tmp_path / "tapt", TaptSettings(2, batch_size=4), progress=False, log=None)
+    assert again["minutes"] == first["minutes"]  # read back from tapt.json, not trained again

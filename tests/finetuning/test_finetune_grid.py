@@ -204,7 +204,7 @@ def test_the_cap_is_the_callers(separable_task, tmp_path, scored_runs):
     done = finetune("classify", model, data, tmp_path / "out", config=config(), lr_grid=[1e-6, 1e-5],
                     lr_grid_extend=1, progress=False, log=None)
     assert scored_runs == pytest.approx([1e-6, 1e-5, 1e-4]) and done.lr == pytest.approx(1e-4)
-    with pytest.raises(ConfigError, match=r"lr_grid_extend = -1: expected an integer >= 0"):
+    with pytest.raises(ConfigError, match=r"lr_grid_extend = -1: must be >= 0"):
         finetune("classify", model, data, tmp_path / "x", config=config(), lr_grid=[1e-6, 1e-5], lr_grid_extend=-1)
     assert not (tmp_path / "x").exists()
 

@@ -117,7 +117,8 @@ def test_pretrain_resume_refuses_when_no_checkpoint_verifies(tiny_setup, tmp_pat
     data[len(data) // 2] ^= 0xFF  # bit rot
     newest.write_bytes(bytes(data))
     older.write_bytes(b"not a checkpoint")  # replaced, with a checksum that matches the new bytes
-    (ckpts / "step-00000002.pt.sha256").write_text(f"{hashlib.sha256(b'not a checkpoint').hexdigest()}  x\n")
+    digest = hashlib.sha256(b"not a checkpoint").hexdigest()
+    (ckpts / "step-00000002.pt.sha256").write_text(f"{digest}  step-00000002.pt\n")
     refused(capsys, pretrain(tiny_setup, out, "--resume", steps=8), out,
             f"none of the checkpoints in {ckpts} verifies (step-00000004.pt does not match its checksum in "
             "step-00000004.pt.sha256: the file is corrupt; step-00000002.pt cannot be read (")

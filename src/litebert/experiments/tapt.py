@@ -78,6 +78,7 @@ def adapt(model: Path, tokenizer: Path, examples: Sequence, folder: Path, settin
     from litebert import TokenStore, TrainConfig, load_tokenizer, prepare_store, pretrain
     from litebert.io.hf_folder import load_config
 
+    log = log or (lambda *_: None)
     record = folder / TAPT_FILE
     if record.is_file():
         done = read_json(record, ConfigError)
