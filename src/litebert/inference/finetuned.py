@@ -157,10 +157,10 @@ def load_finetuned(model_dir: str | Path, tokenizer: str | Path | None = None,
     """(preset, model, tokenizer, meta) of a folder written by ``litebert finetune``, or of an ALBERT task-head
     folder without finetune.json whose config.json names the head (`meta_from_config`). ``tokenizer``: a tokenizer
     folder or .model file to use instead of the folder's own (`load_tokenizer`)."""
-    model_dir = Path(model_dir)
+    from litebert import hub
+
+    model_dir = hub.model_folder(model_dir)
     meta_path = model_dir / META_FILE
-    if not model_dir.is_dir():
-        raise CheckpointError(f"{model_dir}: no such model folder")
     if not meta_path.is_file():
         meta = meta_from_config(model_dir)
         preset = preset_from_json(meta["task"], meta["preset"])

@@ -96,7 +96,7 @@ def evaluate(model: str | os.PathLike, data: str | os.PathLike, *, output: str |
     "official", run_squad's, as the paper scored SQuAD, or "hf", transformers' pipeline's); the result's
     ``qa_decoding`` says which was used (None for other tasks). ``tokenizer``: another than the folder's, of its
     pieces (`litebert.pairing.check_tokenizer`; ``allow_tokenizer_mismatch``: only warn when they differ)."""
-    model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     if output is not None:
         plan_file(output, overwrite=overwrite, inputs={"model": model, "data": data, "tokenizer": tokenizer})
     finetuned.check_complete(model, allow_incomplete)
@@ -138,7 +138,7 @@ def predict(model: str | os.PathLike, input: str | os.PathLike, output: str | os
     (`litebert.tasks.qa_decode`). ``aggregation_strategy``: token classification answers entities, as
     ``pipeline("ner", aggregation_strategy=...)`` does, instead of a tag per word. ``allow_tokenizer_mismatch``: a
     ``tokenizer`` of other pieces than the folder's own is warned about, not refused."""
-    model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     finetuned.check_complete(model, allow_incomplete)
     rows = batch_size if batch_size is not None else batch_tokens if batch_tokens is not None else 64
@@ -161,7 +161,7 @@ def embed(model: str | os.PathLike, input: str | os.PathLike, output: str | os.P
     ``precision`` and ``attention`` are resolved as for every command (`Runtime.for_inference`).
     ``allow_tokenizer_mismatch``: a ``tokenizer`` of other pieces than the folder's own is warned about, not
     refused."""
-    model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
+    model, tokenizer = hub.local(model, "model"), hub.local(tokenizer, "tokenizer")  # hub ids: their folders
     plan_file(output, overwrite=overwrite, inputs={"model": model, "input": input, "tokenizer": tokenizer})
     if pooling not in POOLINGS:
         raise DataError("{pooling}: choose one of " + ", ".join(POOLINGS), pooling=pooling)
@@ -257,6 +257,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
+    hub.model_folder(model_dir)  # read after the input (its errors first), before the folder's tokenizer
     tok = finetuned.load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch)
     # mean and cls pooling never read the pooler: an encoder without it loads a folder that has none (an MLM-only
     # model) without warning about weights it would not use
