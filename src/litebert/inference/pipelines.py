@@ -39,7 +39,7 @@ import torch
 from litebert import folders, hub
 from litebert.arguments import checked
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
-from litebert.errors import ArgumentError, CheckpointError, ConfigError, DataError, literal
+from litebert.errors import ArgumentError, ConfigError, DataError, literal
 from litebert.inference.pipeline_base import Labelled, Pipeline, load_head, tokenizer_options
 
 TASKS = ("fill-mask", "text-classification", "token-classification", "question-answering", "feature-extraction",
@@ -74,8 +74,6 @@ def pipeline(task: str, model: str | os.PathLike, tokenizer: str | os.PathLike |
     cls.answer.check(None, [], **defaults)
     device = _device(device)
     model, tokenizer = hub.model_folder(model), hub.local(tokenizer, "tokenizer")
-    if not Path(model).is_dir():
-        raise CheckpointError("{model}: no such model folder", model=model)
     from litebert.inference.finetuned import load_tokenizer
 
     net = cls.load(Path(model))
