@@ -319,10 +319,11 @@ def stage_task_adaptive(work: Path, args, model: Path, report: dict) -> None:
     texts = demo_finetune.read_splits()["train"]
     print(f"[tapt] {args.tapt_steps} MLM steps on the task's {len(texts):,} training texts (no labels), then "
           "fine-tuning as the pretrained model", flush=True)
-    tapt = adapt(model, model, texts, work / "tapt", TaptSettings(args.tapt_steps, seed=1), device="cpu",
+    folder = f"tapt-{args.tapt_steps}"  # another --tapt-steps: another adaptation, not a mix of two
+    tapt = adapt(model, model, texts, work / folder, TaptSettings(args.tapt_steps, seed=1), device="cpu",
                  progress=not args.no_progress, log=None)
     settings = finetune_settings(args)
-    row = demo_finetune.finetune_sentiment(tapt["model"], work / "finetune" / "tapt", args.finetune_lrs,
+    row = demo_finetune.finetune_sentiment(tapt["model"], work / "finetune" / folder, args.finetune_lrs,
                                            tokenizer=model, device="cpu", progress=not args.no_progress, seed=0,
                                            **settings)
     report["sentiment"]["tapt"] = {**row, "settings": settings,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from litebert.cli import main
 from litebert.errors import ConfigError
-from litebert.values import integers, items, names, numbers
+from litebert.values import integers, integers_or_all, items, names, numbers
 
 floats = st.floats(allow_nan=False, allow_infinity=False)
 spaces = st.sampled_from(("", " ", "  "))
@@ -45,6 +45,16 @@ def test_integers_are_ints_of_the_items(case):
         assert integers(text, "sizes") == [int(v) for v in values]
 
 
+@given(case=comma_list(st.one_of(st.integers(-10**6, 10**6).map(str), st.just("all"))))
+def test_integers_or_all_read_all_as_none(case):
+    text, values, empty = case
+    if empty:
+        with pytest.raises(ConfigError, match="an empty item"):
+            integers_or_all(text, "sizes")
+    else:
+        assert integers_or_all(text, "sizes") == [None if v == "all" else int(v) for v in values]
+
+
 @given(case=comma_list(st.text(st.characters(exclude_characters=","), min_size=1).filter(str.strip)))
 def test_names_are_the_stripped_items_each_once(case):
     text, values, empty = case
@@ -76,6 +86,9 @@ def test_by_hand():
             numbers(bad, "lr")
     with pytest.raises(ConfigError, match="'1.5' is not a whole number"):
         integers("1,1.5", "e")
+    for bad in ("250,All", "250,1e3", "al"):
+        with pytest.raises(ConfigError, match="neither a whole number nor 'all'"):
+            integers_or_all(bad, "sizes")
 
 
 @pytest.mark.parametrize("argv, flag", [

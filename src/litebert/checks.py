@@ -52,6 +52,7 @@ class Range:
 AT_LEAST_1 = Range(1)
 AT_LEAST_0 = Range(0)
 POSITIVE = Range(0, low_open=True)
+LEARNING_RATE = Range(0, 1, low_open=True)  # (0, 1)
 PROBABILITY = Range(0, 1)  # [0, 1): a dropout or a share of sequences
 FRACTION = Range(0, 1, high_closed=True)  # [0, 1]
 CHARACTER_COVERAGE = Range(0.98, 1, high_closed=True)  # [0.98, 1]: what SentencePiece trains with

@@ -59,6 +59,19 @@ def integers(text: str, name: str) -> list[int]:
     return out
 
 
+def integers_or_all(text: str, name: str) -> list[int | None]:
+    """``"250,1000,all"`` -> ``[250, 1000, None]``: whole numbers or the word ``all`` (None), comma-separated
+    (`items`)."""
+    out: list[int | None] = []
+    for part in items(text, name, "whole numbers or 'all'"):
+        try:
+            out.append(None if part == "all" else int(part))
+        except ValueError:
+            raise ConfigError("{%s}: %r is neither a whole number nor 'all'; give e.g. 250,1000,all" % (name, part),
+                              **{name: text}) from None
+    return out
+
+
 def names(text: str, name: str, owner: str | None = None) -> list[str]:
     """``"neg, pos"`` -> ``["neg", "pos"]``: comma-separated names (`items`), each once."""
     parts = items(text, name, "names", owner)

@@ -138,7 +138,8 @@ def test_refusals_come_before_the_folder(task_folder, tmp_path, capsys):
         le.label_efficiency(model, out, data=no_test, settings=le.LabelSettings(**SMALL), log=None)
     assert not out.exists()
     for argv, says in [(["--model", str(model), "--steps", "3"], "pretrains nothing"),
-                       (["--sizes", "10,", "--model", str(model)], "empty part"),
+                       (["--sizes", "10,", "--model", str(model)], "an empty item"),
+                       (["--sizes", "10,al", "--model", str(model)], "neither a whole number"),
                        ([], "--model")]:
         code, err = cli(capsys, ["experiment", "label-efficiency", "--out", out, "--sentiment-data", data, *argv])
         assert code == 2 and "Traceback" not in err and says in err.strip().splitlines()[-1], err
@@ -171,7 +172,10 @@ def test_more_labels_help_on_the_real_task(separable_task, tmp_path):
 
 
 def test_tapt_runs_quietly_and_is_reused(task_folder, tmp_path, capsys):
-    """`adapt` with no log (the demo's call) prints nothing of its own, and a second call reuses the finished run."""
+    """`adapt` with no log (the demo's call) prints nothing of its own, a second call reuses the finished run, and a
+    call from another model or with other settings is refused, not answered with the first model's adaptation."""
+    import shutil
+
     from litebert.experiments.tapt import TaptSettings, adapt
 
     model, data = task_folder
@@ -181,3 +185,7 @@ def test_tapt_runs_quietly_and_is_reused(task_folder, tmp_path, capsys):
     assert "task-adaptive" not in capsys.readouterr().out
     again = adapt(model, model, examples, tmp_path / "tapt", TaptSettings(2, batch_size=4), progress=False, log=None)
     assert again["minutes"] == first["minutes"]  # read back from tapt.json, not trained again
+    other = shutil.copytree(model, tmp_path / "other-model")
+    for source, settings in ((other, TaptSettings(2, batch_size=4)), (model, TaptSettings(3, batch_size=4))):
+        with pytest.raises(ConfigError, match="adapted earlier from another model, tokenizer or settings"):
+            adapt(source, source, examples, tmp_path / "tapt", settings, progress=False, log=None)

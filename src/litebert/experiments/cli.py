@@ -20,7 +20,7 @@ from pathlib import Path
 from litebert.checks import AT_LEAST_0, AT_LEAST_1
 from litebert.cli import add_runtime_arguments, ranged
 from litebert.inputs.text import ENCODING_ERRORS
-from litebert.values import cli_type, integers, names, numbers
+from litebert.values import cli_type, integers, integers_or_all, names, numbers
 
 
 def configure_command(name: str, parser: argparse.ArgumentParser) -> None:
@@ -110,15 +110,12 @@ def _rates(name: str):
     return lambda text: tuple(parse(text))
 
 
-def _sizes_or_all(text: str) -> tuple:
-    parts = text.split(",")
-    if any(not t.strip() for t in parts):
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: an empty part (expected e.g. 250,500,all)")
-    try:
-        return tuple(None if t.strip() == "all" else int(t) for t in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected comma-separated whole numbers or "
-                                         "'all'") from None
+_parse_label_sizes = cli_type(integers_or_all, "sizes")
+
+
+def _label_sizes(text: str) -> tuple:
+    """``--sizes 250,1000,all`` as a tuple, ``all`` as None (`litebert.values.integers_or_all`)."""
+    return tuple(_parse_label_sizes(text))
 
 
 def _configure_experiment(p: argparse.ArgumentParser) -> None:
@@ -185,7 +182,7 @@ def _configure_experiment(p: argparse.ArgumentParser) -> None:
     le.add_argument("--model", type=Path, help="the pretrained model folder")
     le.add_argument("--task", default="sentiment", help="a sentence-classification task (default sentiment; its data "
                                                         "folder: --sentiment-data)")
-    le.add_argument("--sizes", type=_sizes_or_all, default=(250, 500, 1000, 2000, None),
+    le.add_argument("--sizes", type=_label_sizes, default=(250, 500, 1000, 2000, None),
                     help="labelled training examples per run, 'all' for the whole split (default "
                          "250,500,1000,2000,all)")
     le.add_argument("--seeds", type=int, default=3, help="seeds per size below the whole split (default 3)")

@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from litebert import folders, hub
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, LEARNING_RATE, POSITIVE, check_fields
 from litebert.errors import ConfigError, DataError, literal
 from litebert.experiments import label_report
 from litebert.files import atomic_write, read_json, write_json
@@ -49,12 +50,12 @@ class LabelSettings:
     few steps), with ``evaluations`` dev evaluations; ``tapt_steps`` > 0 adds the task-adapted arm."""
 
     task: str = "sentiment"
-    sizes: tuple = DEFAULT_SIZES
+    sizes: tuple[int | None, ...] = DEFAULT_SIZES
     seeds: int = 3
     full_seeds: int = 1
     seed: int = 0
-    lrs: tuple = (1e-4, 3e-4)
-    control_lrs: tuple = (1e-4, 3e-4)
+    lrs: tuple[float, ...] = (1e-4, 3e-4)
+    control_lrs: tuple[float, ...] = (1e-4, 3e-4)
     lr_grid_extend: int = 2
     epochs: float = 3.0
     min_steps: int = 150
@@ -68,29 +69,23 @@ class LabelSettings:
     tapt_batch_size: int = 16
 
     def __post_init__(self) -> None:
+        for name in ("sizes", "lrs", "control_lrs"):  # a list from Python or JSON is the tuple it stands for
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        check_fields(self, {**dict.fromkeys(("seeds", "full_seeds", "min_steps", "batch_size", "seq_len",
+                                             "evaluations", "tapt_batch_size"), AT_LEAST_1),
+                            **dict.fromkeys(("lr_grid_extend", "tapt_steps", "seed"), AT_LEAST_0),
+                            "epochs": POSITIVE, "tapt_lr": LEARNING_RATE})
+        if not self.sizes or any(n is not None and n < 1 for n in self.sizes):
+            raise ConfigError("{sizes}: expected one or more whole numbers of examples of at least 1 (or 'all')",
+                              sizes=",".join("all" if n is None else str(n) for n in self.sizes))
+        for name in ("lrs", "control_lrs"):
+            if not getattr(self, name) or not all(LEARNING_RATE.holds(x) for x in getattr(self, name)):
+                raise ConfigError("{" + name + "}: expected one or more learning rates in (0, 1)",
+                                  **{name: ",".join(f"{x:g}" for x in getattr(self, name))})
         object.__setattr__(self, "sizes", tuple(dict.fromkeys(self.sizes)))
         object.__setattr__(self, "lrs", tuple(float(x) for x in self.lrs))
         object.__setattr__(self, "control_lrs", tuple(float(x) for x in self.control_lrs))
-        if not self.sizes or any(n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1)
-                                 for n in self.sizes):
-            raise ConfigError("{sizes}: expected one or more whole numbers of examples (or 'all')",
-                              sizes=",".join(str(n) for n in self.sizes))
-        for name in ("seeds", "full_seeds", "min_steps", "batch_size", "seq_len", "evaluations"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError("{" + name + "}: expected a whole number of at least 1", **{name: value})
-        for name in ("lrs", "control_lrs"):
-            if not getattr(self, name) or any(not 0 < x < 1 for x in getattr(self, name)):
-                raise ConfigError("{" + name + "}: expected one or more learning rates in (0, 1)",
-                                  **{name: ",".join(f"{x:g}" for x in getattr(self, name))})
-        if not (self.epochs > 0 and math.isfinite(self.epochs)):
-            raise ConfigError("{epochs}: expected a positive number", epochs=self.epochs)
-        if not (isinstance(self.tapt_lr, (int, float)) and not isinstance(self.tapt_lr, bool) and 0 < self.tapt_lr < 1):
-            raise ConfigError("{tapt_lr}: expected a learning rate in (0, 1)", tapt_lr=self.tapt_lr)
-        for name in ("lr_grid_extend", "tapt_steps", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError("{" + name + "}: expected a whole number of at least 0", **{name: value})
 
     @property
     def arms(self) -> tuple[str, ...]:

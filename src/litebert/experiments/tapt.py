@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from litebert.checks import AT_LEAST_0, AT_LEAST_1, LEARNING_RATE, PROBABILITY, check_values
 from litebert.errors import ConfigError
 from litebert.files import atomic_write, read_json, write_json
 
@@ -36,17 +37,12 @@ class TaptSettings:
     warmup_proportion: float = 0.1
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "seq_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError("{" + f"tapt_{name}" + "}: expected a whole number of at least 1",
-                                  **{f"tapt_{name}": value})
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
-            raise ConfigError("{tapt_lr}: expected a learning rate in (0, 1)", tapt_lr=self.lr)
-        if not 0 <= self.warmup_proportion < 1:
-            raise ConfigError("{tapt_warmup_proportion}: expected a fraction in [0, 1)",
-                              tapt_warmup_proportion=self.warmup_proportion)
+    def __post_init__(self) -> None:  # named as the experiment's flags: --tapt-steps ...
+        if self.steps is None:
+            raise ConfigError("{tapt_steps}: expected an integer", tapt_steps=None)
+        check_values(tapt_steps=(self.steps, AT_LEAST_1, int), tapt_batch_size=(self.batch_size, AT_LEAST_1, int),
+                     tapt_seq_len=(self.seq_len, AT_LEAST_1, int), tapt_seed=(self.seed, AT_LEAST_0, int),
+                     tapt_lr=(self.lr, LEARNING_RATE), tapt_warmup_proportion=(self.warmup_proportion, PROBABILITY))
 
 
 def task_texts(examples: Sequence, out: Path, seed: int) -> int:
@@ -80,9 +76,13 @@ def adapt(model: Path, tokenizer: Path, examples: Sequence, folder: Path, settin
 
     log = log or (lambda *_: None)
     record = folder / TAPT_FILE
+    source = {"model": str(Path(model).resolve()), "tokenizer": str(Path(tokenizer).resolve())}
     if record.is_file():
         done = read_json(record, ConfigError)
-        if done.get("settings") == settings.__dict__ and Path(folder / "run" / "model").is_dir():
+        if done.get("settings") != settings.__dict__ or done.get("source") != source:
+            raise ConfigError("{folder}: adapted earlier from another model, tokenizer or settings (tapt.json); "
+                              "give a new folder", folder=str(folder))
+        if Path(folder / "run" / "model").is_dir():
             log(f"task-adaptive pretraining finished earlier ({done['minutes']:.1f} min), reused")
             return {**done, "model": str(folder / "run" / "model")}
     started = time.perf_counter()
@@ -107,7 +107,7 @@ def adapt(model: Path, tokenizer: Path, examples: Sequence, folder: Path, settin
     if result.interrupted:
         raise KeyboardInterrupt
     minutes = (time.perf_counter() - started) / 60
-    done = {"settings": settings.__dict__, "minutes": round(minutes, 2), "steps": settings.steps,
+    done = {"settings": settings.__dict__, "source": source, "minutes": round(minutes, 2), "steps": settings.steps,
             "tokens": int(result.tokens_seen),
             "texts": len(examples), "store_tokens": int(store.num_tokens)}
     write_json(record, done)
