@@ -1,11 +1,14 @@
 """`litebert.files`: atomic writes leave the old file or the new one, never a torn one or a stray temporary."""
 
+import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from litebert.errors import ConfigError, WriteError
-from litebert.files import atomic_write, read_json, temporary_name, write_json
+from litebert.files import atomic_write, parse_json, read_json, temporary_name, write_json
 
 
 def test_atomic_write_bytes_text_and_callable(tmp_path):
@@ -53,3 +56,47 @@ def test_read_json_names_the_file_and_line(tmp_path):
         read_json(tmp_path / "latin1.json", ConfigError)
     with pytest.raises(ConfigError, match="no such file"):
         read_json(tmp_path / "missing.json", ConfigError)
+
+
+_keys = st.text(max_size=4)
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+                            lambda inner: st.lists(inner, max_size=3)
+                            | st.lists(st.tuples(_keys, inner), max_size=4).map(lambda pairs: ("object", pairs)),
+                            max_leaves=12)
+
+
+def _write(value) -> str:
+    """JSON text of ``value``, objects written from their pairs as drawn (a key may come twice, as in a hand-edited
+    file); json.dumps would merge them."""
+    if isinstance(value, tuple):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_write(v)}" for k, v in value[1]) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_write(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _key_twice(value) -> bool:
+    if isinstance(value, tuple):
+        keys = [k for k, _ in value[1]]
+        return len(set(keys)) < len(keys) or any(_key_twice(v) for _, v in value[1])
+    return isinstance(value, list) and any(_key_twice(v) for v in value)
+
+
+@given(value=_json_values, lineno=st.none() | st.integers(1, 9))
+def test_a_key_given_twice_is_refused_at_any_depth(value, lineno):
+    """Python's json keeps the last of two equal keys, so ``{"lr": 1e-4, "lr": 1}`` would read as lr 1 with no word:
+    an object with a key twice, at any depth, is an error naming the file (and line); any other document reads as
+    json.loads reads it."""
+    text = _write(value)
+    if _key_twice(value):
+        with pytest.raises(ConfigError, match=r"^f\.json" + (f":{lineno}" if lineno else "") + r": the key .* is "
+                           "given twice in one object"):
+            parse_json(text, "f.json", ConfigError, lineno)
+    else:
+        assert parse_json(text, "f.json", ConfigError, lineno) == json.loads(text)
+
+
+def test_a_config_with_a_key_twice_names_the_key(tmp_path):
+    (tmp_path / "config.json").write_text('{"hidden_size": 64,\n "hidden_size": 128}')
+    with pytest.raises(ConfigError, match=r"config\.json: the key 'hidden_size' is given twice in one object"):
+        read_json(tmp_path / "config.json", ConfigError)

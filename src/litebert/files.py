@@ -4,10 +4,10 @@ Every file litebert writes goes through `atomic_write`: the content goes to a hi
 (``.NAME.tmp-PID``), is flushed to disk, then renamed over the target in one step. A reader therefore sees the old
 file or the new one, never a torn one, and a failed write leaves the old file as it was.
 
-What a file says is not trusted: every JSON document is parsed by `parse_json` (bad JSON, or JSON nested deeper than
-Python can parse, is an error naming the file and line), a value read from it is taken with `json_field` (a wrong type
-is an error naming the file and key), and a name read from it becomes a path only through `file_in` (a name that
-would lead out of its folder is refused).
+What a file says is not trusted: every JSON document is parsed by `parse_json` (bad JSON, an object with a key given
+twice, or JSON nested deeper than Python can parse, is an error naming the file and line), a value read from it is
+taken with `json_field` (a wrong type is an error naming the file and key), and a name read from it becomes a path
+only through `file_in` (a name that would lead out of its folder is refused).
 """
 
 from __future__ import annotations
@@ -153,12 +153,30 @@ def read_json(path: str | os.PathLike, error: type[LitebertError], *, expect: ty
 MAX_JSON_DEPTH = 1000
 
 
+class _KeyTwice(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object's pairs as a dict; a key given twice raises `_KeyTwice` (Python's json keeps the last one)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise _KeyTwice(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
 def parse_json(text: str, path: str | os.PathLike, error: type[LitebertError], lineno: int | None = None) -> Any:
-    """The JSON document ``text``, read from ``path`` (line ``lineno`` of it, for JSON lines); bad JSON, or JSON
-    nested deeper than Python's parser goes, raises ``error`` naming the file and line."""
+    """The JSON document ``text``, read from ``path`` (line ``lineno`` of it, for JSON lines); bad JSON, an object
+    with a key given twice, or JSON nested deeper than Python's parser goes, raises ``error`` naming the file and
+    line."""
     where = f"{path}:{lineno}" if lineno is not None else str(path)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _KeyTwice as e:
+        raise error(f"{where}: the key {e.key!r} is given twice in one object (JSON readers differ on which one "
+                    "counts, so litebert takes neither): keep one") from None
     except json.JSONDecodeError as e:
         if lineno is not None:
             raise error(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
