@@ -75,6 +75,21 @@ def readme_sentiment(s: dict) -> list[str]:
             f"| majority class | {pct(m['dev_accuracy'])} | {pct(m['test_accuracy'])} |"]
 
 
+def label_point(r: dict) -> list[str]:
+    """The demo's one point of the label-efficiency curve: dev and test of each model on N labelled snippets."""
+    le = r["label_efficiency"]
+    names = {"pretrained": "the demo's pretrained model", "control": "the same architecture from random weights",
+             "bag_of_words": "bag of words"}
+    best = {split: max(le[k][f"{split}_accuracy"] for k in names) for split in ("dev", "test")}
+
+    def cell(k: str, split: str) -> str:
+        v = pct(le[k][f"{split}_accuracy"])
+        return f"**{v}**" if le[k][f"{split}_accuracy"] == best[split] else v
+
+    return [f"| {le['examples']:,} labelled snippets (seed {le['seed']}, {le['steps']} steps a run) | dev | test |",
+            "|---|---|---|", *(f"| {name} | {cell(k, 'dev')} | {cell(k, 'test')} |" for k, name in names.items())]
+
+
 def cpu_heldout(r: dict) -> list[str]:
     f, b = r["final_eval"], r["baselines"]
     piece = r["mlm_most_frequent_piece"].replace("\u2581", "▁")
@@ -100,6 +115,7 @@ def gpu_heldout(r: dict) -> list[str]:
 
 def blocks(cpu: dict, gpu: dict) -> dict[str, list[str]]:
     return {"cpu-readme-sentiment": readme_sentiment(cpu["sentiment"]), "cpu-heldout": cpu_heldout(cpu),
+            "cpu-label-point": label_point(cpu),
             "cpu-sentiment": sentiment_table(cpu["sentiment"]), "gpu-heldout": gpu_heldout(gpu),
             "gpu-sentiment": sentiment_table(gpu["sentiment"])}
 
@@ -116,7 +132,8 @@ def claims(cpu: dict, gpu: dict) -> dict[str, list[str]]:
                f"from-scratch control {pct(c['test_accuracy'])} (dev {pct(c['dev_accuracy'])}, lr {rate(c['lr'])}); "
                f"bag of words {pct(gs['bag_of_words']['test_accuracy'])}")
     return {
-        "README.md": [f"held-out MLM {cpu_mlm}", f"MLM {gpu_mlm} and SOP {gpu_sop}", gpu_pair],
+        "README.md": [f"held-out MLM {cpu_mlm}", f"MLM {gpu_mlm} and SOP {gpu_sop}", gpu_pair,
+                      f"{cpu['seconds'] / 60:.1f} minutes"],
         "docs/pretraining.md": [f"({cpu_mlm} of masked pieces right",
                                 f"{gpu['step']:,} steps ({gpu['tokens_seen'] / 1e6:.0f}M tokens)",
                                 f"{gpu_mlm} held-out MLM and SOP {gpu_sop}"],
