@@ -240,6 +240,11 @@ def test_docs_blocks_run_as_written_after_the_readme(tmp_path):
     for block in readme:
         for line, command in bash_commands(block.code, block.line):
             _run(["bash", "-c", command], tmp_path, env, f"README.md:{line}", command)
+    failed = []  # every block is tried, so that one run names every block that fails, not only the first
     for b in all_blocks():  # the quick ones run in the default run (test_quick_blocks_run_as_written)
         if b.reason is None and not b.quick and b.language in ("bash", "python"):
-            run_block(b, tmp_path, env)
+            try:
+                run_block(b, tmp_path, env)
+            except AssertionError as e:
+                failed.append(str(e))
+    assert not failed, f"{len(failed)} block(s) failed:\n\n" + "\n\n".join(failed)
