@@ -302,7 +302,7 @@ def stage_finetune(work: Path, args, model: Path, report: dict) -> None:
     rates = lambda lrs: ", ".join(f"{x:g}" for x in lrs)  # noqa: E731
     print(f"[finetune] sentiment, {budget} of {settings['batch_size']} each: the pretrained model at lr "
           f"{rates(args.finetune_lrs)}, the same architecture from random weights at lr {rates(args.control_lrs)} "
-          "(the best on dev kept); bag of words; majority class", flush=True)
+          "(the best on dev kept, one rate added beyond an edge dev picks); bag of words; majority class", flush=True)
     demo_finetune.sentiment_report(model, work / "finetune", args.finetune_lrs, control_lrs=args.control_lrs,
                                    device="cpu", progress=not args.no_progress, seed=0, on_part=save, **settings)
 
@@ -340,7 +340,8 @@ def stage_label_efficiency(work: Path, args, model: Path, report: dict) -> None:
     from litebert.experiments.label_efficiency import LabelSettings, label_efficiency
 
     s = LabelSettings(sizes=(args.label_examples,), seeds=1, lrs=args.finetune_lrs, control_lrs=args.control_lrs,
-                      lr_grid_extend=0, seq_len=FINETUNE["seq_len"], batch_size=FINETUNE["batch_size"],
+                      lr_grid_extend=demo_finetune.GRID_EXTEND, seq_len=FINETUNE["seq_len"],
+                      batch_size=FINETUNE["batch_size"],
                       min_steps=args.finetune_steps or LabelSettings.min_steps)
     print(f"[label efficiency] {args.label_examples} labelled snippets: the pretrained model, the control, the bag of "
           f"words ({s.steps(args.label_examples)} steps a run)", flush=True)
@@ -393,9 +394,15 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _added(run: dict) -> str:
+    """``+`` before a rate the grid added beyond an edge dev picked."""
+    return "+" if run.get("added") else ""
+
+
 def sentiment_table(s: dict) -> list[str]:
     """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``) and,
-    for the fine-tuned ones, every rate tried with its dev accuracy (dev's choice in bold)."""
+    for the fine-tuned ones, every rate tried with its dev accuracy (dev's choice in bold, + a rate added beyond the
+    grid's edge)."""
     names = {"pretrained": "pretrained, fine-tuned", "tapt": "pretrained + task-adaptive pretraining, fine-tuned",
              "from_scratch": "same model from random weights (control)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
@@ -403,11 +410,12 @@ def sentiment_table(s: dict) -> list[str]:
 
     def chosen(r: dict) -> str:
         if "runs" in r:
-            return ", ".join((f"**{x['lr']:g}: {x['dev_accuracy']:.1%}**" if x["lr"] == r["lr"] else
-                              f"{x['lr']:g}: {x['dev_accuracy']:.1%}") for x in r["runs"])
+            return ", ".join((f"**{_added(x)}{x['lr']:g}: {x['dev_accuracy']:.1%}**" if x["lr"] == r["lr"] else
+                              f"{_added(x)}{x['lr']:g}: {x['dev_accuracy']:.1%}") for x in r["runs"])
         return f"C {r['C']:g}" if "C" in r else ""
 
-    return ["| sentiment | dev | test | dev by setting (dev's choice in bold) |", "|---|---|---|---|",
+    return ["| sentiment | dev | test | dev by setting (dev's choice in bold; + added beyond the grid) |",
+            "|---|---|---|---|",
             *(f"| {name} | {s[k]['dev_accuracy']:.1%} | {s[k]['test_accuracy']:.1%} | {chosen(s[k])} |"
               for k, name in names.items() if k in s)]
 

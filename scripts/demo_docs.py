@@ -37,10 +37,15 @@ def rate(x: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
+def _rate(x: dict) -> str:
+    """A rate tried, ``+`` before it when the grid added it beyond an edge dev picked."""
+    return ("+" if x.get("added") else "") + rate(x["lr"])
+
+
 def _rates(r: dict) -> str:
     """Every rate tried with its dev accuracy, dev's choice in bold."""
-    return ", ".join((f"**{rate(x['lr'])}: {pct(x['dev_accuracy'])}**" if x["lr"] == r["lr"] else
-                      f"{rate(x['lr'])}: {pct(x['dev_accuracy'])}") for x in r["runs"])
+    return ", ".join((f"**{_rate(x)}: {pct(x['dev_accuracy'])}**" if x["lr"] == r["lr"] else
+                      f"{_rate(x)}: {pct(x['dev_accuracy'])}") for x in r["runs"])
 
 
 def sentiment_table(s: dict) -> list[str]:
@@ -51,7 +56,8 @@ def sentiment_table(s: dict) -> list[str]:
         v = pct(r[f"{split}_accuracy"])
         return f"**{v}**" if r[f"{split}_accuracy"] == best[split] else v
 
-    rows = ["| sentiment (1,000 dev, 1,000 test) | dev | test | dev by rate (dev's choice in bold) |",
+    rows = ["| sentiment (1,000 dev, 1,000 test) | dev | test | dev by rate (dev's choice in bold; + added beyond "
+            "the grid's edge) |",
             "|---|---|---|---|"]
     for key, name in SENTIMENT_NAMES.items():
         r = s[key]
@@ -62,7 +68,7 @@ def sentiment_table(s: dict) -> list[str]:
 
 def readme_sentiment(s: dict) -> list[str]:
     def grid(r):
-        return ", ".join(rate(x["lr"]) for x in r["runs"])
+        return ", ".join(_rate(x) for x in r["runs"])
 
     p, c, b, m = s["pretrained"], s["from_scratch"], s["bag_of_words"], s["majority"]
     return ["| | dev | test |", "|---|---|---|",

@@ -25,6 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data" / "finetune" / "sentiment"
+# Rates each grid may add beyond an edge dev picks: one (another run of the grid's length), so that the demo's choice
+# has a tried rate on each side, or says it does not; `litebert finetune --lr` adds up to three.
+GRID_EXTEND = 1
 
 
 def read_splits(data: Path = DATA) -> dict:
@@ -78,16 +81,16 @@ def finetune_sentiment(model, out: Path, lrs, *, tokenizer=None, data: Path = DA
                                                      for p in out.iterdir()):
         for p in out.iterdir():  # the runs of an earlier demo, one per rate with no grid around them: run again
             shutil.rmtree(p)
-    # the demo trains the rates it names alone: each rate added beyond an edge is another ~2.5-minute run on 2 cores
     result = finetune("sentiment", model, data, out, tokenizer=tokenizer, device=device, progress=progress,
-                      config=FinetuneConfig(**config), lr_grid=list(lrs), lr_grid_extend=0,
+                      config=FinetuneConfig(**config), lr_grid=list(lrs), lr_grid_extend=GRID_EXTEND,
                       overwrite=bool(read_marker(out)))
     if result.interrupted:
         raise KeyboardInterrupt
     test = evaluate(out, data / "test.tsv.gz", device=device, progress=False)
     return {"lr": result.lr, "dev_accuracy": result.best_metrics["accuracy"], "best_step": result.best_step,
             "test_accuracy": test.metrics["accuracy"], "test_examples": len(test.rows),
-            "runs": [{"lr": r["lr"], "dev_accuracy": r["score"], "best_step": r["best_step"]} for r in result.grid]}
+            "runs": [{"lr": r["lr"], "dev_accuracy": r["score"], "best_step": r["best_step"],
+                      **({"added": True} if "added" in r else {})} for r in result.grid]}
 
 
 def sentiment_report(model, out: Path, lrs, *, control_lrs=None, control_config=None, tokenizer=None,
@@ -114,9 +117,9 @@ def sentiment_report(model, out: Path, lrs, *, control_lrs=None, control_config=
 
 
 def grid(result: dict) -> str:
-    """Every rate tried with its best dev accuracy; the one dev chose marked *."""
-    return ", ".join(f"{r['lr']:g}: {100 * r['dev_accuracy']:.1f}{'*' if r['lr'] == result['lr'] else ''}"
-                     for r in result["runs"])
+    """Every rate tried with its best dev accuracy; the one dev chose marked *, one added beyond an edge +."""
+    return ", ".join(f"{'+' if r.get('added') else ''}{r['lr']:g}: {100 * r['dev_accuracy']:.1f}"
+                     f"{'*' if r['lr'] == result['lr'] else ''}" for r in result["runs"])
 
 
 def format_report(report: dict) -> str:

@@ -230,7 +230,7 @@ def stage_finetune(work: Path, model: Path, recipe: Recipe, report: dict, contro
 
     print(f"[finetune] sentiment: the pretrained model at lr {rates(recipe.finetune_lrs)}" +
           (f", the from-scratch control at lr {rates(recipe.control_lrs)}" if control else "") +
-          " (the best on dev kept); bag of words; majority class", flush=True)
+          " (the best on dev kept, one rate added beyond an edge dev picks); bag of words; majority class", flush=True)
     demo_finetune.sentiment_report(model, work / "finetune", recipe.finetune_lrs,
                                    control_lrs=recipe.control_lrs if control else None, device=device, seed=0,
                                    on_part=save, **recipe.finetune)
