@@ -29,6 +29,7 @@ import io
 import json
 import lzma
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -337,15 +338,21 @@ def stage_label_efficiency(work: Path, args, model: Path, report: dict) -> None:
     if not args.label_examples:
         return
     import demo_finetune
+    from litebert.errors import ConfigError
     from litebert.experiments.label_efficiency import LabelSettings, label_efficiency
+    from litebert.files import read_json
 
     s = LabelSettings(sizes=(args.label_examples,), seeds=1, lrs=args.finetune_lrs, control_lrs=args.control_lrs,
                       lr_grid_extend=demo_finetune.GRID_EXTEND, seq_len=FINETUNE["seq_len"],
                       batch_size=FINETUNE["batch_size"],
                       min_steps=args.finetune_steps or LabelSettings.min_steps)
+    folder = work / "label-efficiency"
+    if (folder / "experiment.json").is_file() and \
+            read_json(folder / "experiment.json", ConfigError).get("settings") != s.to_json():
+        shutil.rmtree(folder)  # this demo's own point, from an earlier run with other settings: run it again
     print(f"[label efficiency] {args.label_examples} labelled snippets: the pretrained model, the control, the bag of "
           f"words ({s.steps(args.label_examples)} steps a run)", flush=True)
-    summary = label_efficiency(model, work / "label-efficiency", data=demo_finetune.DATA, settings=s,
+    summary = label_efficiency(model, folder, data=demo_finetune.DATA, settings=s,
                                progress=False, log=None)
     report["label_efficiency"] = {"examples": args.label_examples, "seed": s.seed,
                                   "steps": s.steps(args.label_examples),
@@ -469,4 +476,10 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO / "src"))  # also runs from a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO / "scripts"))  # demo_finetune.py
-    raise SystemExit(main())
+    from litebert.errors import LitebertError
+
+    try:
+        raise SystemExit(main())
+    except LitebertError as e:  # one line, as the command line's errors
+        print(f"demo: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
