@@ -5,6 +5,7 @@ is checked against scikit-learn's own pipeline in test_baselines.py)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,12 @@ def test_demo_gpu_toy(tmp_path):
     s = report["sentiment"]
     assert s["examples"] == {"train": 8568, "dev": 1000, "test": 1000}
     for name, grid in (("pretrained", [1e-3]), ("from_scratch", [1e-3, 3e-3])):  # each model its own rates
-        assert [r["lr"] for r in s[name]["runs"]] == grid and s[name]["test_examples"] == 1000
+        runs = s[name]["runs"]
+        assert [r["lr"] for r in runs[:len(grid)]] == grid and s[name]["test_examples"] == 1000
+        added = runs[len(grid):]  # a grid of two may add one rate beyond the edge dev picked (by its ratio, 3)
+        assert len(added) <= (demo_finetune.GRID_EXTEND if len(grid) > 1 else 0) and all(r["added"] for r in added)
+        assert all(math.isclose(r["lr"], grid[-1] * 3, rel_tol=0.01) or math.isclose(r["lr"], grid[0] / 3, rel_tol=0.01)
+                   for r in added)
         best = max(s[name]["runs"], key=lambda r: r["dev_accuracy"])  # dev chooses; the first of equals
         assert s[name]["lr"] == best["lr"] and s[name]["dev_accuracy"] == best["dev_accuracy"]
         assert 0 <= s[name]["dev_accuracy"] <= 1 and 0 <= s[name]["test_accuracy"] <= 1
