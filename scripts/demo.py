@@ -338,17 +338,14 @@ def stage_label_efficiency(work: Path, args, model: Path, report: dict) -> None:
     if not args.label_examples:
         return
     import demo_finetune
-    from litebert.errors import ConfigError
-    from litebert.experiments.label_efficiency import LabelSettings, label_efficiency
-    from litebert.files import read_json
+    from litebert.experiments.label_efficiency import LabelSettings, changed_settings, label_efficiency
 
     s = LabelSettings(sizes=(args.label_examples,), seeds=1, lrs=args.finetune_lrs, control_lrs=args.control_lrs,
                       lr_grid_extend=demo_finetune.GRID_EXTEND, seq_len=FINETUNE["seq_len"],
                       batch_size=FINETUNE["batch_size"],
                       min_steps=args.finetune_steps or LabelSettings.min_steps)
     folder = work / "label-efficiency"
-    if (folder / "experiment.json").is_file() and \
-            read_json(folder / "experiment.json", ConfigError).get("settings") != s.to_json():
+    if changed_settings(folder, s):
         shutil.rmtree(folder)  # this demo's own point, from an earlier run with other settings: run it again
     print(f"[label efficiency] {args.label_examples} labelled snippets: the pretrained model, the control, the bag of "
           f"words ({s.steps(args.label_examples)} steps a run)", flush=True)

@@ -58,13 +58,13 @@ FRACTION = Range(0, 1, high_closed=True)  # [0, 1]
 CHARACTER_COVERAGE = Range(0.98, 1, high_closed=True)  # [0.98, 1]: what SentencePiece trains with
 
 
-def check_values(**values: tuple) -> None:
+def check_values(*, allow_none: bool = True, **values: tuple) -> None:
     """Arguments that are not config fields, checked as the configs check theirs: each ``name=(value, range)`` must
     be a finite number in its range, each ``name=(value, range, int)`` an integer in its range; None means "not
-    given". A failure is a one-line `ConfigError` naming the argument (``workers = 0: must be >= 1``; on the command
-    line, its flag)."""
+    given" (``allow_none=False``: refused as any other non-number). A failure is a one-line `ConfigError` naming the
+    argument (``workers = 0: must be >= 1``; on the command line, its flag)."""
     for name, (value, rng, *kind) in values.items():
-        if value is None:
+        if value is None and allow_none:
             continue
         if kind == [int] and not _is_int(value):
             raise ConfigError("{" + name + "}: expected an integer", **{name: value})

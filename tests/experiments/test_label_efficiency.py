@@ -153,6 +153,34 @@ def test_bad_settings_name_the_field(bad):
         le.LabelSettings(**bad)
 
 
+@given(field=st.sampled_from(["steps", "lr", "batch_size", "seq_len", "warmup_proportion", "seed"]),
+       value=st.sampled_from([None, "3", float("nan"), -1, 0.5, True]))
+def test_bad_tapt_settings_name_their_flag(field, value):
+    from litebert.experiments.tapt import TaptSettings
+
+    good = {"steps": 3, "lr": 1e-3, "batch_size": 4, "seq_len": 32, "warmup_proportion": 0.1, "seed": 0}
+    valid = {"lr": value == 0.5, "warmup_proportion": value == 0.5}.get(field, False)
+    if valid:
+        assert TaptSettings(**{**good, field: value}).__dict__[field] == value
+        return
+    with pytest.raises(ConfigError) as e:
+        TaptSettings(**{**good, field: value})
+    assert str(e.value).startswith(f"tapt_{field}") and "\n" not in str(e.value)
+
+
+def test_changed_settings_lists_each_difference(tmp_path):
+    from litebert.files import write_json
+
+    s = le.LabelSettings(**SMALL)
+    assert le.changed_settings(tmp_path, s) == []  # no experiment.json: nothing recorded
+    write_json(tmp_path / "experiment.json", {"settings": s.to_json()})
+    assert le.changed_settings(tmp_path, s) == []
+    other = le.LabelSettings(**{**SMALL, "seeds": SMALL.get("seeds", 1) + 1, "lr_grid_extend": 0})
+    changed = le.changed_settings(tmp_path, other)
+    assert [k for k, _, _ in changed] == sorted(k for k in s.to_json() if s.to_json()[k] != other.to_json()[k])
+    assert ("seeds", s.to_json()["seeds"], other.to_json()["seeds"]) in changed
+
+
 @pytest.mark.slow
 def test_more_labels_help_on_the_real_task(separable_task, tmp_path):
     """The curve's shape on the bundled sentiment task (the demo's data), three seeds a size: the bag of words, whose

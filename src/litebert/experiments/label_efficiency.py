@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -262,16 +262,23 @@ def finetune_cell(out: Path, arm: str, model: Path, tokenizer: Path, data: TaskD
 # ---------------------------------------------------------------------------------------------------- the run
 
 
+def changed_settings(out: Path, s: LabelSettings) -> list[tuple[str, Any, Any]]:
+    """The settings in which the experiment recorded in ``out`` (experiment.json) differs from ``s``, each as
+    ``(name, there, now)`` sorted by name; empty when ``out`` records none or the same."""
+    if not (out / "experiment.json").is_file():
+        return []
+    old, new = read_json(out / "experiment.json", ConfigError).get("settings", {}), s.to_json()
+    return [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
 def _open(out: Path, s: LabelSettings, inputs: dict) -> folders.FolderPlan:
     plan = folders.plan(out, folders.LABEL_EFFICIENCY, resume=True, inputs=inputs)
-    if plan.action != "new" and (out / "experiment.json").is_file():
-        old = read_json(out / "experiment.json", ConfigError).get("settings", {})
-        changed = sorted(k for k in set(old) | set(s.to_json()) if old.get(k) != s.to_json().get(k))
-        if changed:
-            k = changed[0]
-            raise ConfigError("{out} holds a label-efficiency experiment with other settings (" + literal(
-                f"{k}: {old.get(k)!r} there, {s.to_json().get(k)!r} now") + "); give the same settings to continue "
-                "it, or choose another folder", out=out)
+    changed = changed_settings(out, s) if plan.action != "new" else []
+    if changed:
+        k, there, now = changed[0]
+        raise ConfigError("{out} holds a label-efficiency experiment with other settings (" + literal(
+            f"{k}: {there!r} there, {now!r} now") + "); give the same settings to continue it, or choose another "
+            "folder", out=out)
     return plan
 
 

@@ -38,11 +38,10 @@ class TaptSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:  # named as the experiment's flags: --tapt-steps ...
-        if self.steps is None:
-            raise ConfigError("{tapt_steps}: expected an integer", tapt_steps=None)
-        check_values(tapt_steps=(self.steps, AT_LEAST_1, int), tapt_batch_size=(self.batch_size, AT_LEAST_1, int),
-                     tapt_seq_len=(self.seq_len, AT_LEAST_1, int), tapt_seed=(self.seed, AT_LEAST_0, int),
-                     tapt_lr=(self.lr, LEARNING_RATE), tapt_warmup_proportion=(self.warmup_proportion, PROBABILITY))
+        check_values(allow_none=False, tapt_steps=(self.steps, AT_LEAST_1, int),
+                     tapt_batch_size=(self.batch_size, AT_LEAST_1, int), tapt_seq_len=(self.seq_len, AT_LEAST_1, int),
+                     tapt_seed=(self.seed, AT_LEAST_0, int), tapt_lr=(self.lr, LEARNING_RATE),
+                     tapt_warmup_proportion=(self.warmup_proportion, PROBABILITY))
 
 
 def task_texts(examples: Sequence, out: Path, seed: int) -> int:

@@ -257,7 +257,7 @@ def embed_file(model_dir: str | Path, input_path: str | Path, output_path: str |
     n_texts = sum(1 for _ in iter_texts(path, text_field, encoding_errors))
     if not n_texts:
         raise DataError(f"{path}: the file is empty")
-    hub.model_folder(model_dir)  # read after the input (its errors first), before the folder's tokenizer
+    model_dir = hub.model_folder(model_dir)  # after the input (its errors first), before the folder's tokenizer
     tok = finetuned.load_tokenizer(model_dir, tokenizer, allow_tokenizer_mismatch)
     # mean and cls pooling never read the pooler: an encoder without it loads a folder that has none (an MLM-only
     # model) without warning about weights it would not use
