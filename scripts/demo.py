@@ -50,7 +50,9 @@ STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 mi
 # ends early; none of the demo's other runs stalls that long before its best.
 FINETUNE = dict(epochs=3.0, batch_size=32, seq_len=64, warmup_proportion=0.1, bias_correction=True, patience=3)
 PRETRAINED_LRS = (1e-4, 3e-4)
-LABEL_EXAMPLES = 500  # one point of the label-efficiency curve (all of it: `litebert experiment label-efficiency`)
+# One point of the label-efficiency curve, on request (--label-examples): it takes ~4 minutes, more than `make demo`'s
+# ~25 leave; the whole curve is `litebert experiment label-efficiency`
+LABEL_POINT = 500
 CONTROL_LRS = (1e-4, 3e-4)
 
 
@@ -445,8 +447,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tapt-steps", type=int, default=0,
                     help="task-adaptive pretraining: MLM steps on the task's unlabelled texts before fine-tuning a "
                          "third model (default 0: none; 300 take ~2 min, its fine-tuning ~5)")
-    ap.add_argument("--label-examples", type=int, default=LABEL_EXAMPLES,
-                    help=f"also train on this many labelled snippets only (default {LABEL_EXAMPLES}; 0: skip)")
+    ap.add_argument("--label-examples", type=int, default=0,
+                    help=f"also train the three models on this many labelled snippets only, one point of the "
+                         f"label-efficiency curve (default 0: none; {LABEL_POINT} take ~4 min more)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -470,6 +473,9 @@ def main(argv=None) -> int:
     print("\n" + demo_finetune.format_report(report["sentiment"]))
     print(f"demo finished in {report['seconds'] / 60:.1f} min: {work / 'report.md'}, {work / 'report.json'}, "
           f"{work / 'pretraining.png'}")
+    if not args.label_examples:
+        print(f"fewer labels: --label-examples {LABEL_POINT} adds one point of the label-efficiency curve (~4 min); "
+              "the whole curve over seeds is `litebert experiment label-efficiency` (docs/EXPERIMENTS.md)")
     return 0
 
 

@@ -92,7 +92,8 @@ def label_point(r: dict) -> list[str]:
         v = pct(le[k][f"{split}_accuracy"])
         return f"**{v}**" if le[k][f"{split}_accuracy"] == best[split] else v
 
-    return [f"| {le['examples']:,} labelled snippets (seed {le['seed']}, {le['steps']} steps a run) | dev | test |",
+    return [f"| {le['examples']:,} labelled snippets (`--label-examples {le['examples']}`: seed {le['seed']}, "
+            f"{le['steps']} steps a run) | dev | test |",
             "|---|---|---|", *(f"| {name} | {cell(k, 'dev')} | {cell(k, 'test')} |" for k, name in names.items())]
 
 
@@ -140,6 +141,8 @@ def claims(cpu: dict, gpu: dict) -> dict[str, list[str]]:
     return {
         "README.md": [f"held-out MLM {cpu_mlm}", f"MLM {gpu_mlm} and SOP {gpu_sop}", gpu_pair],
         "docs/pretraining.md": [f"({cpu_mlm} of masked pieces right",
+                                f"in {cpu['elapsed_s'] / 60:.1f} minutes of training",
+                                f"{cpu['seconds'] / 60:.1f} minutes in all for the recorded run",
                                 f"{gpu['step']:,} steps ({gpu['tokens_seen'] / 1e6:.0f}M tokens)",
                                 f"{gpu_mlm} held-out MLM and SOP {gpu_sop}"],
         "docs/GPU.md": [f"held-out MLM {gpu_mlm}, SOP {gpu_sop}", gpu_row],
