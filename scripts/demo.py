@@ -50,9 +50,9 @@ STEPS = 1100  # the `demo` recipe's step count (litebert/train/config.py): ~8 mi
 # ends early; none of the demo's other runs stalls that long before its best.
 FINETUNE = dict(epochs=3.0, batch_size=32, seq_len=64, warmup_proportion=0.1, bias_correction=True, patience=3)
 PRETRAINED_LRS = (1e-4, 3e-4)
-# One point of the label-efficiency curve, on request (--label-examples): it takes ~4 minutes, more than `make demo`'s
-# ~25 leave; the whole curve is `litebert experiment label-efficiency`
-LABEL_POINT = 500
+# One point of the label-efficiency curve, on request (--label-examples): it takes ~4 minutes (LABEL_POINT_MINUTES),
+# more than `make demo`'s ~25 leave; the whole curve is `litebert experiment label-efficiency`
+LABEL_POINT, LABEL_POINT_MINUTES = 500, 4
 CONTROL_LRS = (1e-4, 3e-4)
 
 
@@ -403,11 +403,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _added(run: dict) -> str:
-    """``+`` before a rate the grid added beyond an edge dev picked."""
-    return "+" if run.get("added") else ""
-
-
 def sentiment_table(s: dict) -> list[str]:
     """The sentiment rows of a report, markdown: each model's dev and test accuracy (those present in ``s``) and,
     for the fine-tuned ones, every rate tried with its dev accuracy (dev's choice in bold, + a rate added beyond the
@@ -416,6 +411,8 @@ def sentiment_table(s: dict) -> list[str]:
              "from_scratch": "same model from random weights (control)",
              "bag_of_words": "bag of words (TF-IDF + logistic regression, C on dev)",
              "majority": "best constant guess"}
+
+    from demo_finetune import added_mark as _added
 
     def chosen(r: dict) -> str:
         if "runs" in r:
@@ -449,7 +446,8 @@ def main(argv=None) -> int:
                          "third model (default 0: none; 300 take ~2 min, its fine-tuning ~5)")
     ap.add_argument("--label-examples", type=int, default=0,
                     help=f"also train the three models on this many labelled snippets only, one point of the "
-                         f"label-efficiency curve (default 0: none; {LABEL_POINT} take ~4 min more)")
+                         f"label-efficiency curve (default 0: none; {LABEL_POINT} take ~{LABEL_POINT_MINUTES} min "
+                         "more)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -474,8 +472,9 @@ def main(argv=None) -> int:
     print(f"demo finished in {report['seconds'] / 60:.1f} min: {work / 'report.md'}, {work / 'report.json'}, "
           f"{work / 'pretraining.png'}")
     if not args.label_examples:
-        print(f"fewer labels: --label-examples {LABEL_POINT} adds one point of the label-efficiency curve (~4 min); "
-              "the whole curve over seeds is `litebert experiment label-efficiency` (docs/EXPERIMENTS.md)")
+        print(f"fewer labels: --label-examples {LABEL_POINT} adds one point of the label-efficiency curve "
+              f"(~{LABEL_POINT_MINUTES} min); the whole curve over seeds is `litebert experiment label-efficiency` "
+              "(docs/EXPERIMENTS.md)")
     return 0
 
 

@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from demo_finetune import added_mark  # scripts/, beside this file
+
 REPO = Path(__file__).resolve().parent.parent
 CPU_REPORT = "bench/results/demo-cpu/report.json"
 GPU_REPORT = "bench/results/h200-2026-11-28/demo.json"
@@ -39,7 +41,7 @@ def rate(x: float) -> str:
 
 def _rate(x: dict) -> str:
     """A rate tried, ``+`` before it when the grid added it beyond an edge dev picked."""
-    return ("+" if x.get("added") else "") + rate(x["lr"])
+    return added_mark(x) + rate(x["lr"])
 
 
 def _rates(r: dict) -> str:

@@ -116,9 +116,14 @@ def sentiment_report(model, out: Path, lrs, *, control_lrs=None, control_config=
     return report
 
 
+def added_mark(run: dict) -> str:
+    """``+``, written before a rate the grid added beyond an edge dev picked (every report and table marks it so)."""
+    return "+" if run.get("added") else ""
+
+
 def grid(result: dict) -> str:
     """Every rate tried with its best dev accuracy; the one dev chose marked *, one added beyond an edge +."""
-    return ", ".join(f"{'+' if r.get('added') else ''}{r['lr']:g}: {100 * r['dev_accuracy']:.1f}"
+    return ", ".join(f"{added_mark(r)}{r['lr']:g}: {100 * r['dev_accuracy']:.1f}"
                      f"{'*' if r['lr'] == result['lr'] else ''}" for r in result["runs"])
 
 
